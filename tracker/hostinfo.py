@@ -1,0 +1,80 @@
+"""What a measurement ran on: GPU, driver, CUDA, torch, triton, CPU model, hostname."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import socket
+import subprocess
+from dataclasses import asdict, dataclass
+from functools import cache
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    device: str  # "cuda" or "cpu"
+    gpu: str  # GPU name, or "cpu" where there is none
+    driver: str
+    cuda: str
+    torch: str
+    triton: str
+    cpu: str
+    hostname: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _nvidia_driver() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return "unknown"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.strip().splitlines()[0] if out.strip() else "unknown"
+
+
+def triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return "none"
+    return triton.__version__
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@cache
+def host_info(device: str | None = None) -> HostInfo:
+    """The live environment. `device` None picks cuda when available."""
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    on_gpu = device == "cuda"
+    return HostInfo(
+        device=device,
+        gpu=torch.cuda.get_device_name() if on_gpu else "cpu",
+        driver=_nvidia_driver() if on_gpu else "none",
+        cuda=(torch.version.cuda or "none") if on_gpu else "none",
+        torch=torch.__version__,
+        triton=triton_version(),
+        cpu=_cpu_model(),
+        hostname=socket.gethostname(),
+    )

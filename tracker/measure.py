@@ -1,0 +1,306 @@
+"""Measure one cell = (preset, workload, mode): compile, warm up, time, check against eager.
+
+The study's procedure (WORKLOADS.md): seed, build inputs, `torch._dynamo.reset()`, `torch.compile(fn,
+mode=MODE, dynamic=False)`, time the first call as compile seconds, 20 warm-up calls, synchronize, then
+`triton.testing.do_bench(warmup=100, rep=1000)`. On a CPU-only host a CPU timer with the same result
+shape (all samples, in ms) stands in for do_bench. A cell that fails returns a failed result; it never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import workloads
+from tracker.hostinfo import host_info
+
+OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Measurement settings; the defaults are the study's."""
+
+    warmup_ms: float = 100.0  # do_bench warmup budget
+    rep_ms: float = 1000.0  # do_bench measurement budget
+    warmup_calls: int = 20  # direct calls after compiling, before timing
+    time_limit_s: float | None = None  # the whole cell, compile included
+    # The study calls CUDA-graph modes plainly; marking each step is offered as the alternative.
+    cudagraph_mark_step: bool = False
+
+
+@dataclass
+class CellResult:
+    preset: str
+    workload: str
+    mode: str
+    device: str
+    status: str  # ok | failed | skipped
+    reason: str = ""
+    samples_ms: list[float] = field(default_factory=list)
+    median_ms: float | None = None
+    p25_ms: float | None = None
+    p99_ms: float | None = None
+    compile_s: float | None = None
+    peak_mem_bytes: int | None = None  # CUDA only, during the timed region
+    correct: bool | None = None
+    error_vs_eager: float | None = None  # relative L2 error (floats) or mismatch fraction (integers)
+    launch_us: float | None = None  # this host's launch floor: a one-element add under the same timer
+    host: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellResult:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class CellTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise CellTimeout after `seconds` (main thread only; elsewhere the runner's process limit applies)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise CellTimeout(f"time limit of {seconds:g} s exceeded")
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default), without numpy."""
+    xs = sorted(samples)
+    pos = (len(xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def cpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float, min_samples: int = 5) -> list[float]:
+    """do_bench's shape on a CPU: warm up for `warmup_ms`, then time single calls for `rep_ms` (ms each)."""
+    end = time.perf_counter() + warmup_ms / 1e3
+    call()
+    while time.perf_counter() < end:
+        call()
+    samples: list[float] = []
+    end = time.perf_counter() + rep_ms / 1e3
+    while time.perf_counter() < end or len(samples) < min_samples:
+        t0 = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def gpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float) -> list[float]:
+    import triton.testing
+
+    return [float(t) for t in triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="all")]
+
+
+def bench(call: Callable[[], Any], device: str, warmup_ms: float, rep_ms: float) -> list[float]:
+    return gpu_bench(call, warmup_ms, rep_ms) if device == "cuda" else cpu_bench(call, warmup_ms, rep_ms)
+
+
+_LAUNCH_US: dict[str, float] = {}
+
+
+def launch_overhead_us(device: str) -> float:
+    """Median time of a one-element in-place add under the cell timer: the host's launch floor.
+
+    Eager chains of small kernels and sub-20-us compiled cells are bound by it, so results from
+    different hosts are only comparable with it recorded (measured once per process)."""
+    if device not in _LAUNCH_US:
+        import torch
+
+        x = torch.zeros(1, device=device)
+        samples = bench(lambda: x.add_(1), device, warmup_ms=25, rep_ms=100)
+        _LAUNCH_US[device] = quantile(samples, 0.5) * 1e3
+    return _LAUNCH_US[device]
+
+
+def _flatten(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        return [y for x in out for y in _flatten(x)]
+    return [out]
+
+
+def compare_outputs(out: Any, ref: Any) -> tuple[bool, float, str]:
+    """Compiled output vs eager output: (correct, error figure, reason when not).
+
+    Floats: relative L2 error <= 2e-2 for 16-bit types (inductor computes in fp32 where eager rounds every
+    op to bf16, so a few ulps of drift is expected), 1e-4 for fp32. Integers (indices): at most 5% of
+    elements differ, because bf16 ties make equally valid indices. A NaN where eager has none fails."""
+    import torch
+
+    outs, refs = _flatten(out), _flatten(ref)
+    if len(outs) != len(refs):
+        return False, math.inf, f"output count {len(outs)} != eager's {len(refs)}"
+    worst = 0.0
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        if not isinstance(r, torch.Tensor):
+            if o != r:
+                return False, math.inf, f"output {i}: {o!r} != eager's {r!r}"
+            continue
+        if not isinstance(o, torch.Tensor) or o.shape != r.shape or o.dtype != r.dtype:
+            return False, math.inf, f"output {i}: shape/dtype differ from eager's {tuple(r.shape)} {r.dtype}"
+        if r.dtype.is_floating_point:
+            o32, r32 = o.detach().float(), r.detach().float()
+            if bool(torch.isnan(o32).any()) and not bool(torch.isnan(r32).any()):
+                return False, math.inf, f"output {i}: NaN where eager has none"
+            finite = torch.isfinite(r32) & torch.isfinite(o32)
+            diff = torch.linalg.vector_norm((o32 - r32)[finite])
+            scale = torch.linalg.vector_norm(r32[finite]).clamp_min(1e-30)
+            err = float(diff / scale)
+            tol = 1e-4 if r.dtype == torch.float32 or r.dtype == torch.float64 else 2e-2
+        else:
+            err = float((o != r).float().mean()) if r.numel() else 0.0
+            tol = 0.05
+        worst = max(worst, err)
+        if err > tol:
+            return False, err, f"output {i} differs from eager: error {err:.3g} > tolerance {tol:g}"
+    return True, worst, ""
+
+
+def _clone(out: Any) -> Any:
+    # CUDA-graph modes reuse output buffers on the next replay: keep a private copy to compare.
+    if isinstance(out, (tuple, list)):
+        return type(out)(_clone(x) for x in out)
+    return out.detach().clone() if hasattr(out, "detach") else out
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _reason(exc: BaseException) -> str:
+    import torch
+
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return "out of memory: " + str(exc).splitlines()[0][:300]
+    if isinstance(exc, CellTimeout):
+        return str(exc)
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+
+
+def measure_cell(
+    preset: str,
+    workload: str,
+    mode: str,
+    device: str | None = None,
+    settings: Settings = Settings(),
+    exclusive: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    fn_override: Callable[..., Any] | None = None,
+) -> CellResult:
+    """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
+
+    `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
+    eager reference, warm-up and timing); the parallel runner passes its cross-process GPU lock.
+    `fn_override` times another implementation (a kernel under test) on the workload's inputs, in eager."""
+    import torch
+
+    spec, p = workloads.get(workload), workloads.get_preset(preset)
+    workloads.check_mode(mode) if fn_override is None else None
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    result = CellResult(preset, workload, mode, device, FAILED)
+    start = time.perf_counter()
+    if not spec.applies_to(preset):
+        return _skip(result, f"{workload} is decode-invariant: the study measures it in prefill only", start)
+    if p.needs_cuda and device != "cuda":
+        return _skip(result, f"preset {preset} needs a CUDA device (multi-GiB inputs)", start)
+    if device == "cuda" and not torch.cuda.is_available():
+        return _skip(result, "no CUDA device", start)
+    result.host = host_info(device).as_dict()
+    try:
+        with time_limit(settings.time_limit_s):
+            result.launch_us = launch_overhead_us(device)
+            _measure_into(result, spec, p, mode, device, settings, exclusive, fn_override)
+    except Exception as exc:
+        result.status, result.reason = FAILED, _reason(exc)
+    finally:
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    result.wall_s = time.perf_counter() - start
+    return result
+
+
+def _skip(result: CellResult, reason: str, start: float) -> CellResult:
+    result.status, result.reason, result.wall_s = SKIPPED, reason, time.perf_counter() - start
+    return result
+
+
+def _measure_into(result: CellResult, spec: workloads.Workload, p: workloads.Preset, mode: str, device: str,
+                  settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
+    import torch
+
+    with exclusive():
+        fn, args, kwargs = spec.build(p, device)
+        ref = _clone(fn(*args, **kwargs))
+        _sync(device)
+    torch._dynamo.reset()
+    if fn_override is not None:
+        call_fn = fn_override
+    elif mode == "eager":
+        call_fn = fn
+    else:
+        call_fn = torch.compile(fn, mode=mode, dynamic=False)
+    mark_step = settings.cudagraph_mark_step and device == "cuda" and mode in ("reduce-overhead", "max-autotune")
+
+    def call() -> Any:
+        if mark_step:
+            torch.compiler.cudagraph_mark_step_begin()
+        return call_fn(*args, **kwargs)
+
+    t0 = time.perf_counter()
+    out = _clone(call())
+    _sync(device)
+    result.compile_s = time.perf_counter() - t0
+    if fn_override is not None or mode != "eager":
+        result.correct, result.error_vs_eager, why = compare_outputs(out, ref)
+        if not result.correct:
+            raise AssertionError(f"incorrect: {why}")
+    else:
+        result.correct, result.error_vs_eager = True, 0.0
+    del out, ref
+    with exclusive():
+        for _ in range(settings.warmup_calls):
+            call()
+        _sync(device)
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        samples = bench(call, device, settings.warmup_ms, settings.rep_ms)
+        if device == "cuda":
+            result.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
+    result.samples_ms = samples
+    result.median_ms = quantile(samples, 0.5)
+    result.p25_ms = quantile(samples, 0.25)
+    result.p99_ms = quantile(samples, 0.99)
+    result.status = OK

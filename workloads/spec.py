@@ -1,0 +1,54 @@
+"""The contract every workload follows: a name, a domain, tags, and a builder of (fn, args, kwargs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workloads.presets import Preset
+
+DOMAINS = ("llm", "vlm", "diffusion", "rl")
+
+# fn(*args, **kwargs) is the timed call; args are built once, outside the timed region.
+Built = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    domain: str
+    tags: tuple[str, ...]
+    # builder(preset, device) -> (fn, args, kwargs); it draws inputs from the global RNG, which
+    # `build` seeds, so the same preset gives the same inputs on the same device type.
+    builder: Callable[[Preset, Any], Built] = field(repr=False)
+    # flops(preset) -> floating-point operations of one call (multiply-add = 2), for % of peak.
+    flops: Callable[[Preset], float] = field(repr=False)
+    # Same shapes in decode as in prefill: the study measures these in prefill only.
+    decode_invariant: bool = False
+
+    def __post_init__(self) -> None:
+        if self.domain not in DOMAINS:
+            raise ValueError(f"{self.name}: unknown domain {self.domain!r}")
+
+    def build(self, preset: Preset, device: Any = "cpu") -> Built:
+        """Inputs for `preset` on `device`, seeded with torch.manual_seed(0) as in the study."""
+        import torch
+
+        torch.manual_seed(0)
+        return self.builder(preset, torch.device(device))
+
+    def min_bytes(self, preset: Preset) -> int:
+        """Bytes a perfect kernel must move: every input read once, every output written once.
+
+        Computed on the meta device, so it follows the builder exactly and allocates nothing."""
+        import torch
+
+        fn, args, kwargs = self.build(preset, "meta")
+        outs = fn(*args, **kwargs)
+        tensors = [*args, *kwargs.values(), *(outs if isinstance(outs, tuple) else (outs,))]
+        return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+    def applies_to(self, preset_name: str) -> bool:
+        """Whether the study measures this workload in this preset (decode skips the invariant five)."""
+        return not (self.decode_invariant and preset_name == "decode")
