@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-import workloads
 from tracker.hostinfo import host_info
+from workloads import names, registry
+from workloads.presets import Preset, get_preset
+from workloads.spec import Workload
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
@@ -226,8 +228,9 @@ def measure_cell(
     `fn_override` times another implementation (a kernel under test) on the workload's inputs, in eager."""
     import torch
 
-    spec, p = workloads.get(workload), workloads.get_preset(preset)
-    workloads.check_mode(mode) if fn_override is None else None
+    spec, p = registry.get(workload), get_preset(preset)
+    if fn_override is None:
+        names.check_mode(mode)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     result = CellResult(preset, workload, mode, device, FAILED)
     start = time.perf_counter()
@@ -257,7 +260,7 @@ def _skip(result: CellResult, reason: str, start: float) -> CellResult:
     return result
 
 
-def _measure_into(result: CellResult, spec: workloads.Workload, p: workloads.Preset, mode: str, device: str,
+def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, device: str,
                   settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
     import torch
 

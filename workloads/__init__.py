@@ -1,10 +1,4 @@
-"""The 23 workloads of the torch.compile mode study: pure PyTorch, no timing, no asv."""
+"""The 23 workloads of the torch.compile mode study: pure PyTorch, no timing, no asv.
 
-from workloads.presets import PRESETS, Preset, get_preset
-from workloads.registry import MODES, NAMES, WORKLOADS, check_mode, get, instances
-from workloads.spec import DOMAINS, Workload
-
-__all__ = [
-    "DOMAINS", "MODES", "NAMES", "PRESETS", "WORKLOADS", "Preset", "Workload", "check_mode", "get",
-    "get_preset", "instances",
-]
+Import what you need from the submodules: `workloads.names` (torch-free), `workloads.registry`,
+`workloads.presets`. This package imports nothing itself, so the names stay cheap to import."""

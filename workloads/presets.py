@@ -64,7 +64,7 @@ TINY = Preset(
     vae_out_channels=16, time_dim=32, time_hidden=64, rl_pairs=64, needs_cuda=False,
 )
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (PREFILL, DECODE, TINY)}
+PRESETS: dict[str, Preset] = {p.name: p for p in (PREFILL, DECODE, TINY)}  # keys: names.PRESET_NAMES
 
 
 def get_preset(name: str) -> Preset:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workloads.names import DECODE_INVARIANT, applies
 from workloads.presets import Preset
 
 DOMAINS = ("llm", "vlm", "diffusion", "rl")
@@ -30,6 +31,8 @@ class Workload:
     def __post_init__(self) -> None:
         if self.domain not in DOMAINS:
             raise ValueError(f"{self.name}: unknown domain {self.domain!r}")
+        if self.decode_invariant != (self.name in DECODE_INVARIANT):
+            raise ValueError(f"{self.name}: decode_invariant disagrees with workloads.names.DECODE_INVARIANT")
 
     def build(self, preset: Preset, device: Any = "cpu") -> Built:
         """Inputs for `preset` on `device`, seeded with torch.manual_seed(0) as in the study."""
@@ -51,4 +54,4 @@ class Workload:
 
     def applies_to(self, preset_name: str) -> bool:
         """Whether the study measures this workload in this preset (decode skips the invariant five)."""
-        return not (self.decode_invariant and preset_name == "decode")
+        return applies(preset_name, self.name)

@@ -1,0 +1,139 @@
+"""The cell store: one JSON file per measured cell, written atomically as soon as the cell finishes.
+
+It is what makes a run resumable (a finished cell is never measured again for the same commit, machine
+and torch version) and what lets the three asv metrics of a cell (latency, compile time, peak memory)
+come from one measurement, although asv runs each in its own process. It is a cache beside the asv
+results, never published; the asv result files are the record.
+
+Imports nothing heavy: asv imports the benchmark suite in every benchmark process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tracker import atomic
+
+ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
+ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset
+
+
+def torch_version() -> str:
+    """The installed torch version without importing torch."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", part)
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Which run a cell belongs to: results of different commits, machines or torch versions never mix."""
+
+    machine: str
+    commit: str
+    torch: str
+
+    @classmethod
+    def from_env(cls, environ: os._Environ[str] | dict[str, str] = os.environ) -> RunKey:
+        # ASV_COMMIT is set by asv for benchmark processes; our runner sets it too.
+        return cls(
+            machine=environ.get(ENV_MACHINE) or socket.gethostname(),
+            commit=environ.get("ASV_COMMIT") or "unknown",
+            torch=torch_version(),
+        )
+
+    def dirname(self) -> str:
+        return f"{_safe(self.machine)}/{_safe(self.commit)}/torch-{_safe(self.torch)}"
+
+
+def default_root(environ: os._Environ[str] | dict[str, str] = os.environ) -> Path:
+    if environ.get(ENV_ROOT):
+        return Path(environ[ENV_ROOT])
+    return Path(environ.get("ASV_CONF_DIR") or ".") / ".asv" / "cells"
+
+
+class CellStore:
+    def __init__(self, root: str | os.PathLike[str], key: RunKey) -> None:
+        self.dir = Path(root) / key.dirname()
+        self.key = key
+
+    def path(self, preset: str, workload: str, mode: str) -> Path:
+        return self.dir / preset / workload / f"{_safe(mode)}.json"
+
+    def get(self, preset: str, workload: str, mode: str) -> dict[str, Any] | None:
+        """The stored cell as a dict, or None when absent or unreadable (then it is measured again)."""
+        try:
+            with open(self.path(preset, workload, mode), encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("status") else None
+
+    def put(self, cell: dict[str, Any]) -> None:
+        atomic.write_json(self.path(cell["preset"], cell["workload"], cell["mode"]), cell)
+
+    def all(self) -> list[dict[str, Any]]:
+        out = []
+        for p in sorted(self.dir.glob("*/*/*.json")):
+            try:
+                out.append(json.loads(p.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                continue
+        return out
+
+
+SAMPLES_KEPT = 1000
+
+
+def thin(samples: list[float], keep: int = SAMPLES_KEPT) -> list[float]:
+    """At most `keep` evenly spaced order statistics of `samples`.
+
+    do_bench returns up to ~100k samples for a microsecond kernel; asv stores every sample it is given.
+    Order statistics keep the distribution (median, quartiles, tails) exactly enough for asv's CI and
+    Mann-Whitney test, which become conservative (they see n=keep, not the true n)."""
+    xs = sorted(samples)
+    if len(xs) <= keep:
+        return xs
+    step = (len(xs) - 1) / (keep - 1)
+    return [xs[round(i * step)] for i in range(keep)]
+
+
+# The three asv metrics of a cell, in one place for asv's own runs and for the runner's direct writes.
+METRICS: dict[str, str] = {"latency": "ms", "compile_time": "s", "peak_memory": "MiB"}
+
+
+class CellSkipped(NotImplementedError):
+    """asv records a NotImplementedError from setup as 'skipped' (n/a), not as a failure."""
+
+
+class CellFailed(RuntimeError):
+    pass
+
+
+def metric_value(cell: dict[str, Any], metric: str) -> Any:
+    """A stored cell's value for one asv metric; raises CellSkipped/CellFailed as asv should record it."""
+    if cell["status"] == "skipped":
+        raise CellSkipped(cell["reason"])
+    if cell["status"] != "ok":
+        raise CellFailed(cell["reason"])
+    if metric == "latency":
+        return {"samples": thin(cell["samples_ms"]), "number": 1}
+    if metric == "compile_time":
+        return cell["compile_s"]
+    if metric == "peak_memory":
+        if cell.get("peak_mem_bytes") is None:
+            raise CellSkipped("peak device memory is recorded on CUDA only")
+        return cell["peak_mem_bytes"] / 2**20
+    raise KeyError(f"unknown metric {metric!r}")

@@ -1,0 +1,49 @@
+"""The names of presets, workloads and modes, importable without torch.
+
+asv imports the benchmark suite in every benchmark process; keeping the names torch-free keeps a cell
+whose result is already stored cheap to report."""
+
+from __future__ import annotations
+
+PRESET_NAMES: tuple[str, ...] = ("prefill", "decode", "tiny")
+
+# WORKLOADS.md order: llm, vlm, diffusion, then the two LLM losses and the RL losses.
+WORKLOAD_NAMES: tuple[str, ...] = (
+    "llm_rmsnorm", "llm_layernorm", "llm_swiglu_mlp", "llm_gelu_mlp", "llm_rope_apply",
+    "llm_logits_projection_softmax", "llm_topk_sampling_prep", "llm_moe_router", "llm_qk_norm",
+    "vlm_patch_embedding_conv2d", "vlm_vit_mlp_block", "vlm_vision_rmsnorm_pool", "vlm_contrastive_nce_loss",
+    "diff_unet_resblock", "diff_vae_decoder_upsample", "diff_time_embedding_mlp", "diff_cfg_blend",
+    "diff_scheduler_step", "llm_label_smoothed_ce_loss", "llm_kl_divergence_loss", "rl_ppo_clipped_loss",
+    "rl_dpo_loss", "rl_grpo_loss",
+)
+
+# Eager first: it is the reference every speedup is taken against.
+MODES: tuple[str, ...] = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+# Same shapes in both presets: the study measures these five in prefill only.
+DECODE_INVARIANT: frozenset[str] = frozenset(
+    {"vlm_contrastive_nce_loss", "diff_vae_decoder_upsample", "diff_time_embedding_mlp", "rl_dpo_loss", "rl_grpo_loss"}
+)
+
+
+def check_name(kind: str, name: str, known: tuple[str, ...]) -> str:
+    if name not in known:
+        raise KeyError(f"unknown {kind} {name!r}; choose from {', '.join(known)}")
+    return name
+
+
+def check_mode(mode: str) -> str:
+    return check_name("mode", mode, MODES)
+
+
+def check_preset(preset: str) -> str:
+    return check_name("preset", preset, PRESET_NAMES)
+
+
+def check_workload(workload: str) -> str:
+    return check_name("workload", workload, WORKLOAD_NAMES)
+
+
+def applies(preset: str, workload: str) -> bool:
+    """Whether the study measures `workload` in `preset` (23 in prefill and tiny, 18 in decode)."""
+    return not (preset == "decode" and workload in DECODE_INVARIANT)
