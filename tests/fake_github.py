@@ -1,0 +1,214 @@
+"""A local HTTP server that behaves like the parts of GitHub's REST API the PR comment uses.
+
+In-memory comments per (owner, repo, issue), real pagination (per_page, page, Link with rel="next"/"last"),
+token check (401), 404 for unknown repos, issues and comments, 422 for empty or too long bodies, and a queue of
+injected faults answered before normal handling. Every request is recorded for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+MAX_BODY = 65536
+_ISSUE_COMMENTS = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
+_COMMENT = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
+
+
+@dataclass
+class Fault:
+    """One injected answer. status None: handle the request normally (it takes effect), then answer late."""
+
+    status: int | None = None
+    body: Any = None  # JSON; ignored if raw is set
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering: more than the client timeout makes a timeout
+    drop: bool = False  # close the connection without answering
+    raw: bytes | None = None
+    method: str | None = None  # only for the next request with this method
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str  # with the query
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class _Response:
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None
+
+
+class FakeGitHub:
+    def __init__(self, token: str = "fake-token-0123456789", repos: Iterable[tuple[str, str, int]] = ()) -> None:
+        self.token = token
+        self.issues: set[tuple[str, str, int]] = set(repos) or {("octo", "widgets", 7)}
+        self.faults: list[Fault] = []
+        self.requests: list[Recorded] = []
+        self._comments: dict[int, dict[str, Any]] = {}  # id -> comment, with its issue key under "_issue"
+        self._next_id = 1000
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.fake = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> FakeGitHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- test helpers ------------------------------------------------------------------------------------
+
+    def inject(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def add_comment(self, owner: str, repo: str, issue: int, body: str) -> dict[str, Any]:
+        with self._lock:
+            return self._add(owner, repo, issue, body)
+
+    def comments(self, owner: str = "octo", repo: str = "widgets", issue: int = 7) -> list[dict[str, Any]]:
+        with self._lock:
+            return [_public(c) for c in self._comments.values() if c["_issue"] == (owner, repo, issue)]
+
+    def calls(self, method: str | None = None) -> list[Recorded]:
+        return [r for r in self.requests if method is None or r.method == method]
+
+    # -- request handling ----------------------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: Any) -> tuple[_Response, Fault | None]:
+        with self._lock:
+            self.requests.append(Recorded(method, target, headers, body))
+            fault = next((f for f in self.faults if f.method in (None, method)), None)
+            if fault:
+                self.faults.remove(fault)
+            if fault and fault.status is not None:
+                return _Response(fault.status, fault.body, fault.headers, fault.raw), fault
+            response = self._route(method, target, headers, body)
+            if fault:
+                response.headers.update(fault.headers)
+            return response, fault
+
+    def _route(self, method: str, target: str, headers: dict[str, str], body: Any) -> _Response:
+        if headers.get("authorization") not in (f"Bearer {self.token}", f"token {self.token}"):
+            return _Response(401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
+        url = urlsplit(target)
+        if m := _ISSUE_COMMENTS.match(url.path):
+            owner, repo, issue = m.group(1), m.group(2), int(m.group(3))
+            if (owner, repo, issue) not in self.issues:
+                return _not_found()
+            if method == "GET":
+                return self._list(owner, repo, issue, url.path, parse_qs(url.query))
+            if method == "POST":
+                return _invalid(body) or _Response(201, _public(self._add(owner, repo, issue, body["body"])))
+        elif m := _COMMENT.match(url.path):
+            comment = self._comments.get(int(m.group(3)))
+            if comment is None or comment["_issue"][:2] != (m.group(1), m.group(2)):
+                return _not_found()
+            if method == "PATCH":
+                if error := _invalid(body):
+                    return error
+                comment["body"] = body["body"]
+                return _Response(200, _public(comment))
+            if method == "DELETE":
+                del self._comments[comment["id"]]
+                return _Response(204)
+        return _not_found()
+
+    def _list(self, owner: str, repo: str, issue: int, path: str, query: dict[str, list[str]]) -> _Response:
+        per_page = max(1, min(100, int(query.get("per_page", ["30"])[0])))
+        page = max(1, int(query.get("page", ["1"])[0]))
+        items = [_public(c) for c in self._comments.values() if c["_issue"] == (owner, repo, issue)]
+        last = max(1, math.ceil(len(items) / per_page))
+        links = {"first": 1, "prev": page - 1} if page > 1 else {}
+        if page < last:
+            links |= {"next": page + 1, "last": last}
+        link = ", ".join(f'<{self.url}{path}?per_page={per_page}&page={n}>; rel="{rel}"' for rel, n in links.items())
+        return _Response(200, items[(page - 1) * per_page : page * per_page], {"Link": link} if link else {})
+
+    def _add(self, owner: str, repo: str, issue: int, body: str) -> dict[str, Any]:
+        self._next_id += 1
+        cid = self._next_id
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + cid))  # ordered like ids
+        comment = {
+            "id": cid,
+            "body": body,
+            "html_url": f"https://github.com/{owner}/{repo}/pull/{issue}#issuecomment-{cid}",
+            "created_at": created,
+            "user": {"login": "github-actions[bot]"},
+            "_issue": (owner, repo, issue),
+        }
+        self._comments[cid] = comment
+        return comment
+
+
+def _public(comment: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in comment.items() if not k.startswith("_")}
+
+
+def _not_found() -> _Response:
+    return _Response(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+
+
+def _invalid(body: Any) -> _Response | None:
+    text = body.get("body") if isinstance(body, dict) else None
+    if not text:
+        errors = [{"resource": "IssueComment", "code": "missing_field", "field": "body"}]
+        return _Response(422, {"message": "Validation Failed", "errors": errors})
+    if len(text) > MAX_BODY:
+        errors = [{"message": f"Body is too long (maximum is {MAX_BODY} characters)"}]
+        return _Response(422, {"message": "Validation Failed", "errors": errors})
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        response, fault = self.server.fake.handle(self.command, self.path, headers, body)  # type: ignore[attr-defined]
+        if fault and fault.delay:
+            time.sleep(fault.delay)
+        if fault and fault.drop:
+            return
+        payload = response.raw if response.raw is not None else b""
+        if response.raw is None and response.body is not None:
+            payload = json.dumps(response.body).encode()
+        try:
+            self.send_response(response.status)
+            for key, value in response.headers.items():
+                self.send_header(key, value)
+            if response.raw is None:
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+    do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean

@@ -1,0 +1,209 @@
+"""asv's files, written through asv's own classes: the machine file (with our version keys) and results.
+
+asv records no GPU or library versions for an `existing` environment, so the machine entry carries
+gpu, driver, cuda, torch and triton; asv copies machine keys into every result file's params, which is
+what makes them selectors in `asv publish` and the per-PyTorch-version axis of the tracker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tracker import atomic
+from tracker.cells import METRICS, CellFailed, CellSkipped, metric_value
+
+BENCHMARK_CLASS = "baselines.Baseline"
+# asv metric benchmark name for each of our metrics: baselines.Baseline.track_latency, ...
+METRIC_BENCHMARKS: dict[str, str] = {m: f"{BENCHMARK_CLASS}.track_{m}" for m in METRICS}
+VERSION_KEYS = ("gpu", "driver", "cuda", "torch", "triton")
+
+
+class AsvError(RuntimeError):
+    pass
+
+
+def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str | None = None) -> Any:
+    from asv.config import Config
+    from asv.util import UserError
+
+    try:
+        conf = Config.load(str(path))
+    except UserError as e:
+        raise AsvError(f"cannot read asv config {path}: {e}") from None
+    if results_dir:
+        conf.results_dir = os.path.abspath(results_dir)
+    return conf
+
+
+def machine_entry(machine: str, host: dict[str, str]) -> dict[str, str]:
+    """asv's machine fields plus our version keys, from the live environment (`host` is a HostInfo dict)."""
+    try:
+        ram = str(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024)
+    except (ValueError, OSError, AttributeError):
+        ram = ""
+    entry = {
+        "machine": machine,
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
+        "cpu": host.get("cpu", ""),
+        "num_cpu": str(os.cpu_count() or ""),
+        "ram": ram,
+    }
+    entry.update({k: host.get(k, "unknown") for k in VERSION_KEYS})
+    return entry
+
+
+def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
+    """Add or replace this machine's entry of ~/.asv-machine.json (what `asv run --machine` reads)."""
+    path = Path(path or Path.home() / ".asv-machine.json")
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as e:
+            raise AsvError(f"{path} is not valid JSON ({e}); fix or remove it") from None
+    data["version"] = 1
+    data[entry["machine"]] = entry
+    atomic.write_json(path, data)
+    return path
+
+
+def existing_environment(conf: Any, python: str) -> Any:
+    from asv import environment
+
+    envs = list(environment.get_environments(conf, [f"existing:{python}"]))
+    if not envs:
+        raise AsvError(f"asv found no environment for {python}")
+    return envs[0]
+
+
+def discover(conf: Any, env: Any, commit: str) -> Any:
+    """asv's own benchmark discovery (one process importing the suite)."""
+    from asv import repo as asv_repo
+    from asv.benchmarks import Benchmarks
+    from asv.util import UserError
+
+    try:
+        repo = asv_repo.get_repo(conf)
+    except UserError:
+        repo = asv_repo.NoRepository()
+    try:
+        return Benchmarks.discover(conf, repo, [env], [commit])
+    except UserError as e:
+        raise AsvError(f"asv benchmark discovery failed: {e}") from None
+
+
+def _params_of(benchmark: dict[str, Any]) -> list[tuple[str, ...]]:
+    return list(itertools.product(*benchmark["params"]))
+
+
+def _cell_param_key(cell: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(repr(cell[k]) for k in ("preset", "workload", "mode"))
+
+
+def _kept_stderr(old: str, replaced: set[tuple[str, ...]]) -> list[str]:
+    """The old log blocks of parameter combinations not measured again."""
+    kept = []
+    for block in filter(None, (b.strip() for b in old.split("\n\n"))):
+        head = block.splitlines()[0]
+        params = tuple(head.removeprefix("For parameters: ").split(", ")) if head.startswith("For parameters: ") else ()
+        if params not in replaced:
+            kept.append(block)
+    return kept
+
+
+def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]]) -> None:
+    """Add measured cells to an asv Results object, as asv's runner would have recorded them."""
+    from asv.runner import BenchmarkResult
+
+    cells = list(cells)
+    for metric, name in METRIC_BENCHMARKS.items():
+        bench = benchmarks[name]
+        index = {p: i for i, p in enumerate(_params_of(bench))}
+        n = len(index)
+        result: list[Any] = [None] * n
+        samples: list[Any] = [None] * n
+        number: list[Any] = [None] * n
+        selected: set[int] = set()
+        stderr: list[str] = []
+        duration = 0.0
+        for cell in cells:
+            i = index.get(_cell_param_key(cell))
+            if i is None:
+                raise AsvError(f"no asv parameter combination for cell {_cell_param_key(cell)}")
+            selected.add(i)
+            duration += float(cell.get("wall_s") or 0.0)
+            try:
+                value = metric_value(cell, metric)
+            except CellSkipped:
+                result[i] = float("nan")  # asv's mark for 'n/a'
+                continue
+            except CellFailed as e:
+                stderr.append(f"For parameters: {', '.join(_cell_param_key(cell))}\nCellFailed: {e}")
+                continue
+            if isinstance(value, dict):
+                result[i], samples[i], number[i] = True, value["samples"], value["number"]
+            else:
+                result[i] = value
+        if not selected:
+            continue
+        stderr = _kept_stderr(results.stderr.get(name, ""), {_params_of(bench)[i] for i in selected}) + stderr
+        res = BenchmarkResult(result=result, samples=samples, number=number, errcode=1 if stderr else 0,
+                              stderr="\n\n".join(stderr), profile=None)
+        results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=True,
+                           started_at=dt.datetime.now(dt.UTC))
+
+
+def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_ms: int) -> Any:
+    """A Results object for (machine, commit, env), holding what is already on disk for it.
+
+    Refuses when the file on disk was measured under other versions: they must never silently mix."""
+    from asv.results import Results, get_filename
+
+    params = dict(entry)
+    params["python"] = env.python
+    results = Results(params, {}, commit, date_ms, env.python, env.name, env.env_vars)
+    path = Path(conf.results_dir) / get_filename(entry["machine"], commit, env.name)
+    if path.exists():
+        try:
+            old = Results.load(str(path))
+        except Exception as e:
+            raise AsvError(f"{path} is not a readable asv result file ({e}); move it aside to re-run") from None
+        for key in VERSION_KEYS:
+            if old.get_all_result_keys() and key in old.params and str(old.params[key]) != str(entry[key]):
+                raise AsvError(
+                    f"{path.name} was measured with {key} {old.params[key]}, this environment has {entry[key]}: "
+                    "use another virtualenv (asv keys results by interpreter path) or another --machine name"
+                )
+        results.load_data(conf.results_dir)
+        # load_data leaves out the run logs; keep them, they hold the failure reasons
+        results._stderr, results._errcode = dict(old.stderr), dict(old.errcode)
+    return results
+
+
+def save_results(conf: Any, results: Any, entry: dict[str, str]) -> Path:
+    """Save atomically: asv writes in place, so write into a scratch tree and rename the files over."""
+    from asv.machine import Machine
+
+    final_dir = Path(conf.results_dir)
+    final_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=final_dir, prefix=".staging-") as tmp:
+        results.save(tmp)
+        machine = Machine()
+        machine.__dict__.update(entry)
+        machine.save(tmp)
+        for src in sorted(Path(tmp).rglob("*.json")):
+            dest = final_dir / src.relative_to(tmp)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+    shutil.rmtree(final_dir / ".staging-", ignore_errors=True)
+    return final_dir / entry["machine"] / Path(results._filename).name

@@ -1,0 +1,148 @@
+"""Post one PR comment and keep editing it in place.
+
+Our comment is recognised by a hidden marker, MARKER, which `ensure_marker` adds to any body. A later run edits
+the comment carrying it instead of adding another; if several carry it (an earlier race), the oldest is edited.
+
+Whether the best baselines changed is decided by the renderer, which writes a second hidden marker into the body:
+`<!-- compile-baselines:changed=true -->` or `<!-- compile-baselines:changed=false -->`. `comment --body-file F`
+reads it from there (`changed_in_body`); a body without it counts as changed, so a hand-written body is posted.
+With `--only-on-change` and no change, an existing comment is still edited (so it never shows stale numbers; the
+renderer's body says nothing changed) but no new comment is created.
+
+Without a token nothing is posted: the body is printed and the command succeeds, so forks and laptops can run it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tracker.github import Comment, GitHubClient, GitHubError, from_env
+
+MARKER = "<!-- compile-baselines:pr-comment -->"
+MAX_BODY_CHARS = 65536  # GitHub rejects longer comment bodies with a 422
+_CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
+_REPO = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/([A-Za-z0-9._-]+)$")
+
+Action = Literal["created", "updated", "skipped", "printed"]
+
+
+class BodyTooLargeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Action
+    comment_id: int | None = None
+    url: str | None = None
+    note: str = ""  # e.g. duplicates found or removed
+
+
+def ensure_marker(body: str) -> str:
+    return body if MARKER in body else f"{MARKER}\n{body}"
+
+
+def changed_in_body(body: str) -> bool:
+    """The renderer's verdict written into the body; absent counts as changed."""
+    match = _CHANGED.search(body)
+    return match is None or match.group(1) == "true"
+
+
+def upsert_comment(
+    client: GitHubClient | None, owner: str, repo: str, pr: int, body: str, only_on_change: bool, changed: bool
+) -> Outcome:
+    """Edit our earlier comment on the PR in place, or create it; see the module docstring for the rules."""
+    body = ensure_marker(body)
+    if len(body) > MAX_BODY_CHARS:
+        raise BodyTooLargeError(
+            f"comment body has {len(body)} characters, GitHub allows {MAX_BODY_CHARS}: shorten it (the renderer "
+            "should have truncated it)"
+        )
+    if client is None:
+        return Outcome("printed")
+    ours = _marked(client.list_issue_comments(owner, repo, pr))
+    if ours:
+        kept = client.update_issue_comment(owner, repo, ours[0].id, body)
+        note = f"{len(ours)} comments carry the marker; updated the oldest" if len(ours) > 1 else ""
+        return Outcome("updated", kept.id, kept.html_url, note)
+    if only_on_change and not changed:
+        return Outcome("skipped", note="no change and no earlier comment")
+    created = client.create_issue_comment(owner, repo, pr, body)
+    return _resolve_duplicates(client, owner, repo, pr, body, created)
+
+
+def _resolve_duplicates(
+    client: GitHubClient, owner: str, repo: str, pr: int, body: str, created: Comment
+) -> Outcome:
+    # Two runs for one PR (a re-push while the last run posts, a re-run) can both find no comment and both
+    # create one; so can a POST retried after a lost response. GitHub has no conditional create, so after
+    # creating we list again: if more than one comment carries the marker, every run that sees it keeps the
+    # oldest (all agree which), writes its body there and deletes the rest. A 404 on delete means the other
+    # run removed it first. This narrows the race to nearly nothing; a workflow `concurrency:` group per PR
+    # closes it.
+    ours = _marked(client.list_issue_comments(owner, repo, pr))
+    if len(ours) <= 1:  # 0: the list lags behind the create; nothing to resolve
+        return Outcome("created", created.id, created.html_url)
+    kept = ours[0]
+    if kept.id != created.id:
+        kept = client.update_issue_comment(owner, repo, kept.id, body)
+    removed = []
+    for extra in ours[1:]:
+        try:
+            client.delete_issue_comment(owner, repo, extra.id)
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+        removed.append(str(extra.id))
+    action: Action = "created" if kept.id == created.id else "updated"
+    return Outcome(action, kept.id, kept.html_url, f"removed duplicate comment(s) {', '.join(removed)}")
+
+
+def _marked(comments: list[Comment]) -> list[Comment]:
+    return sorted((c for c in comments if MARKER in c.body), key=lambda c: (c.created_at, c.id))
+
+
+def comment_main(
+    repo: str, pr: int, body_file: str, only_on_change: bool, changed: bool | None, env: Mapping[str, str]
+) -> int:
+    """`compile-baselines comment`: post or update the PR comment; one line of outcome. Exit 0 ok (also when
+    printed or skipped), 1 if the GitHub API failed, 2 for a usage error."""
+    match = _REPO.match(repo)
+    if not match:
+        return _fail(f"--repo must be OWNER/NAME, got {repo!r}", 2)
+    if pr <= 0:
+        return _fail(f"--pr must be a positive PR number, got {pr}", 2)
+    try:
+        body = Path(body_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _fail(f"cannot read the comment body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
+    owner, name = match.groups()
+    if changed is None:
+        changed = changed_in_body(body)
+    client = from_env(env)
+    try:
+        outcome = upsert_comment(client, owner, name, pr, body, only_on_change, changed)
+    except BodyTooLargeError as exc:
+        return _fail(str(exc), 2)
+    except GitHubError as exc:
+        return _fail(str(exc), 1)
+    where = f"{owner}/{name}#{pr}"
+    if outcome.action == "printed":
+        print(ensure_marker(body))
+        print(f"not posted to {where}: GITHUB_TOKEN is not set (the comment body is printed above)")
+    elif outcome.action == "skipped":
+        print(f"skipped {where}: best baselines unchanged and no earlier comment (--only-on-change)")
+    else:
+        note = f" ({outcome.note})" if outcome.note else ""
+        print(f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}{note}")
+    return 0
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code

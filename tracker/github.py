@@ -1,0 +1,247 @@
+"""GitHub REST client on `requests`: the issue-comment endpoints the PR comment needs, with retries.
+
+Transient failures (5xx, timeouts, connection errors, 429, secondary and primary rate limits) are retried
+with capped exponential backoff, honouring Retry-After and X-RateLimit-Reset. Failures a retry cannot fix
+(401, 403 without rate limiting, 404, 422) raise at once. Every failure is one `GitHubError` line saying what
+failed and what to do; the token never appears in it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+DEFAULT_API_URL = "https://api.github.com"
+API_VERSION = "2022-11-28"
+
+
+class GitHubError(Exception):
+    """A GitHub API call failed; the message is one line saying what failed and what to do."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(" ".join(message.split()))  # one line, whatever GitHub's message held
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    body: str
+    html_url: str
+    created_at: str
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed in a way worth retrying, after `wait` seconds (None: use backoff)."""
+
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
+
+
+class GitHubClient:
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        session: requests.Session | None = None,
+        timeout: float = 20.0,
+        max_retries: int = 5,
+        max_wait: float = 60.0,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self._token = token
+        self.session = session or requests.Session()
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_wait = max_wait
+        self.backoff = backoff
+        self.sleep = sleep
+        self.clock = clock
+
+    def __repr__(self) -> str:  # never show the token
+        return f"GitHubClient(api_url={self.api_url!r})"
+
+    # -- endpoints -------------------------------------------------------------------------------------
+
+    def list_issue_comments(self, owner: str, repo: str, number: int) -> list[Comment]:
+        """All comments of an issue or PR, oldest first, following `Link: rel="next"` across pages."""
+        what = f"{owner}/{repo}#{number}"
+        url: str | None = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}/comments?per_page=100"
+        seen: set[str] = set()
+        comments: list[Comment] = []
+        while url:
+            if url in seen:  # a server that links a page to itself would loop forever
+                raise GitHubError(f"GitHub pagination loops at {_path(url)} while listing comments of {what}")
+            seen.add(url)
+            response = self._request("GET", url, what)
+            comments += [_comment(item) for item in _json(response, what)]
+            url = response.links.get("next", {}).get("url")
+        return comments
+
+    def create_issue_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}/comments"
+        what = f"{owner}/{repo}#{number}"
+        return _comment(_json(self._request("POST", url, what, {"body": body}), what))
+
+    def update_issue_comment(self, owner: str, repo: str, comment_id: int, body: str) -> Comment:
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues/comments/{comment_id}"
+        what = f"comment {comment_id} of {owner}/{repo}"
+        return _comment(_json(self._request("PATCH", url, what, {"body": body}), what))
+
+    def delete_issue_comment(self, owner: str, repo: str, comment_id: int) -> None:
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues/comments/{comment_id}"
+        self._request("DELETE", url, f"comment {comment_id} of {owner}/{repo}")
+
+    # -- transport -------------------------------------------------------------------------------------
+
+    def _request(self, method: str, url: str, what: str, payload: dict[str, Any] | None = None) -> requests.Response:
+        # The token goes only to the configured API host, even if a Link header points elsewhere.
+        if urlsplit(url)[:2] != urlsplit(self.api_url)[:2]:
+            raise GitHubError(f"GitHub sent a link to another host ({urlsplit(url).netloc}); refusing to follow it")
+        headers = {
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+            "Authorization": f"Bearer {self._token}",
+        }
+        call = f"{method} {_path(url)}"
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                try:
+                    response = self.session.request(method, url, headers=headers, json=payload, timeout=self.timeout)
+                except requests.Timeout:
+                    raise _Retry(f"no response within {self.timeout:g} s") from None
+                except requests.ConnectionError as exc:
+                    raise _Retry(f"connection failed ({type(exc).__name__})") from None
+                self._check(response, call, what)
+                return response
+            except _Retry as retry:
+                if attempt == attempts - 1:
+                    raise self._error(
+                        f"GitHub {call} still failing after {attempts} attempts ({retry.reason}); "
+                        "GitHub or the network may be down: retry the job later"
+                    ) from None
+                wait = min(self.backoff * 2**attempt, self.max_wait) if retry.wait is None else retry.wait
+                self.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _check(self, response: requests.Response, call: str, what: str) -> None:
+        """Return if the response succeeded, raise _Retry if worth retrying, GitHubError otherwise."""
+        status = response.status_code
+        if status < 400:
+            return
+        message = _github_message(response)
+        limited = response.headers.get("X-RateLimit-Remaining") == "0"
+        rate_limited = limited or "Retry-After" in response.headers or "rate limit" in message.lower()
+        if status == 429 or (status == 403 and rate_limited):
+            raise _Retry(f"{status} rate limited", self._rate_limit_wait(response, call, limited))
+        if status >= 500:
+            raise _Retry(f"{status} {response.reason}")
+        if status == 401:
+            raise self._error(
+                f"GitHub rejected the token on {call} (401 {message}): set GITHUB_TOKEN to a valid, unexpired token",
+                status,
+            )
+        if status == 403:
+            raise self._error(
+                f"GitHub refused {call} (403 {message}): the token needs 'pull-requests: write' and 'issues: write' "
+                "permission on the repository (in Actions: the workflow's `permissions:`; fork PRs get a read-only "
+                "token)",
+                status,
+            )
+        if status == 404:
+            raise self._error(
+                f"GitHub found no {what} ({call}: 404): the repository or PR does not exist, or the token cannot "
+                "see it; check --repo, --pr and the token's repository access",
+                status,
+            )
+        if status == 422:
+            raise self._error(f"GitHub rejected {call} as invalid (422 {message}): fix the request body", status)
+        raise self._error(f"GitHub {call} failed ({status} {message})", status)
+
+    def _rate_limit_wait(self, response: requests.Response, call: str, limited: bool) -> float | None:
+        """Seconds GitHub asks us to wait, or None (backoff). Waiting less than asked only extends the block,
+        so a demand above max_wait fails now, saying when to come back."""
+        headers = response.headers
+        if "Retry-After" in headers:
+            wait = _retry_after_seconds(headers["Retry-After"], self.clock())
+        elif limited and "X-RateLimit-Reset" in headers:
+            wait = max(float(headers["X-RateLimit-Reset"]) - self.clock(), 0.0) + 1.0  # +1: the reset second itself
+        else:
+            # GitHub's guidance for a secondary limit without headers: wait at least a minute.
+            return None if response.status_code == 429 else min(60.0, self.max_wait)
+        if wait > self.max_wait:
+            raise self._error(
+                f"GitHub rate limit on {call}: GitHub asks to wait {wait:.0f} s (more than the {self.max_wait:g} s "
+                "allowed): retry the job later or use a token with more quota",
+                response.status_code,
+            )
+        return wait
+
+    def _error(self, message: str, status: int | None = None) -> GitHubError:
+        if self._token:
+            message = message.replace(self._token, "***")  # belt and braces: GitHub could echo input back
+        return GitHubError(message, status)
+
+
+def from_env(env: Mapping[str, str], **options: Any) -> GitHubClient | None:
+    """A client from GITHUB_TOKEN and GITHUB_API_URL (what Actions sets), or None when there is no token."""
+    token = env.get("GITHUB_TOKEN", "").strip()
+    if not token:
+        return None
+    return GitHubClient(env.get("GITHUB_API_URL") or DEFAULT_API_URL, token, **options)
+
+
+def _path(url: str) -> str:
+    return urlsplit(url).path
+
+
+def _json(response: requests.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise GitHubError(
+            f"GitHub answered {response.request.method} {_path(response.url)} for {what} with non-JSON "
+            f"({response.status_code}); is GITHUB_API_URL the API root (e.g. https://HOST/api/v3)?"
+        ) from None
+
+
+def _comment(item: Mapping[str, Any]) -> Comment:
+    return Comment(int(item["id"]), item.get("body") or "", item.get("html_url", ""), item.get("created_at", ""))
+
+
+def _github_message(response: requests.Response) -> str:
+    """GitHub's own error text: `message` plus any validation `errors`."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.reason or ""
+    if not isinstance(data, dict):
+        return response.reason or ""
+    parts = [str(data.get("message") or response.reason or "")]
+    for error in data.get("errors") or []:
+        parts.append(str(error.get("message") or error) if isinstance(error, dict) else str(error))
+    return "; ".join(p for p in parts if p)
+
+
+def _retry_after_seconds(value: str, now: float) -> float:
+    """Retry-After is either delta-seconds or an HTTP date."""
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        return max(email.utils.parsedate_to_datetime(value).timestamp() - now, 0.0)
+    except (TypeError, ValueError):
+        return 60.0

@@ -1,0 +1,85 @@
+"""A cross-process lock around every GPU timing, so parallel cells never time while another cell does.
+
+The parallel runner overlaps the CPU-bound parts of cells (interpreter start, imports, tracing, inductor
+and Triton compilation) but GPU measurement must never overlap other GPU work. Autotuning times kernels
+on the GPU too (max-autotune's GEMM choices, the runtime autotuner of reductions), so inductor's
+benchmarker is patched to take the same lock: its numbers are measurements and decide which kernel runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+ENV_LOCK = "COMPILE_BASELINES_GPU_LOCK"  # path of the lock file; unset: no locking (one cell at a time)
+
+
+class GpuLock:
+    """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._depth = 0
+        self._fd: int | None = None
+        self._mutex = threading.RLock()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._mutex:
+            if self._depth == 0:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                    os.close(self._fd)
+                    self._fd = None
+
+
+def _locked(lock: GpuLock, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with lock.held():
+            return fn(*args, **kwargs)
+
+    wrapper.__compile_baselines_locked__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install(lock: GpuLock) -> list[str]:
+    """Route inductor's and Triton's GPU benchmarking through `lock`; returns what was patched."""
+    patched = []
+    try:
+        from torch._inductor.runtime import benchmarking
+    except ImportError:
+        benchmarking = None
+    if benchmarking is not None:
+        for cls in vars(benchmarking).values():
+            if not isinstance(cls, type):
+                continue
+            for attr in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph"):
+                fn = cls.__dict__.get(attr)
+                if callable(fn) and not getattr(fn, "__compile_baselines_locked__", False):
+                    setattr(cls, attr, _locked(lock, fn))
+                    patched.append(f"{cls.__name__}.{attr}")
+    try:
+        import triton.testing
+    except ImportError:
+        return patched
+    triton.testing.do_bench = _locked(lock, triton.testing.do_bench)
+    patched.append("triton.testing.do_bench")
+    return patched
+
+
+def from_env() -> GpuLock | None:
+    path = os.environ.get(ENV_LOCK)
+    return GpuLock(path) if path else None

@@ -1,0 +1,178 @@
+"""Run a set of cells: one fresh process per cell, `jobs` at a time, GPU timing serialized by a lock.
+
+Workers overlap their CPU-bound parts (interpreter start, imports, tracing, inductor and Triton
+compilation); every GPU timing (ours and autotuning's) holds one cross-process lock (tracker.gpulock).
+Finished cells land in the cell store at once, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tracker import gpulock
+from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore
+from tracker.measure import FAILED, Settings
+from tracker.worker import ENV_SETTINGS
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
+
+# Rough seconds per cell on the H100 (DEVICE.md: eager 5-7 s, compiled 19-43 s, GEMM autotuning the most);
+# only the ratios matter: they balance shards and order the queue longest-first.
+_MODE_COST = {"eager": 6.0, "default": 20.0, "reduce-overhead": 22.0, "max-autotune": 30.0,
+              "max-autotune-no-cudagraphs": 28.0}
+_AUTOTUNED_WORKLOADS = frozenset({
+    "llm_swiglu_mlp", "llm_gelu_mlp", "llm_logits_projection_softmax", "llm_moe_router", "vlm_patch_embedding_conv2d",
+    "vlm_vit_mlp_block", "vlm_contrastive_nce_loss", "diff_unet_resblock", "diff_vae_decoder_upsample",
+    "diff_time_embedding_mlp",
+})
+
+
+@dataclass(frozen=True, order=True)
+class CellId:
+    preset: str
+    workload: str
+    mode: str
+
+    def __str__(self) -> str:
+        return f"{self.preset} {self.workload} {self.mode}"
+
+
+def expected_cost(cell: CellId) -> float:
+    cost = _MODE_COST.get(cell.mode, 20.0)
+    if cell.mode.startswith("max-autotune") and cell.workload in _AUTOTUNED_WORKLOADS:
+        cost += 30.0
+    return cost
+
+
+def plan(presets: Iterable[str], workloads: Iterable[str] = WORKLOAD_NAMES,
+         modes: Iterable[str] = MODES) -> list[CellId]:
+    """The cells the study measures among the given presets, workloads and modes, in the study's order."""
+    presets, workloads, modes = list(presets), list(workloads), list(modes)
+    for kind, given, known in (("preset", presets, PRESET_NAMES), ("workload", workloads, WORKLOAD_NAMES),
+                               ("mode", modes, MODES)):
+        unknown = [x for x in given if x not in known]
+        if unknown:
+            raise KeyError(f"unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
+    return [CellId(p, w, m) for p in presets for w in WORKLOAD_NAMES if w in workloads and applies(p, w)
+            for m in MODES if m in modes]
+
+
+def shard(cells: list[CellId], index: int, count: int) -> list[CellId]:
+    """Shard `index` (1-based) of `count`: greedy longest-first by expected cost, deterministic."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: i must be between 1 and n")
+    loads = [0.0] * count
+    owner: dict[CellId, int] = {}
+    for cell in sorted(cells, key=lambda c: (-expected_cost(c), c)):
+        k = min(range(count), key=lambda j: (loads[j], j))
+        loads[k] += expected_cost(cell)
+        owner[cell] = k
+    return [c for c in cells if owner[c] == index - 1]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    store_root: Path
+    machine: str
+    commit: str
+    jobs: int = 1
+    device: str | None = None
+    settings: Settings = field(default_factory=Settings)
+    cell_timeout_s: float = 1800.0  # the process is killed past this (asv's benchmark timeout too)
+    warm_cache_dir: Path | None = None  # None: a fresh compile cache per cell (cold compile times)
+    retry_failed: bool = False
+
+    def worker_env(self, cell: CellId, cache_dir: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            ENV_ROOT: str(self.store_root),
+            ENV_MACHINE: self.machine,
+            "ASV_COMMIT": self.commit,
+            ENV_SETTINGS: json.dumps(asdict(self.settings)),
+            gpulock.ENV_LOCK: str(self.store_root / ".gpu.lock"),
+            # Share the cores among the compiling workers so a timing process keeps a core to itself.
+            "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 2) // max(1, self.jobs) - 1)),
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),
+            "PYTHONUNBUFFERED": "1",
+        })
+        if self.device:
+            env["COMPILE_BASELINES_DEVICE"] = self.device
+        return env
+
+
+class Progress:
+    """One line per finished cell: counts, failures, elapsed and ETA."""
+
+    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
+        self.total, self.done, self.failed, self.out = total, 0, 0, out
+        self.start = time.monotonic()
+        self._lock = threading.Lock()
+
+    def cell_done(self, cell: CellId, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.done += 1
+            self.failed += result.get("status") == FAILED
+            elapsed = time.monotonic() - self.start
+            eta = elapsed / self.done * (self.total - self.done)
+            status = result.get("status", "?")
+            detail = (f"{result['median_ms']:.4f} ms, compile {result['compile_s']:.1f} s" if status == "ok"
+                      else result.get("reason", "")[:90])
+            print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {cell}: {status} {detail} | "
+                  f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
+
+
+def _fmt(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _run_one(cell: CellId, cfg: RunConfig, store: CellStore) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
+        cache = str(cfg.warm_cache_dir / cell.workload / cell.mode) if cfg.warm_cache_dir else tmp
+        cmd = [sys.executable, "-m", "tracker.worker", cell.preset, cell.workload, cell.mode]
+        try:
+            proc = subprocess.run(cmd, env=cfg.worker_env(cell, cache), capture_output=True, text=True,
+                                  timeout=cfg.cell_timeout_s, cwd=Path(__file__).resolve().parent.parent)
+            why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        except subprocess.TimeoutExpired:
+            why = f"killed after the cell time limit of {cfg.cell_timeout_s:g} s"
+    result = store.get(cell.preset, cell.workload, cell.mode)
+    if result is None:  # the worker died before storing (crash, kill): that is the cell's result
+        result = {"preset": cell.preset, "workload": cell.workload, "mode": cell.mode, "device": cfg.device or "",
+                  "status": FAILED, "reason": f"worker process failed: {why[:300]}", "samples_ms": []}
+        store.put(result)
+    return result
+
+
+def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
+                  progress: Callable[[CellId, dict[str, Any]], None] | None = None) -> dict[CellId, dict[str, Any]]:
+    """Measure the cells not yet in `store` (failed ones again with retry_failed); all results, keyed."""
+    results: dict[CellId, dict[str, Any]] = {}
+    todo = []
+    for cell in cells:
+        stored = store.get(cell.preset, cell.workload, cell.mode)
+        if stored is None or (cfg.retry_failed and stored["status"] == FAILED):
+            todo.append(cell)
+        else:
+            results[cell] = stored
+    todo.sort(key=lambda c: -expected_cost(c))  # longest first: the short ones fill the gaps at the end
+    store.dir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
+        futures = {pool.submit(_run_one, cell, cfg, store): cell for cell in todo}
+        for fut in as_completed(futures):
+            cell = futures[fut]
+            results[cell] = fut.result()
+            if progress:
+                progress(cell, results[cell])
+    return {c: results[c] for c in cells}

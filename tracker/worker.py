@@ -1,0 +1,35 @@
+"""One cell in one fresh process: `python -m tracker.worker PRESET WORKLOAD MODE`, as the runner starts it.
+
+Measures with the cross-process GPU lock when the runner set one, and stores the result atomically in
+the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELINES_MACHINE)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+
+from tracker import gpulock
+from tracker.cells import CellStore, RunKey, default_root
+from tracker.measure import Settings, measure_cell
+
+ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
+
+
+def main(argv: list[str]) -> int:
+    preset, workload, mode = argv
+    settings = Settings(**json.loads(os.environ.get(ENV_SETTINGS) or "{}"))
+    lock = gpulock.from_env()
+    exclusive = contextlib.nullcontext
+    if lock is not None:
+        gpulock.install(lock)
+        exclusive = lock.held
+    cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
+                        settings=settings, exclusive=exclusive)
+    CellStore(default_root(), RunKey.from_env()).put(cell.as_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
