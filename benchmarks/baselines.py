@@ -6,6 +6,8 @@ read it from the cell store. Cells the study does not measure (decode-invariant 
 full-size presets on a CPU host) raise NotImplementedError in setup, which asv records as skipped.
 """
 
+import statistics
+
 from tracker.cells import CellStore, RunKey, default_root, metric_value
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -48,3 +50,26 @@ class Baseline:
         return metric_value(self.cell, "peak_memory")
 
     track_peak_memory.unit = "MiB"
+
+
+class Host:
+    """The host's kernel-launch floor for this run (median over its cells): results from different hosts
+    are only comparable with it known, since launch-bound cells measure the host, not the GPU."""
+
+    version = "1"
+    timeout = 600
+
+    def setup(self) -> None:
+        cells = CellStore(default_root(), RunKey.from_env()).all()
+        values = [c["launch_us"] for c in cells if c.get("launch_us")]
+        if values:
+            self.launch_us = statistics.median(values)
+        else:
+            from tracker.measure import launch_overhead_us, pick_device
+
+            self.launch_us = launch_overhead_us(pick_device())
+
+    def track_launch_overhead(self) -> float:
+        return self.launch_us
+
+    track_launch_overhead.unit = "us"

@@ -20,14 +20,16 @@ from typing import Any
 
 from tracker import atomic
 from tracker.cells import METRICS, CellFailed, CellSkipped, metric_value
+from tracker.errors import ToolError
 
 BENCHMARK_CLASS = "baselines.Baseline"
+HOST_BENCHMARK = "baselines.Host.track_launch_overhead"
 # asv metric benchmark name for each of our metrics: baselines.Baseline.track_latency, ...
 METRIC_BENCHMARKS: dict[str, str] = {m: f"{BENCHMARK_CLASS}.track_{m}" for m in METRICS}
 VERSION_KEYS = ("gpu", "driver", "cuda", "torch", "triton")
 
 
-class AsvError(RuntimeError):
+class AsvError(ToolError):
     pass
 
 
@@ -130,7 +132,7 @@ def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]])
         bench = benchmarks[name]
         index = {p: i for i, p in enumerate(_params_of(bench))}
         n = len(index)
-        result: list[Any] = [None] * n
+        result: list[Any] = [float("nan")] * n  # asv's 'not run' for unselected combinations
         samples: list[Any] = [None] * n
         number: list[Any] = [None] * n
         selected: set[int] = set()
@@ -148,6 +150,7 @@ def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]])
                 result[i] = float("nan")  # asv's mark for 'n/a'
                 continue
             except CellFailed as e:
+                result[i] = None  # asv's 'failed'
                 stderr.append(f"For parameters: {', '.join(_cell_param_key(cell))}\nCellFailed: {e}")
                 continue
             if isinstance(value, dict):
@@ -161,6 +164,38 @@ def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]])
                               stderr="\n\n".join(stderr), profile=None)
         results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=True,
                            started_at=dt.datetime.now(dt.UTC))
+
+
+def _record_launch(results: Any, benchmarks: Any, cells: list[dict[str, Any]]) -> None:
+    from asv.runner import BenchmarkResult
+
+    values = sorted(c["launch_us"] for c in cells if c.get("launch_us"))
+    if values and HOST_BENCHMARK in benchmarks:
+        res = BenchmarkResult(result=[values[len(values) // 2]], samples=[None], number=[None], errcode=0,
+                              stderr="", profile=None)
+        results.add_result(benchmarks[HOST_BENCHMARK], res)
+
+
+def host_of(cells: list[dict[str, Any]]) -> dict[str, str] | None:
+    """The environment the cells ran in; refuses cells from different versions (they must never mix)."""
+    hosts = [c["host"] for c in cells if c.get("host")]
+    for h in hosts[1:]:
+        for key in VERSION_KEYS:
+            if h.get(key) != hosts[0].get(key):
+                raise AsvError(f"cells of one run disagree on {key}: {hosts[0].get(key)} vs {h.get(key)}")
+    return hosts[0] if hosts else None
+
+
+def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, cells: list[dict[str, Any]],
+               host: dict[str, str]) -> Path:
+    """Write measured cells (and the host's launch floor) into asv's result file for this run."""
+    env = existing_environment(conf, python)
+    benchmarks = discover(conf, env, commit)
+    entry = machine_entry(machine, host)
+    results = open_results(conf, env, entry, commit, date_ms)
+    record_cells(results, benchmarks, cells)
+    _record_launch(results, benchmarks, cells)
+    return save_results(conf, results, entry)
 
 
 def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_ms: int) -> Any:

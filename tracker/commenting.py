@@ -76,18 +76,16 @@ def upsert_comment(
     return _resolve_duplicates(client, owner, repo, pr, body, created)
 
 
-def _resolve_duplicates(
-    client: GitHubClient, owner: str, repo: str, pr: int, body: str, created: Comment
-) -> Outcome:
+def _resolve_duplicates(client: GitHubClient, owner: str, repo: str, pr: int, body: str, created: Comment) -> Outcome:
     # Two runs for one PR (a re-push while the last run posts, a re-run) can both find no comment and both
     # create one; so can a POST retried after a lost response. GitHub has no conditional create, so after
-    # creating we list again: if more than one comment carries the marker, every run that sees it keeps the
-    # oldest (all agree which), writes its body there and deletes the rest. A 404 on delete means the other
-    # run removed it first. This narrows the race to nearly nothing; a workflow `concurrency:` group per PR
-    # closes it.
+    # creating we list again and every run converges on the oldest marked comment (all runs agree which):
+    # it writes its body there and deletes the newer ones. A 404 on delete means the other run deleted it
+    # first; finding only the other run's comment means ours was deleted already. This narrows the race to
+    # GitHub's listing lag; a workflow `concurrency:` group per PR closes it.
     ours = _marked(client.list_issue_comments(owner, repo, pr))
-    if len(ours) <= 1:  # 0: the list lags behind the create; nothing to resolve
-        return Outcome("created", created.id, created.html_url)
+    if not ours or [c.id for c in ours] == [created.id]:
+        return Outcome("created", created.id, created.html_url)  # no race (an empty list: listing lags)
     kept = ours[0]
     if kept.id != created.id:
         kept = client.update_issue_comment(owner, repo, kept.id, body)
@@ -99,8 +97,9 @@ def _resolve_duplicates(
             if exc.status != 404:
                 raise
         removed.append(str(extra.id))
-    action: Action = "created" if kept.id == created.id else "updated"
-    return Outcome(action, kept.id, kept.html_url, f"removed duplicate comment(s) {', '.join(removed)}")
+    if kept.id == created.id:
+        return Outcome("created", kept.id, kept.html_url, f"removed newer duplicate(s) {', '.join(removed)}")
+    return Outcome("updated", kept.id, kept.html_url, f"another run posted first; removed duplicate {created.id}")
 
 
 def _marked(comments: list[Comment]) -> list[Comment]:

@@ -122,8 +122,12 @@ class GitHubClient:
                     response = self.session.request(method, url, headers=headers, json=payload, timeout=self.timeout)
                 except requests.Timeout:
                     raise _Retry(f"no response within {self.timeout:g} s") from None
-                except requests.ConnectionError as exc:
+                except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
                     raise _Retry(f"connection failed ({type(exc).__name__})") from None
+                except requests.RequestException as exc:  # a malformed URL: retrying cannot help
+                    raise self._error(
+                        f"cannot call GitHub at {self.api_url} ({type(exc).__name__}): check GITHUB_API_URL"
+                    ) from None
                 self._check(response, call, what)
                 return response
             except _Retry as retry:

@@ -144,6 +144,12 @@ def launch_overhead_us(device: str) -> float:
     return _LAUNCH_US[device]
 
 
+def pick_device(device: str | None = None) -> str:
+    import torch
+
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def _flatten(out: Any) -> list[Any]:
     if isinstance(out, (tuple, list)):
         return [y for x in out for y in _flatten(x)]
@@ -231,7 +237,7 @@ def measure_cell(
     spec, p = registry.get(workload), get_preset(preset)
     if fn_override is None:
         names.check_mode(mode)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = pick_device(device)
     result = CellResult(preset, workload, mode, device, FAILED)
     start = time.perf_counter()
     if not spec.applies_to(preset):

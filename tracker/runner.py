@@ -176,3 +176,36 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
             if progress:
                 progress(cell, results[cell])
     return {c: results[c] for c in cells}
+
+
+@dataclass
+class RunOutcome:
+    cells: dict[CellId, dict[str, Any]]
+    results_file: Path | None
+    wall_s: float
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.cells.values() if c.get("status") == status)
+
+
+def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
+    """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
+    from tracker import asvfiles
+    from tracker.cells import RunKey, torch_version
+
+    start = time.monotonic()
+    store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
+    done = sum(store.get(c.preset, c.workload, c.mode) is not None for c in cells)
+    print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch), "
+          f"{cfg.jobs} at a time", file=out, flush=True)
+    progress = Progress(len(cells) - done, out)
+    measured = measure_cells(cells, cfg, store, progress.cell_done)
+    results_file = None
+    cell_list = list(measured.values())
+    host = asvfiles.host_of(cell_list)
+    if host is None:
+        from tracker.hostinfo import host_info
+
+        host = host_info(cfg.device).as_dict()
+    results_file = asvfiles.record_run(conf, sys.executable, cfg.machine, cfg.commit, date_ms, cell_list, host)
+    return RunOutcome(measured, results_file, time.monotonic() - start)

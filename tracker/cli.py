@@ -1,0 +1,227 @@
+"""`compile-baselines <command>`: argument parsing and exit codes only; the work is in the modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ToolError
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class UsageError(Exception):
+    """A user mistake: one clear line, exit code 2."""
+
+
+def _conf_path(args: argparse.Namespace) -> Path:
+    return Path(args.config)
+
+
+def _results_dir(args: argparse.Namespace) -> str:
+    if args.results_dir:
+        return args.results_dir
+    from tracker import asvfiles
+
+    return asvfiles.load_conf(_conf_path(args)).results_dir
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from workloads.registry import WORKLOADS
+
+    for w in WORKLOADS:
+        print(f"{w.name:32} {w.domain:10} {'prefill only' if w.decode_invariant else 'prefill, decode':16} "
+              f"{', '.join(w.tags)}")
+    print(f"modes: {', '.join(MODES)}\npresets: {', '.join(PRESET_NAMES)}")
+    return 0
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from tracker.measure import Settings, measure_cell
+
+    settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
+                        time_limit_s=args.time_limit, cudagraph_mark_step=args.cudagraph_mark_step)
+    result = measure_cell(args.preset, args.workload, args.mode, device=args.device, settings=settings)
+    d = result.as_dict()
+    if args.json:
+        d["n_samples"] = len(d["samples_ms"])
+        if not args.all_samples:
+            d.pop("samples_ms")
+        print(json.dumps(d, indent=1))
+    else:
+        rows = [("cell", f"{args.preset} / {args.workload} / {args.mode} on {result.device}"),
+                ("status", result.status + (f" ({result.reason})" if result.reason else ""))]
+        if result.ok:
+            rows += [("median", f"{result.median_ms:.4f} ms"),
+                     ("p25 / p99", f"{result.p25_ms:.4f} / {result.p99_ms:.4f} ms"),
+                     ("samples", str(len(result.samples_ms))), ("compile", f"{result.compile_s:.2f} s"),
+                     ("vs eager", f"correct (error {result.error_vs_eager:.2g})")]
+            if result.peak_mem_bytes is not None:
+                rows.append(("peak memory", f"{result.peak_mem_bytes / 2**20:.1f} MiB"))
+        rows += [("launch floor", f"{result.launch_us:.1f} us" if result.launch_us else "-"),
+                 ("host", ", ".join(f"{k} {v}" for k, v in result.host.items() if k in ("gpu", "torch", "triton")))]
+        for k, v in rows:
+            print(f"{k:>13}  {v}")
+    return 0 if result.status != "failed" else 1
+
+
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard takes i/n, e.g. 1/4, not {text!r}") from None
+    if not 1 <= i <= n:
+        raise UsageError(f"--shard {text}: i must be between 1 and n")
+    return i, n
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tracker import asvfiles, commits, runner
+    from tracker.measure import Settings
+
+    device = args.device or ("cuda" if _cuda_available() else "cpu")
+    presets = args.preset or (["prefill", "decode"] if device == "cuda" else ["tiny"])
+    cells = runner.plan(presets, args.workload or WORKLOAD_NAMES, args.mode or MODES)
+    shard = _parse_shard(args.shard)
+    if shard:
+        cells = runner.shard(cells, *shard)
+    if not cells:
+        raise UsageError("no cells selected: check --preset/--workload/--mode")
+    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
+    commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
+    jobs = args.jobs or default_jobs(device)
+    cfg = runner.RunConfig(
+        store_root=Path(args.cells_dir or Path(conf.results_dir).parent / "cells"),
+        machine=args.machine or socket.gethostname(), commit=commit, jobs=jobs, device=device,
+        settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
+                          time_limit_s=args.time_limit),
+        cell_timeout_s=args.cell_timeout, warm_cache_dir=Path(args.warm_cache) if args.warm_cache else None,
+        retry_failed=args.retry_failed)
+    print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}, presets {', '.join(presets)}"
+          + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
+    outcome = runner.run_suite(cells, cfg, conf, date_ms)
+    failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
+    print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
+          f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")
+    for cell, r in failed:
+        print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
+    _print_summary_after_run(conf.results_dir, commit, cfg.machine)
+    return 0
+
+
+def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> None:
+    try:
+        from tracker import summary
+    except ImportError:
+        return
+    print()
+    print(summary.render_text(results_dir, commit=commit, machine=machine))
+
+
+def default_jobs(device: str) -> int:
+    """Workers at once: on a GPU host about one per 4 cores (compiles overlap, timing is serialized);
+    on a CPU host one, since the timing itself runs on the cores that compilation would take."""
+    if device != "cuda":
+        return 1
+    return max(1, min(8, (os.cpu_count() or 4) // 4))
+
+
+def _cuda_available() -> bool:
+    from tracker.hostinfo import cuda_available
+
+    return cuda_available()
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from tracker import merge
+
+    written = merge.merge_results([Path(s) for s in args.sources], Path(_results_dir(args)))
+    for path in written:
+        print(f"merged into {path}")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compile-baselines", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config (default: the project's)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="the 23 workloads, the modes and presets")
+
+    def timing(p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("measurement settings (defaults: the study's)")
+        g.add_argument("--warmup-ms", type=float, default=100.0, help="do_bench warmup budget (ms)")
+        g.add_argument("--rep-ms", type=float, default=1000.0, help="do_bench measurement budget (ms)")
+        g.add_argument("--warmup-calls", type=int, default=20, help="direct calls after compiling")
+        g.add_argument("--time-limit", type=float, default=None, help="seconds for a whole cell, compile included")
+
+    m = sub.add_parser("measure", help="measure one cell in this process, without asv")
+    m.add_argument("--preset", required=True, choices=PRESET_NAMES)
+    m.add_argument("--workload", required=True, choices=WORKLOAD_NAMES, metavar="WORKLOAD")
+    m.add_argument("--mode", required=True, choices=MODES)
+    m.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
+    m.add_argument("--json", action="store_true", help="print the result as JSON")
+    m.add_argument("--all-samples", action="store_true", help="with --json: include every sample")
+    m.add_argument("--cudagraph-mark-step", action="store_true",
+                   help="call torch.compiler.cudagraph_mark_step_begin() before each call (not the study's way)")
+    timing(m)
+
+    r = sub.add_parser("run", help="measure cells (one process each) and record them as asv results")
+    r.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: tiny on CPU, prefill+decode on CUDA")
+    r.add_argument("--workload", nargs="+", choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="default: all 23")
+    r.add_argument("--mode", nargs="+", choices=MODES, help="default: all five")
+    r.add_argument("--machine", help="asv machine name (default: hostname)")
+    r.add_argument("--commit", help="record under this commit (default: HEAD)")
+    r.add_argument("--date", type=int, help="commit date, ms since the epoch (default: from git, else now)")
+    r.add_argument("-j", "--jobs", type=int, help="cells at once (default: 1 on CPU, cores/4 up to 8 on CUDA)")
+    r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards")
+    r.add_argument("--device", choices=("cpu", "cuda"))
+    r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
+    r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
+    r.add_argument("--cell-timeout", type=float, default=1800.0, help="kill a cell's process after this (s)")
+    r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
+    r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
+    timing(r)
+
+    g = sub.add_parser("merge", help="combine shard results directories into one")
+    g.add_argument("sources", nargs="+", help="asv results directories of the shards")
+    g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
+        print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"compile-baselines {args.command}: interrupted; finished cells are kept, run again to resume",
+              file=sys.stderr)
+        return 130
+    except ToolError as e:
+        print(f"compile-baselines {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _message(e: BaseException) -> Any:
+    return e.args[0] if isinstance(e, KeyError) and e.args else e
+
+
+if __name__ == "__main__":
+    sys.exit(main())
