@@ -8,7 +8,7 @@ full-size presets on a CPU host) raise NotImplementedError in setup, which asv r
 
 import statistics
 
-from tracker.cells import CellStore, RunKey, default_root, metric_value
+from tracker.cells import CellStore, RunKey, default_root, metric_value, stored_form
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 
@@ -18,7 +18,7 @@ def stored_or_measured(preset: str, workload: str, mode: str) -> dict:
     if cell is None:
         from tracker.measure import measure_cell  # torch is imported only when a cell is measured
 
-        cell = measure_cell(preset, workload, mode).as_dict()
+        cell = stored_form(measure_cell(preset, workload, mode).as_dict())
         store.put(cell)
     return cell
 

@@ -186,7 +186,7 @@ def test_comment_command_exits_2_on_a_too_large_body(fake, tmp_path, capsys):
     body = tmp_path / "comment.md"
     body.write_text("x" * MAX_BODY_CHARS)
     assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env_for(fake)) == 2
-    assert capsys.readouterr().err.startswith("error: comment body has")
+    assert capsys.readouterr().err.startswith("compile-baselines comment: error: comment body has")
 
 
 # -- retries --------------------------------------------------------------------------------------------------
@@ -373,7 +373,7 @@ def test_comment_command_usage_errors_exit_2(fake, tmp_path, capsys, monkeypatch
     Path("comment.md").write_text("x")
     assert comment_main(repo, pr, body_file, False, None, env_for(fake)) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {expected}") and err.count("\n") == 1
+    assert err.startswith(f"compile-baselines comment: error: {expected}") and err.count("\n") == 1
     assert fake.requests == []
 
 
@@ -410,6 +410,32 @@ class _InLockstep:
 
     def __getattr__(self, name):
         return getattr(self.client, name)
+
+
+def test_a_run_whose_new_comment_the_other_run_removed_writes_to_the_survivor(fake, client):
+    other = fake.add_comment(OWNER, REPO, PR, f"{MARKER}\nother run")
+
+    class OtherRunRacesAhead:  # our first listing predates the other run's comment; it removes ours before we re-list
+        listed = False
+
+        def list_issue_comments(self, *args):
+            comments = client.list_issue_comments(*args)
+            if not self.listed:
+                self.listed = True
+                return []
+            return comments
+
+        def create_issue_comment(self, *args):
+            created = client.create_issue_comment(*args)
+            client.delete_issue_comment(OWNER, REPO, created.id)
+            return created
+
+        def __getattr__(self, name):
+            return getattr(client, name)
+
+    outcome = upsert_comment(OtherRunRacesAhead(), OWNER, REPO, PR, "this run", False, True)
+    assert (outcome.action, outcome.comment_id) == ("updated", other["id"])
+    assert [c["body"] for c in fake.comments()] == [f"{MARKER}\nthis run"]
 
 
 @pytest.mark.parametrize("after_create", [False, True], ids=["one sees the other", "both see both"])

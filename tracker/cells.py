@@ -110,6 +110,14 @@ def thin(samples: list[float], keep: int = SAMPLES_KEPT) -> list[float]:
     return [xs[round(i * step)] for i in range(keep)]
 
 
+def stored_form(cell: dict[str, Any]) -> dict[str, Any]:
+    """A measured cell as stored: samples thinned (its median/p25/p99 were computed from all of them)."""
+    out = dict(cell)
+    out["n_samples"] = len(cell.get("samples_ms") or [])
+    out["samples_ms"] = thin(cell.get("samples_ms") or [])
+    return out
+
+
 # The three asv metrics of a cell, in one place for asv's own runs and for the runner's direct writes.
 METRICS: dict[str, str] = {"latency": "ms", "compile_time": "s", "peak_memory": "MiB"}
 

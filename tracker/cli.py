@@ -128,11 +128,11 @@ def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> Non
 
 
 def default_jobs(device: str) -> int:
-    """Workers at once: on a GPU host about one per 4 cores (compiles overlap, timing is serialized);
+    """Workers at once: on a GPU host one per 2 cores up to 8 (compiles overlap, GPU timing is serialized);
     on a CPU host one, since the timing itself runs on the cores that compilation would take."""
     if device != "cuda":
         return 1
-    return max(1, min(8, (os.cpu_count() or 4) // 4))
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 def _cuda_available() -> bool:
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--machine", help="asv machine name (default: hostname)")
     r.add_argument("--commit", help="record under this commit (default: HEAD)")
     r.add_argument("--date", type=int, help="commit date, ms since the epoch (default: from git, else now)")
-    r.add_argument("-j", "--jobs", type=int, help="cells at once (default: 1 on CPU, cores/4 up to 8 on CUDA)")
+    r.add_argument("-j", "--jobs", type=int, help="cells at once (default: 1 on CPU, cores/2 up to 8 on CUDA)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards")
     r.add_argument("--device", choices=("cpu", "cuda"))
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")

@@ -89,17 +89,15 @@ def _resolve_duplicates(client: GitHubClient, owner: str, repo: str, pr: int, bo
     kept = ours[0]
     if kept.id != created.id:
         kept = client.update_issue_comment(owner, repo, kept.id, body)
-    removed = []
     for extra in ours[1:]:
         try:
             client.delete_issue_comment(owner, repo, extra.id)
         except GitHubError as exc:
             if exc.status != 404:
                 raise
-        removed.append(str(extra.id))
-    if kept.id == created.id:
-        return Outcome("created", kept.id, kept.html_url, f"removed newer duplicate(s) {', '.join(removed)}")
-    return Outcome("updated", kept.id, kept.html_url, f"another run posted first; removed duplicate {created.id}")
+    removed = sorted(({c.id for c in ours[1:]} | {created.id}) - {kept.id})
+    note = f"kept the oldest marked comment; removed duplicate(s) {', '.join(map(str, removed))}"
+    return Outcome("created" if kept.id == created.id else "updated", kept.id, kept.html_url, note)
 
 
 def _marked(comments: list[Comment]) -> list[Comment]:
@@ -143,5 +141,5 @@ def comment_main(
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"compile-baselines comment: error: {message}", file=sys.stderr)  # as the CLI words errors
     return code

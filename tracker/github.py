@@ -17,11 +17,13 @@ from urllib.parse import urlsplit
 
 import requests
 
+from tracker.errors import ToolError
+
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 
 
-class GitHubError(Exception):
+class GitHubError(ToolError):
     """A GitHub API call failed; the message is one line saying what failed and what to do."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -175,6 +175,14 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
             results[cell] = fut.result()
             if progress:
                 progress(cell, results[cell])
+    if cfg.jobs > 1:
+        # Other cells' tensors shared the GPU: a cell that ran out of memory then gets a run of its own.
+        for cell in todo:
+            if results[cell].get("reason", "").startswith("out of memory"):
+                store.path(cell.preset, cell.workload, cell.mode).unlink(missing_ok=True)
+                results[cell] = _run_one(cell, cfg, store)
+                if progress:
+                    progress(cell, results[cell])
     return {c: results[c] for c in cells}
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 from tracker import gpulock
-from tracker.cells import CellStore, RunKey, default_root
+from tracker.cells import CellStore, RunKey, default_root, stored_form
 from tracker.measure import Settings, measure_cell
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
         exclusive = lock.held
     cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
                         settings=settings, exclusive=exclusive)
-    CellStore(default_root(), RunKey.from_env()).put(cell.as_dict())
+    CellStore(default_root(), RunKey.from_env()).put(stored_form(cell.as_dict()))
     return 0
 
 
