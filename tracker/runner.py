@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tracker import gpulock
-from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore
+from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore, torch_version
 from tracker.measure import FAILED, Settings
 from tracker.worker import ENV_SETTINGS
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
@@ -139,7 +139,9 @@ def _fmt(seconds: float) -> str:
 
 def _run_one(cell: CellId, cfg: RunConfig, store: CellStore) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
-        cache = str(cfg.warm_cache_dir / cell.workload / cell.mode) if cfg.warm_cache_dir else tmp
+        # one persistent cache per (torch, preset, workload, mode): a first run is as cold as a fresh cache
+        cache = (str(cfg.warm_cache_dir / f"torch-{torch_version()}" / cell.preset / cell.workload / cell.mode)
+                 if cfg.warm_cache_dir else tmp)
         cmd = [sys.executable, "-m", "tracker.worker", cell.preset, cell.workload, cell.mode]
         try:
             proc = subprocess.run(cmd, env=cfg.worker_env(cell, cache), capture_output=True, text=True,
@@ -199,7 +201,7 @@ class RunOutcome:
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
     from tracker import asvfiles
-    from tracker.cells import RunKey, torch_version
+    from tracker.cells import RunKey
 
     start = time.monotonic()
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))

@@ -1,0 +1,99 @@
+"""Benchmark (not a test) of the parallel runner: the same cells serially and in parallel, same machine.
+
+    python tools/bench_runner.py measure --jobs 1 --store /tmp/serial  --preset prefill decode --workload ...
+    python tools/bench_runner.py measure --jobs 8 --store /tmp/parallel --preset prefill decode --workload ...
+    python tools/bench_runner.py agree /tmp/serial /tmp/parallel
+
+`measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
+median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
+the launch floor each run recorded (CPU contention from compiling neighbours shows up there first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from tracker.cells import CellStore, RunKey, torch_version
+from tracker.measure import Settings, quantile
+from tracker.runner import Progress, RunConfig, measure_cells, plan
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+
+
+def cmd_measure(a: argparse.Namespace) -> None:
+    cells = plan(a.preset, a.workload or WORKLOAD_NAMES, a.mode or MODES)
+    cfg = RunConfig(store_root=Path(a.store), machine="bench", commit=a.commit, jobs=a.jobs, device=a.device,
+                    settings=Settings(), warm_cache_dir=Path(a.warm_cache) if a.warm_cache else None)
+    store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
+    t0 = time.monotonic()
+    measure_cells(cells, cfg, store, Progress(len(cells)).cell_done)
+    wall = time.monotonic() - t0
+    print(json.dumps({"cells": len(cells), "jobs": a.jobs, "wall_s": round(wall, 1), "store": a.store}))
+
+
+def _load(root: str) -> dict[tuple[str, str, str], dict]:
+    return {(c["preset"], c["workload"], c["mode"]): c
+            for c in CellStore(root, RunKey("bench", "bench", torch_version())).all()}
+
+
+def cmd_agree(a: argparse.Namespace) -> None:
+    serial, parallel = _load(a.serial), _load(a.parallel)
+    both = sorted(k for k in serial.keys() & parallel.keys()
+                  if serial[k]["status"] == "ok" and parallel[k]["status"] == "ok")
+    diffs = {k: parallel[k]["median_ms"] / serial[k]["median_ms"] - 1 for k in both}
+    absd = sorted(abs(d) for d in diffs.values())
+    print(f"cells compared: {len(both)} (serial {len(serial)}, parallel {len(parallel)})")
+    if absd:
+        print(f"|parallel/serial - 1|: median {quantile(absd, .5):.2%}, p90 {quantile(absd, .9):.2%}, "
+              f"max {absd[-1]:.2%}")
+        for lim in (0.01, 0.03, 0.05, 0.10):
+            print(f"  within {lim:.0%}: {sum(d <= lim for d in absd)}/{len(absd)}")
+    for k in sorted(diffs, key=lambda k: -abs(diffs[k]))[:8]:
+        print(f"  {' '.join(k)}: serial {serial[k]['median_ms']:.4f} ms, parallel {parallel[k]['median_ms']:.4f} ms "
+              f"({diffs[k]:+.1%})")
+    instances = sorted({k[:2] for k in both})
+    differ = 0
+    for inst in instances:
+        s_modes = {m: serial[(*inst, m)]["median_ms"] for m in MODES if (*inst, m) in both}
+        p_modes = {m: parallel[(*inst, m)]["median_ms"] for m in MODES if (*inst, m) in both}
+        if len(s_modes) < 2:
+            continue
+        s_rank = sorted(s_modes, key=s_modes.get)
+        p_best = min(p_modes, key=p_modes.get)
+        margin = s_modes[s_rank[1]] / s_modes[s_rank[0]] - 1
+        if p_best != s_rank[0]:
+            differ += 1
+            print(f"  best mode differs: {' '.join(inst)}: serial {s_rank[0]} (margin {margin:.2%} over "
+                  f"{s_rank[1]}), parallel {p_best}{'  <-- margin > 3%' if margin > 0.03 else ''}")
+    print(f"instances: {len(instances)}, best mode differs in {differ}")
+    for name, cells in (("serial", serial), ("parallel", parallel)):
+        launch = [c["launch_us"] for c in cells.values() if c.get("launch_us")]
+        if launch:
+            print(f"launch floor ({name}): median {statistics.median(launch):.2f} us, max {max(launch):.2f} us")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--store", required=True)
+    m.add_argument("--jobs", type=int, default=1)
+    m.add_argument("--preset", nargs="+", default=["tiny"], choices=PRESET_NAMES)
+    m.add_argument("--workload", nargs="+", choices=WORKLOAD_NAMES)
+    m.add_argument("--mode", nargs="+", choices=MODES)
+    m.add_argument("--device", choices=("cpu", "cuda"))
+    m.add_argument("--commit", default="bench")
+    m.add_argument("--warm-cache")
+    g = sub.add_parser("agree")
+    g.add_argument("serial")
+    g.add_argument("parallel")
+    a = p.parse_args()
+    {"measure": cmd_measure, "agree": cmd_agree}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
