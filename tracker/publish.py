@@ -1,0 +1,265 @@
+"""`compile-baselines publish`: asv's HTML history, made to render with no network, and the tracker report beside it.
+
+asv 0.6.6's pages load jQuery, flot, Bootstrap and others from CDNs; self-hosted runners are often firewalled
+and our CI has no network. The same files, vendored from npm with their licenses (tracker/vendor/), are copied
+into the site and the tags pointed at them. The report goes to `<out>/report/`, linked both ways.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ToolError
+
+VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
+SITE_VENDOR = "vendor"  # where the vendored files go inside the published site
+REPORT_SUBDIR = "report"
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "asv.conf.json"
+# A navigation entry asv's own pages do not have: the way from asv's history to our report.
+REPORT_LINK = (f'<li id="nav-li-baseline-report"><a href="{REPORT_SUBDIR}/index.html" '
+               'title="compile-baselines report: best mode per workload, wins, geomeans">Baseline report</a></li>')
+
+
+class PublishError(ToolError):
+    pass
+
+
+def load_manifest(vendor_dir: Path = VENDOR_DIR) -> list[dict[str, Any]]:
+    return json.loads((vendor_dir / "manifest.json").read_text())["files"]
+
+
+def _check_vendored(path: Path, sha256_hex: str) -> None:
+    """Refuse a vendored file that is not the one the manifest names (edited, truncated, replaced)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256_hex:
+        raise PublishError(f"vendored {path} does not match tracker/vendor/manifest.json (sha256 {digest[:12]}...)")
+
+
+_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
+_URL = re.compile(r'\b(src|href)="(https?://[^"]+)"')
+# Attributes that only make sense for a third-party host: integrity is rewritten for the local copy, and
+# crossorigin would make file:// loads fail (a file page has an opaque origin).
+_DROP = re.compile(r'\s+(integrity|crossorigin|referrerpolicy)="[^"]*"')
+
+
+def localize_html(html: str, local: dict[str, str]) -> tuple[str, list[str]]:
+    """Point every CDN <script>/<link> of `html` at its local copy: `local` maps URL -> relative path.
+
+    Returns the new html and the external URLs left that a page would load (none when all are vendored)."""
+    missing: list[str] = []
+
+    def fix(m: re.Match[str]) -> str:
+        tag = m.group(0)
+        u = _URL.search(tag)
+        if u is None:
+            return tag
+        url = u.group(2)
+        if url not in local:
+            missing.append(url)
+            return tag
+        # No integrity attribute: a same-origin file is as trusted as the page itself, and on file:// Chromium
+        # blocks any script that has one ("requires the request to be CORS enabled"). make_offline checks the
+        # vendored bytes against the manifest's sha256 instead.
+        return _DROP.sub("", tag).replace(u.group(0), f'{u.group(1)}="{local[url]}"')
+
+    return _TAG.sub(fix, html), missing
+
+
+def external_loads(html: str) -> list[str]:
+    """URLs a page would fetch from elsewhere: src/href of <script> and <link> tags (plain <a> links excluded)."""
+    return [u.group(2) for m in _TAG.finditer(html) if (u := _URL.search(m.group(0)))]
+
+
+def make_offline(site: Path, vendor_dir: Path = VENDOR_DIR) -> list[Path]:
+    """Copy the vendored libraries into `site` and rewrite its HTML pages to use them; returns the pages changed."""
+    manifest = load_manifest(vendor_dir)
+    shutil.copytree(vendor_dir, site / SITE_VENDOR, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("manifest.json", "README.md", "__pycache__"))
+    for f in manifest:
+        _check_vendored(vendor_dir / f["path"], f["sha256"])
+    local = {f["cdn_url"]: f"{SITE_VENDOR}/{f['path']}" for f in manifest}
+    changed = []
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        new, missing = localize_html(html, local)
+        if missing:
+            raise PublishError(f"{page.name} loads {', '.join(missing)}, which tracker/vendor/ lacks: vendor it "
+                               "(see tracker/vendor/README.md) or pin asv to the version the manifest names")
+        if new != html:
+            page.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
+def link_report(site: Path) -> None:
+    """Add the report to asv's navigation bar (once)."""
+    index = site / "index.html"
+    html = index.read_text(encoding="utf-8")
+    if REPORT_LINK in html:
+        return
+    anchor = '<li id="nav-li-regressions">'
+    if anchor not in html:
+        raise PublishError(f"{index}: asv's navigation bar has changed; cannot add the report link")
+    at = html.index(anchor)
+    end = html.index("</li>", at) + len("</li>")
+    index.write_text(html[:end] + "\n\t" + REPORT_LINK + html[end:], encoding="utf-8")
+
+
+HISTORY_DVCS = "compile-baselines-results"
+_history_class: type | None = None
+
+
+def commit_history(results_dir: Path) -> dict[str, int]:
+    """Commit -> commit date (ms) of every asv result file under `results_dir`."""
+    from asv.results import iter_results
+
+    return {r.commit_hash: int(r.date) for r in iter_results(str(results_dir))}
+
+
+def use_results_history(conf: Any) -> None:
+    """Make asv publish read commit order and dates from the results, not from a git checkout.
+
+    asv publish plots only commits found on a branch of the git repository: a shallow CI checkout, a fixture
+    measured elsewhere or a study point imported under a made-up hash would be dropped with a warning. The
+    results record each commit's date; ordered by it, they are the main-branch history asv needs. asv picks a
+    repository class by `conf.dvcs` among Repo subclasses, so this one is defined once and selected by name.
+    """
+    global _history_class
+    if _history_class is None:
+        _history_class = _define_history_class()
+    conf.dvcs = HISTORY_DVCS
+    conf.repo = conf.results_dir
+
+
+def _define_history_class() -> type:
+    from asv.repo import NoSuchNameError, Repo
+
+    class ResultsHistory(Repo):
+        dvcs = HISTORY_DVCS
+        _default_branch = "main"
+
+        def __init__(self, url: str, mirror_path: str) -> None:
+            self._dates = commit_history(Path(url))
+            # oldest first; ties (several runs of one date) by hash, so the order is stable
+            self._order = sorted(self._dates, key=lambda h: (self._dates[h], h))
+
+        @classmethod
+        def url_match(cls, url: str) -> bool:
+            return False  # chosen by conf.dvcs only
+
+        def checkout(self, path: str, commit_hash: str) -> None:
+            raise NotImplementedError("results history has no source tree")
+
+        def pull(self) -> None:
+            pass
+
+        def get_range_spec(self, commit_a: str, commit_b: str) -> str:
+            return f"{commit_a}..{commit_b}"
+
+        def get_new_range_spec(self, latest_result: str, branch: str | None = None) -> str:
+            return f"{latest_result}.."
+
+        def get_hashes_from_range(self, range_spec: str) -> list[str]:
+            """Commits after a up to b (git's a..b), newest first as git lists them."""
+            a, _, b = range_spec.rpartition("..")
+            lo = self._order.index(a) + 1 if a in self._dates else 0
+            hi = self._order.index(b) + 1 if b in self._dates else len(self._order)
+            return self._order[lo:hi][::-1]
+
+        def get_hash_from_name(self, name: str) -> str:
+            if name not in self._dates:
+                raise NoSuchNameError(name)
+            return name
+
+        def get_name_from_hash(self, commit: str) -> None:
+            return None
+
+        def get_date(self, hash: str) -> int:
+            return self._dates[hash]
+
+        def get_date_from_name(self, name: str) -> int:
+            return self._dates[self.get_hash_from_name(name)]
+
+        def get_tags(self) -> dict[str, str]:
+            return {}
+
+        def get_branch_commits(self, branch: str | None) -> list[str]:
+            return self._order[::-1]
+
+        def get_revisions(self, commits: set[str]) -> dict[str, int]:
+            return {h: i for i, h in enumerate(self._order) if h in commits}
+
+    return ResultsHistory
+
+
+def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG) -> None:
+    """asv's own publish, over the history the results record (see use_results_history), into `site`."""
+    from asv.commands.publish import Publish
+    from asv.console import log
+    from asv.util import UserError
+
+    if not any(results_dir.glob("*/machine.json")):
+        raise PublishError(f"{results_dir} holds no asv results: run `compile-baselines run` or pass --results-dir")
+    conf = _load_config(config)
+    conf.results_dir = str(results_dir)
+    if not (results_dir / "benchmarks.json").is_file():
+        _write_benchmark_list(conf)
+    conf.html_dir = str(site)
+    use_results_history(conf)
+    log.enable(verbose=False)
+    try:
+        Publish.run(conf, pull=False)
+    except UserError as e:
+        raise PublishError(f"asv publish failed: {e}") from None
+
+
+def _write_benchmark_list(conf: Any) -> None:
+    """asv publish reads the suite's description from results/benchmarks.json, which `asv run` writes and our
+    runner does not: discover the suite (one process importing it, as asv run does) and save it there."""
+    from tracker import asvfiles
+
+    env = asvfiles.existing_environment(conf, sys.executable)
+    asvfiles.discover(conf, env, "HEAD").save()
+    print(f"publish: wrote {Path(conf.results_dir) / 'benchmarks.json'} (the suite's description)", file=sys.stderr)
+
+
+def _load_config(path: Path) -> Any:
+    from asv.config import Config
+    from asv.util import UserError
+
+    try:
+        conf = Config.load(str(path))
+    except UserError as e:
+        raise PublishError(f"cannot read asv config {path}: {e}") from None
+    # asv resolves these against the working directory (its CLI runs from the config's); we may run anywhere
+    conf.benchmark_dir = str(path.resolve().parent / conf.benchmark_dir)
+    return conf
+
+
+def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLike[str] | None,
+                 out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None) -> int:
+    """Publish asv's history (offline-ready) to `out` (or, when None, asv.conf.json's `html_dir`), the report in
+    `<out>/report/`. Returns the exit code."""
+    from tracker.report import report_main
+
+    target = out or html_dir
+    if target is None:
+        raise PublishError("publish needs an output directory (--out, or html_dir in asv.conf.json)")
+    site = Path(target).resolve()
+    results = Path(results_dir).resolve()
+    if site == results or results.is_relative_to(site):
+        raise PublishError(f"output {site} would replace the results in {results}: asv publish empties it first")
+    run_asv_publish(results, site, Path(config) if config else DEFAULT_CONFIG)
+    make_offline(site)
+    link_report(site)
+    code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")
+    print(f"published {site / 'index.html'} (asv history, no network needed; serve it over http) and "
+          f"{site / REPORT_SUBDIR / 'index.html'}", file=sys.stderr)
+    return code
