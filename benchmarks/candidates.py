@@ -1,0 +1,44 @@
+"""Every (preset, candidate) cell as an asv benchmark: a kernel under test, measured like a mode.
+
+A candidate's cell is (preset, workload, "kernel:<name>") in the cell store and goes through the same
+harness as the compile modes (tracker.measure: eager inputs, correctness against eager, do_bench). The
+second parameter is "workload:name" rather than workload x name, whose product would be almost all n/a.
+A candidate that cannot run here (device, missing triton) or is wrong raises in setup, with the reason.
+"""
+
+from kernels.registry import candidates, mode_of, split_key
+from tracker.cells import metric_value
+from workloads.names import PRESET_NAMES
+
+from .baselines import stored_or_measured
+
+
+class Candidate:
+    # Read at import (asv discovers parameters then): the in-tree candidates and the installed plugins'.
+    params = (list(PRESET_NAMES), [c.key for c in candidates()])
+    param_names = ["preset", "candidate"]
+    # Pinned: editing this wrapper must not orphan history. Bump when the measured thing changes.
+    version = "1"
+    timeout = 1800
+    number = 1
+    repeat = 1
+
+    def setup(self, preset: str, candidate: str) -> None:
+        workload, name = split_key(candidate)
+        self.cell = stored_or_measured(preset, workload, mode_of(name))
+        metric_value(self.cell, "compile_time")  # raises: skipped or failed (incorrect included), with the reason
+
+    def track_latency(self, preset: str, candidate: str) -> dict:
+        return metric_value(self.cell, "latency")
+
+    track_latency.unit = "ms"
+
+    def track_compile_time(self, preset: str, candidate: str) -> float:
+        return metric_value(self.cell, "compile_time")
+
+    track_compile_time.unit = "s"
+
+    def track_peak_memory(self, preset: str, candidate: str) -> float:
+        return metric_value(self.cell, "peak_memory")
+
+    track_peak_memory.unit = "MiB"
