@@ -146,9 +146,13 @@ class Registry:
         """Collect the in-tree modules (errors propagate: they are ours) and the plugins (errors warn)."""
         if self._loaded:
             return
-        self._loaded = True
-        for mod in self.modules:
-            self.add(importlib.import_module(mod))
+        self._loaded = True  # first: a plugin that queries the registry while loading must not recurse
+        try:
+            for mod in self.modules:
+                self.add(importlib.import_module(mod))
+        except BaseException:
+            self._loaded = False  # our own bug: raise again on the next query, never serve half a registry
+            raise
         if self.group:
             for ep in _entry_points(self.group):
                 try:
