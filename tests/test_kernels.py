@@ -12,7 +12,7 @@ import torch
 
 from kernels import registry
 from kernels.registry import Candidate, PluginWarning, Registry, candidate, declared
-from tracker import measure
+from tracker import measure, runner
 from tracker.cells import CellSkipped
 from tracker.measure import Settings, compare_outputs, measure_cell
 
@@ -190,6 +190,18 @@ def test_a_kernel_mode_resolves_the_registered_candidate() -> None:
     assert (r.status, r.mode, r.correct) == (measure.OK, "kernel:torch_lerp", True)
     with pytest.raises(KeyError, match="unknown candidate 'nope'"):
         measure_cell("tiny", "diff_cfg_blend", "kernel:nope", "cpu", FAST)
+
+
+@pytest.mark.skipif(not hasattr(runner, "kernel_modes"), reason="tracker.runner does not plan candidates yet")
+def test_the_run_plan_adds_the_selected_candidates_after_the_modes() -> None:
+    cells = runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"], kernels=["all"])
+    assert [c.mode for c in cells] == ["eager", "kernel:torch_fp32", "kernel:triton_rmsnorm"]
+    cells = runner.plan(["tiny"], ["llm_rmsnorm", "diff_cfg_blend"], [], kernels=["torch_lerp", "triton_rmsnorm"])
+    assert [(c.workload, c.mode) for c in cells] == [("llm_rmsnorm", "kernel:triton_rmsnorm"),
+                                                     ("diff_cfg_blend", "kernel:torch_lerp")]
+    assert runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"]) == runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"], [])
+    with pytest.raises(KeyError, match="unknown candidate 'nope'"):
+        runner.plan(["tiny"], kernels=["nope"])
 
 
 def test_fp32_rmsnorm_passes_the_bf16_tolerance_at_the_study_width() -> None:
