@@ -1,0 +1,550 @@
+"""asv result files -> one tidy pandas table: a row per (run, preset, workload, mode) cell.
+
+A run is one result file: (commit, machine, environment); the machine keys asv copies into every file carry
+gpu, torch and triton, so a run is identified by (commit, machine, torch). Result values follow asv: a number
+is a measurement, NaN is "not run / n/a" (skipped), null is a failure. asv does not save a benchmark's log
+(Results.save drops stderr), so failure reasons come from the cell store beside the results when it is there.
+
+Reading is built for a year of nightly history (730 files of ~4 MB, almost all of it samples): samples are
+skipped without being parsed unless asked for (`with_samples`, or `load_samples` for the one run a comparison
+needs), which makes a file cost ~1 ms instead of ~90 ms. Result files are only ever read.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from json import scanner
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracker.asvfiles import HOST_BENCHMARK, METRIC_BENCHMARKS
+from tracker.cells import CellStore, RunKey
+from tracker.errors import ToolError
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+
+ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
+LATENCY, COMPILE, MEMORY = (METRIC_BENCHMARKS[m] for m in ("latency", "compile_time", "peak_memory"))
+# Benchmarks of the current suite that other tables read (kernels under test): not ours, not stale.
+OTHER_SUITE_PREFIXES = ("candidates.",)
+
+DOMAIN_PREFIXES = {"llm_": "llm", "vlm_": "vlm", "diff_": "diffusion", "rl_": "rl"}
+DOMAINS = ("llm", "vlm", "diffusion", "rl")
+STATUSES = ("ok", "failed", "skipped")
+RUN_KEYS = ["commit", "machine", "torch"]
+CELL_KEYS = ["preset", "workload", "mode"]
+COLUMNS = [
+    "commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode", "domain", "status", "reason",
+    "median_ms", "ci_low", "ci_high", "q25", "q75", "n_samples", "samples", "compile_s", "peak_mem_mib", "launch_us",
+]
+NO_REASON = "failed (reason not recorded: asv result files keep no logs and the cell store has no entry)"
+NOT_RUN = "not run or not applicable"
+
+
+class ResultsError(ToolError):
+    pass
+
+
+def domain_of(workload: str) -> str:
+    for prefix, domain in DOMAIN_PREFIXES.items():
+        if workload.startswith(prefix):
+            return domain
+    raise KeyError(f"workload {workload!r} has no known domain prefix ({', '.join(DOMAIN_PREFIXES)})")
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """One asv result file: one run of the suite on one machine for one commit and environment."""
+
+    path: Path
+    machine: str
+    commit: str
+    date_ms: int
+    env_name: str
+    params: dict[str, str]
+
+    @property
+    def torch(self) -> str:
+        return str(self.params.get("torch", "unknown"))
+
+
+@dataclass
+class Loaded:
+    table: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Problems:
+    """Problems with individual files: collected as one warning each, or raised at once in strict mode."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.messages: list[str] = []
+
+    def add(self, message: str) -> None:
+        if self.strict:
+            raise ResultsError(message)
+        self.messages.append(message)
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+
+
+_SCAN = scanner.make_scanner(json.JSONDecoder())  # parses one JSON value at an index: (value, end)
+_WS = re.compile(r"[ \t\n\r]*")
+_RESULTS_KEY = re.compile(r'"results"\s*:\s*\{')
+_COLUMNS_KEY = re.compile(r'"result_columns"\s*:\s*(\[[^\]]*\])')
+
+
+class _Unexpected(ValueError):
+    """The fast reader met a layout it does not handle; the plain JSON parser is used instead."""
+
+
+def _skip_samples(text: str, i: int) -> int:
+    """End of the samples value at `i`: null, or a list of (null | flat list of numbers), found with str.find."""
+    if text.startswith("null", i):
+        return i + 4
+    if text[i] != "[":
+        raise _Unexpected(f"samples at {i}")
+    i += 1
+    while True:
+        c = text[i]
+        if c == "[":
+            i = text.index("]", i) + 1  # a sample list holds numbers only: no nested brackets, no strings
+        elif c == "n":
+            i += 4
+        elif c == "]":
+            return i + 1
+        elif c in ", \t\n\r":
+            i += 1
+        else:
+            raise _Unexpected(f"samples at {i}")
+
+
+def _walk_results(text: str, i: int, samples_col: int | None) -> tuple[dict[str, list[Any]], int]:
+    """Parse asv's "results" object from `i` (just after its '{'), skipping each row's samples column."""
+    out: dict[str, list[Any]] = {}
+    i = _WS.match(text, i).end()
+    if text[i] == "}":
+        return out, i + 1
+    while True:
+        name, i = _SCAN(text, i)
+        i = _WS.match(text, i).end()
+        if text[i] != ":":
+            raise _Unexpected("key")
+        i = _WS.match(text, i + 1).end()
+        if text[i] != "[":
+            raise _Unexpected("row")
+        row: list[Any] = []
+        i = _WS.match(text, i + 1).end()
+        while text[i] != "]":
+            if len(row) == samples_col:
+                i = _skip_samples(text, i)
+                row.append(None)
+            else:
+                value, i = _SCAN(text, i)
+                row.append(value)
+            i = _WS.match(text, i).end()
+            if text[i] == ",":
+                i = _WS.match(text, i + 1).end()
+        out[name] = row
+        i = _WS.match(text, i + 1).end()
+        if text[i] == "}":
+            return out, i + 1
+        if text[i] != ",":
+            raise _Unexpected("separator")
+        i = _WS.match(text, i + 1).end()
+
+
+def parse_result_text(text: str, with_samples: bool = False) -> dict[str, Any]:
+    """An asv result file's JSON (NaN and Infinity allowed); samples are left out (None) unless asked for."""
+    if not with_samples:
+        cols = _COLUMNS_KEY.search(text)
+        start = _RESULTS_KEY.search(text)
+        if cols and start:
+            try:
+                columns = json.loads(cols.group(1))
+                samples_col = columns.index("samples") if "samples" in columns else None
+                results, end = _walk_results(text, start.end(), samples_col)
+                data = json.loads(text[: start.start()] + '"results": {}' + text[end:])
+                data["results"] = results
+                return data
+            except (_Unexpected, ValueError, IndexError, StopIteration):
+                pass  # anything unusual: the plain parser below decides (and reports a broken file)
+    return json.loads(text)
+
+
+def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
+    """The parsed file; ValueError (with the reason) when it is not a readable asv result file of our format."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text ({e.reason})") from None
+    try:
+        data = parse_result_text(text, with_samples)
+    except ValueError as e:
+        raise ValueError(f"not valid JSON, truncated or corrupt ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    version = data.get("version")
+    if version != ASV_RESULTS_VERSION:
+        raise ValueError(f"asv result format version {version!r}; this tracker reads version {ASV_RESULTS_VERSION}")
+    for key in ("commit_hash", "date", "params", "result_columns", "results"):
+        if key not in data:
+            raise ValueError(f"missing key {key!r}")
+    return data
+
+
+def result_files(results_dir: str | os.PathLike[str]) -> list[Path]:
+    """The result files under `results_dir` (one folder per machine), sorted; ResultsError when there is none."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ResultsError(f"results directory {root} does not exist: run `compile-baselines run` or pass "
+                           "--results-dir")
+    files = sorted(p for p in root.glob("*/*.json")
+                   if p.name not in ("machine.json", "benchmarks.json") and not p.parent.name.startswith("."))
+    if not files:
+        raise ResultsError(f"no asv result files in {root}: run `compile-baselines run` first, or check --results-dir")
+    return files
+
+
+_HEAD = {
+    "commit": re.compile(r'"commit_hash"\s*:\s*"([0-9A-Fa-f]+)"'),
+    "env": re.compile(r'"env_name"\s*:\s*"([^"]*)"'),
+    "date": re.compile(r'"date"\s*:\s*(\d+)'),
+    "params": re.compile(r'"params"\s*:\s*(\{[^{}]*\})'),
+}
+
+
+def _run_of(path: Path, data: dict[str, Any]) -> RunFile:
+    params = {k: str(v) for k, v in data["params"].items()}
+    return RunFile(path, params.get("machine") or path.parent.name, str(data["commit_hash"]), int(data["date"]),
+                   str(data.get("env_name", "")), params)
+
+
+def read_header(path: Path) -> RunFile:
+    """Which run a file holds, from its first bytes (asv writes commit, env, date and params first)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        head = f.read(16384)
+    found = {k: rx.search(head) for k, rx in _HEAD.items()}
+    if all(found.values()) and head.lstrip().startswith("{"):
+        try:
+            params = json.loads(found["params"].group(1))
+        except ValueError:
+            params = None
+        if isinstance(params, dict):
+            data = {"commit_hash": found["commit"].group(1), "date": found["date"].group(1), "params": params,
+                    "env_name": found["env"].group(1)}
+            return _run_of(path, data)
+    return _run_of(path, read_result_file(path))
+
+
+def list_runs(results_dir: str | os.PathLike[str], strict: bool = False) -> tuple[list[RunFile], list[str]]:
+    """Every run in `results_dir`, oldest first, and one warning per file that could not be read."""
+    problems = _Problems(strict)
+    runs = []
+    for path in result_files(results_dir):
+        try:
+            runs.append(read_header(path))
+        except (ValueError, OSError) as e:
+            problems.add(f"skipped {path}: {e}")
+    runs.sort(key=lambda r: (r.date_ms, r.machine, r.commit, r.torch))
+    return runs, problems.messages
+
+
+def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | None = None) -> list[RunFile]:
+    """Runs of `machine` whose commit starts with `commit`; ResultsError naming what exists when none match."""
+    chosen = runs
+    if machine is not None:
+        chosen = [r for r in chosen if r.machine == machine]
+        if not chosen:
+            known = sorted({r.machine for r in runs})
+            raise ResultsError(f"no results for machine {machine!r}; machines with results: {', '.join(known)}")
+    if commit is not None:
+        by_prefix = [r for r in chosen if r.commit.lower().startswith(commit.lower())]
+        if not by_prefix:
+            recent = [r.commit[:8] for r in chosen[-5:]]
+            raise ResultsError(f"no results for commit {commit!r}" + (f" on machine {machine!r}" if machine else "")
+                               + f"; latest commits with results: {', '.join(recent)}")
+        if len({r.commit for r in by_prefix}) > 1:
+            matches = ", ".join(sorted({r.commit for r in by_prefix}))
+            raise ResultsError(f"commit prefix {commit!r} is ambiguous: {matches}")
+        chosen = by_prefix
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The decoded parameter grid of a benchmark: codes into PRESET_NAMES/WORKLOAD_NAMES/MODES (-1: unknown)."""
+
+    preset: np.ndarray
+    workload: np.ndarray
+    mode: np.ndarray
+    n_modes: int
+    unknown: tuple[str, ...]
+
+
+_GRIDS: dict[tuple[tuple[str, ...], ...], _Grid] = {}
+
+
+def _grid(params: list[list[str]]) -> _Grid:
+    key = tuple(tuple(p) for p in params)
+    grid = _GRIDS.get(key)
+    if grid is None:
+        if len(key) != 3:
+            raise ValueError(f"expected (preset, workload, mode) parameters, found {len(key)} parameter lists")
+        unknown: list[str] = []
+        codes = []
+        for kind, values, known in zip(("preset", "workload", "mode"), key, (PRESET_NAMES, WORKLOAD_NAMES, MODES),
+                                       strict=True):
+            decoded = [ast.literal_eval(v) for v in values]  # asv stores repr()s: "'prefill'"
+            unknown += [f"{kind} {v!r}" for v in decoded if v not in known]
+            codes.append(np.array([known.index(v) if v in known else -1 for v in decoded], dtype=np.int16))
+        p, w, m = np.meshgrid(*codes, indexing="ij")  # asv orders combinations as itertools.product
+        grid = _Grid(p.ravel(), w.ravel(), m.ravel(), len(codes[2]), tuple(unknown))
+        _GRIDS[key] = grid
+    return grid
+
+
+def _column(row: list[Any], columns: dict[str, int], name: str) -> Any:
+    i = columns.get(name)
+    return row[i] if i is not None and i < len(row) else None
+
+
+def _floats(values: Any, n: int) -> np.ndarray:
+    if not isinstance(values, list):
+        return np.full(n, np.nan)
+    if len(values) != n:
+        raise ValueError(f"{len(values)} values for {n} parameter combinations")
+    return np.array(values, dtype=float)  # None -> NaN
+
+
+def _stat(stats: Any, key: str, n: int) -> np.ndarray:
+    return _floats(stats.get(key), n) if stats else np.full(n, np.nan)
+
+
+@dataclass
+class _Chunk:
+    """The rows one file contributes, as arrays (codes into PRESET_NAMES, WORKLOAD_NAMES, MODES)."""
+
+    file: int
+    preset: np.ndarray
+    workload: np.ndarray
+    mode: np.ndarray
+    arrays: dict[str, np.ndarray]
+    samples: list[Any] | None
+    unknown: tuple[str, ...]
+
+
+def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> _Chunk | None:
+    columns = {c: i for i, c in enumerate(data["result_columns"])}
+    results = data["results"]
+    row = results.get(LATENCY)
+    if row is None:
+        return None
+    grid = _grid(_column(row, columns, "params"))
+    n = len(grid.preset)
+    result = _column(row, columns, "result")
+    result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
+    failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
+    median = _floats(result, n)
+    stats = {k: _column(row, columns, f"stats_{k}") for k in ("ci_99_a", "ci_99_b", "q_25", "q_75", "repeat")}
+    # Keep every mode of an instance that has any result; an instance with none was not run here.
+    present = (failed | ~np.isnan(median)).reshape(-1, grid.n_modes).any(axis=1).repeat(grid.n_modes)
+    keep = np.flatnonzero(present & (grid.preset >= 0) & (grid.workload >= 0) & (grid.mode >= 0))
+    arrays = {
+        "median_ms": median,
+        "ci_low": _floats(stats["ci_99_a"], n),
+        "ci_high": _floats(stats["ci_99_b"], n),
+        "q25": _floats(stats["q_25"], n),
+        "q75": _floats(stats["q_75"], n),
+        "n_samples": _floats(stats["repeat"], n),
+        "status": np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8),
+    }
+    for out, name in (("compile_s", COMPILE), ("peak_mem_mib", MEMORY)):
+        other = results.get(name)
+        same_grid = other is not None and _column(other, columns, "params") == _column(row, columns, "params")
+        values = _column(other, columns, "result") if same_grid else None
+        arrays[out] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
+    arrays = {k: v[keep] for k, v in arrays.items()}
+    samples = None
+    if with_samples:
+        stored = _column(row, columns, "samples") or [None] * n
+        samples = [stored[i] for i in keep]
+    return _Chunk(file_index, grid.preset[keep], grid.workload[keep], grid.mode[keep], arrays, samples, grid.unknown)
+
+
+def _launch_us(data: dict[str, Any]) -> float:
+    row = data["results"].get(HOST_BENCHMARK)
+    if not row:
+        return float("nan")
+    columns = {c: i for i, c in enumerate(data["result_columns"])}
+    value = _column(row, columns, "result")
+    value = value[0] if isinstance(value, list) and value else value
+    return float(value) if isinstance(value, int | float) else float("nan")
+
+
+def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Path]], problems: _Problems) -> None:
+    ours = {*METRIC_BENCHMARKS.values(), HOST_BENCHMARK}
+    for name in data["results"]:
+        if name not in ours and not name.startswith(OTHER_SUITE_PREFIXES):
+            if problems.strict:
+                problems.add(f"{path}: benchmark {name} is no longer in the suite")
+            stale[name].append(path)
+
+
+def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
+    """Why failed and skipped cells did not measure: the cell store's record when it has one."""
+    reason = pd.Series("", index=table.index, dtype=object)
+    todo = table.index[table["status"] != "ok"]
+    stores: dict[tuple[str, str, str], CellStore] = {}
+    for i in todo:
+        r = table.loc[i]
+        text = ""
+        if cells_dir is not None:
+            key = (str(r["machine"]), str(r["commit"]), str(r["torch"]))
+            store = stores.setdefault(key, CellStore(cells_dir, RunKey(*key)))
+            cell = store.get(str(r["preset"]), str(r["workload"]), str(r["mode"]))
+            text = str(cell.get("reason") or "") if cell else ""
+        reason[i] = text or (NO_REASON if r["status"] == "failed" else NOT_RUN)
+    return reason
+
+
+def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,
+              cells_dir: str | os.PathLike[str] | None = None) -> Loaded:
+    """The table of the given runs' cells (see COLUMNS), and one warning per skipped file or stale benchmark."""
+    problems = _Problems(strict)
+    chunks: list[_Chunk] = []
+    files: list[RunFile] = []
+    launch: list[float] = []
+    stale: dict[str, list[Path]] = defaultdict(list)
+    unknown: dict[str, list[Path]] = defaultdict(list)
+    for run in runs:
+        try:
+            data = read_result_file(run.path, with_samples)
+            run = _run_of(run.path, data)
+            _check_benchmarks(data, run.path, stale, problems)
+            chunk = _file_rows(data, len(files), with_samples)
+            for name in chunk.unknown if chunk else ():
+                if strict:
+                    problems.add(f"{run.path}: {name} is no longer in the suite")
+                unknown[name].append(run.path)
+        except (ValueError, OSError, TypeError, KeyError, SyntaxError) as e:
+            problems.add(f"skipped {run.path}: {e}")
+            continue
+        if chunk is None:
+            continue
+        files.append(run)
+        launch.append(_launch_us(data))
+        chunks.append(chunk)
+    for name, paths in sorted(stale.items()):
+        problems.add(f"ignored benchmark {name} in {len(paths)} result file(s) (e.g. {paths[0]}): no longer in the "
+                     "suite")
+    for name, paths in sorted(unknown.items()):
+        problems.add(f"ignored cells of {name} in {len(paths)} result file(s) (e.g. {paths[0]}): no longer in the "
+                     "suite")
+    table = _assemble(chunks, files, launch, with_samples)
+    table = _drop_duplicate_runs(table, problems)
+    table["reason"] = _reasons(table, Path(cells_dir) if cells_dir else None)
+    return Loaded(table[COLUMNS], problems.messages)
+
+
+def _categorical(values: list[str], codes: np.ndarray) -> pd.Categorical:
+    cats = sorted(set(values))
+    lookup = np.array([cats.index(v) for v in values], dtype=np.int32) if values else np.array([], dtype=np.int32)
+    return pd.Categorical.from_codes(lookup[codes] if len(codes) else codes.astype(np.int32), categories=cats)
+
+
+def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], with_samples: bool) -> pd.DataFrame:
+    if chunks:
+        file_idx = np.concatenate([np.full(len(c.preset), c.file, dtype=np.int32) for c in chunks])
+        preset = np.concatenate([c.preset for c in chunks])
+        workload = np.concatenate([c.workload for c in chunks])
+        mode = np.concatenate([c.mode for c in chunks])
+        arrays = {k: np.concatenate([c.arrays[k] for c in chunks]) for k in chunks[0].arrays}
+    else:
+        file_idx = np.array([], dtype=np.int32)
+        preset = workload = mode = np.array([], dtype=np.int16)
+        arrays = {k: np.array([], dtype=float) for k in ("median_ms", "ci_low", "ci_high", "q25", "q75", "n_samples",
+                                                         "compile_s", "peak_mem_mib")}
+        arrays["status"] = np.array([], dtype=np.int8)
+    domains = np.array([DOMAINS.index(domain_of(w)) for w in WORKLOAD_NAMES], dtype=np.int8)
+    table = pd.DataFrame({
+        "commit": _categorical([f.commit for f in files], file_idx),
+        "date": pd.to_datetime(np.array([f.date_ms for f in files], dtype=np.int64)[file_idx], unit="ms", utc=True),
+        "machine": _categorical([f.machine for f in files], file_idx),
+        "gpu": _categorical([f.params.get("gpu", "unknown") for f in files], file_idx),
+        "torch": _categorical([f.torch for f in files], file_idx),
+        "triton": _categorical([f.params.get("triton", "unknown") for f in files], file_idx),
+        "preset": pd.Categorical.from_codes(preset.astype(np.int32), categories=list(PRESET_NAMES)),
+        "workload": pd.Categorical.from_codes(workload.astype(np.int32), categories=list(WORKLOAD_NAMES)),
+        "mode": pd.Categorical.from_codes(mode.astype(np.int32), categories=list(MODES)),
+        "domain": pd.Categorical.from_codes(domains[workload].astype(np.int32), categories=list(DOMAINS)),
+        "status": pd.Categorical.from_codes(arrays.pop("status").astype(np.int32), categories=list(STATUSES)),
+        **arrays,
+        "launch_us": np.array(launch, dtype=float)[file_idx] if launch else np.array([], dtype=float),
+    })
+    table["n_samples"] = table["n_samples"].astype("Int64")
+    if with_samples:
+        table["samples"] = pd.Series([s for c in chunks for s in (c.samples or [])], dtype=object)
+    else:
+        table["samples"] = pd.Series([None] * len(table), dtype=object)
+    return table
+
+
+
+def _drop_duplicate_runs(table: pd.DataFrame, problems: _Problems) -> pd.DataFrame:
+    """Two files for one (commit, machine, torch) (two environments with the same torch): keep the later file."""
+    dup = table.duplicated(subset=[*RUN_KEYS, *CELL_KEYS], keep="last")
+    if dup.any():
+        for key in table.loc[dup, RUN_KEYS].drop_duplicates().itertuples(index=False):
+            problems.add(f"run {key.commit[:8]} on {key.machine} with torch {key.torch} is in more than one result "
+                         "file: the cells of the last file read are used")
+        table = table.loc[~dup].reset_index(drop=True)
+    return table
+
+
+def default_cells_dir(results_dir: str | os.PathLike[str]) -> Path:
+    """Where `compile-baselines run` keeps the cell store by default: beside the results directory."""
+    return Path(results_dir).parent / "cells"
+
+
+def load_results(results_dir: str | os.PathLike[str], *, machine: str | None = None, commit: str | None = None,
+                 strict: bool = False, with_samples: bool = False,
+                 cells_dir: str | os.PathLike[str] | None = None) -> Loaded:
+    """Every cell of the result files in `results_dir` (optionally one machine and/or commit prefix).
+
+    Unreadable files (truncated, corrupt, another asv format version) and benchmarks or parameters no longer in
+    the suite are skipped with one warning each; `strict` raises ResultsError instead. Failure reasons are read
+    from `cells_dir` (default: the cell store beside the results directory)."""
+    runs, warnings = list_runs(results_dir, strict)
+    runs = select_runs(runs, machine, commit)
+    loaded = load_runs(runs, strict=strict, with_samples=with_samples,
+                       cells_dir=cells_dir if cells_dir is not None else default_cells_dir(results_dir))
+    loaded.warnings[:0] = warnings
+    return loaded
+
+
+def load_samples(results_dir: str | os.PathLike[str], machine: str, commit: str,
+                 torch: str | None = None) -> pd.DataFrame:
+    """One run's cells with their samples (what a comparison of two runs needs): the table's columns."""
+    table = load_results(results_dir, machine=machine, commit=commit, with_samples=True).table
+    if torch is not None:
+        table = table[table["torch"] == torch]
+        if table.empty:
+            raise ResultsError(f"no results for torch {torch} at commit {commit} on machine {machine}")
+    elif table["torch"].nunique() > 1:
+        raise ResultsError(f"commit {commit} on {machine} was measured with several torch versions "
+                           f"({', '.join(sorted(table['torch'].unique()))}): choose one")
+    return table.reset_index(drop=True)
