@@ -1,0 +1,435 @@
+"""`compile-baselines report`: a static, self-contained HTML page answering "which baseline should I beat, and
+did that change?": per preset the latest run's table, history plots, best-mode timelines, compile cost, and
+how close each cell comes to the GPU's roofline.
+
+The figures (best mode, ties, wins, geomeans) are the analysis layer's, the same the terminal summary prints;
+this module only arranges them. Plots are inline SVG (tracker/plots.py); nothing is loaded from elsewhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+
+from tracker.errors import ToolError
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+LATENCY_BENCHMARK = "baselines.Baseline.track_latency"
+
+
+class ReportError(ToolError):
+    pass
+
+
+# --- the GPU's peak figures ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GpuPeak:
+    name: str
+    bandwidth: float  # bytes/s
+    flops: float  # FLOP/s, dense BF16 (every workload runs in BF16)
+    source: str
+
+
+# Datasheet figures, matched against torch.cuda.get_device_name(). Only exact products: an H100 PCIe or NVL
+# has other peaks, and a wrong peak is worse than none.
+GPU_PEAKS: tuple[tuple[str, GpuPeak], ...] = (
+    (r"H100 80GB HBM3$", GpuPeak(
+        "H100 SXM5 80GB", 3.35e12, 989.4e12,
+        "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 3.35 TB/s HBM3, 989.4 TFLOP/s dense BF16 "
+        "(1,979 with sparsity)")),
+    (r"H200$", GpuPeak(
+        "H200 SXM 141GB", 4.8e12, 989.4e12,
+        "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, 989.4 TFLOP/s dense BF16 "
+        "(1,979 with sparsity)")),
+)
+
+
+def gpu_peak(gpu: str | None) -> GpuPeak | None:
+    for pattern, peak in GPU_PEAKS:
+        if gpu and re.search(pattern, gpu.strip()):
+            return peak
+    return None
+
+
+@dataclass(frozen=True)
+class Work:
+    flops: float  # FLOP of one call
+    bytes: float  # bytes a perfect kernel must move
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.inf
+
+
+@cache
+def declared_work(workload: str, preset: str) -> Work | None:
+    """The workload's own declaration of its work (None for names the registry does not know)."""
+    from workloads import presets, registry
+
+    try:
+        w, p = registry.get(workload), presets.get_preset(preset)
+    except KeyError:
+        return None
+    return Work(float(w.flops(p)), float(w.min_bytes(p)))
+
+
+@dataclass(frozen=True)
+class Throughput:
+    text: str  # "2.41 TB/s" or "812 TFLOP/s": the resource that bounds this instance on this GPU
+    pct_of_peak: float | None  # of that resource's peak; None without peak figures (CPU, unknown GPU)
+    detail: str
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def throughput(work: Work | None, median_ms: float | None, peak: GpuPeak | None) -> Throughput | None:
+    """Achieved bandwidth or FLOP/s of one cell. With peaks, the figure shown is the one of the resource that
+    bounds the instance (its intensity against the GPU's ridge point), so its % is the % of the roofline."""
+    if work is None or not median_ms or median_ms <= 0:
+        return None
+    s = median_ms / 1e3
+    bw, fl = work.bytes / s, work.flops / s
+    detail = f"{_si(bw, 'B/s')}, {_si(fl, 'FLOP/s')}; {work.intensity:.3g} FLOP/byte"
+    if peak is None:
+        memory_bound = work.intensity < 10  # no ridge point known: show what the kernel mostly does
+        return Throughput(_si(bw, "B/s") if memory_bound else _si(fl, "FLOP/s"), None, detail)
+    if work.intensity < peak.flops / peak.bandwidth:
+        return Throughput(_si(bw, "B/s"), 100 * bw / peak.bandwidth, detail + " (memory-bound)")
+    return Throughput(_si(fl, "FLOP/s"), 100 * fl / peak.flops, detail + " (compute-bound)")
+
+
+# --- what the page shows ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunKey:
+    commit: str
+    machine: str
+    torch: str
+
+    def label(self, with_torch: bool) -> str:
+        return self.commit[:7] + (f"\n{self.torch}" if with_torch else "")
+
+
+@dataclass(frozen=True)
+class Cell:
+    mode: str
+    status: str  # ok | failed | skipped | missing
+    median_ms: float | None = None
+    speedup: float | None = None  # eager median / this median
+    best: bool = False  # the analysis' winner (fastest median)
+    tied: bool = False  # within noise of the winner (the analysis' tie set)
+    throughput: Throughput | None = None
+    compile_s: float | None = None
+    peak_mem_mib: float | None = None
+    title: str = ""  # hover text: the figures behind the cell, or why it did not measure
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    domain: str
+    cells: tuple[Cell, ...]
+    winner: str | None
+    ties: tuple[str, ...]
+    host_bound: bool
+    intensity: float | None
+    asv_link: str | None
+
+
+@dataclass
+class PresetSection:
+    preset: str
+    rows: list[Row]
+    figures: dict[str, Any]  # analysis.preset_summary: the numbers `compile-baselines summary` prints
+    plots: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MachineSection:
+    machine: str
+    meta: list[tuple[str, str]]
+    peak: GpuPeak | None
+    gpu: str
+    presets: list[PresetSection]
+    runs: int
+
+
+def _num(x: Any) -> float | None:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _fmt_pct(pct: float) -> str:
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
+
+
+def _fmt_ms(ms: float) -> str:
+    if ms < 0.1:
+        return f"{ms * 1e3:.1f} µs"
+    return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
+
+
+def asv_link(asv_index: str | None, machine: str, preset: str, workload: str) -> str | None:
+    """asv's history graph of one instance (all modes), in asv's URL-hash syntax (parameter values as reprs)."""
+    if not asv_index:
+        return None
+    q = "&".join(f"{k}={quote(v, safe='')}" for k, v in
+                 (("machine", machine), ("p-preset", repr(preset)), ("p-workload", repr(workload))))
+    return f"{asv_index}#{LATENCY_BENCHMARK}?{q}"
+
+
+def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner: str | None,
+          ties: Sequence[str], work: Work | None, peak: GpuPeak | None) -> Cell:
+    if r is None:
+        return Cell(mode, "missing", title="not measured in this run")
+    status, reason = str(r["status"]), str(r.get("reason") or "")
+    if status == "skipped":
+        return Cell(mode, "skipped", title=f"skipped: {reason or 'not measured in this preset'}")
+    median = _num(r.get("median_ms"))
+    if status != "ok" or median is None:
+        return Cell(mode, "failed", title=f"failed: {reason or 'no reason recorded'}")
+    speedup = eager_ms / median if eager_ms else None
+    tp = throughput(work, median, peak)
+    lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
+    compile_s, mem = _num(r.get("compile_s")), _num(r.get("peak_mem_mib"))
+    lines = [f"median {median:.4g} ms" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
+                                          else "")]
+    if speedup is not None:
+        lines.append(f"{speedup:.3f}x eager")
+    if tp:
+        lines.append(tp.detail + (f"; {tp.pct_of_peak:.2g}% of peak" if tp.pct_of_peak is not None else ""))
+    if compile_s is not None:
+        lines.append(f"compile {compile_s:.1f} s")
+    if mem is not None:
+        lines.append(f"peak memory {mem:.1f} MiB")
+    tied = mode in ties and len(ties) > 1
+    if tied:
+        lines.append("tie: within noise of " + ", ".join(m for m in ties if m != mode))
+    return Cell(mode, "ok", median, speedup, best=mode == winner, tied=tied, throughput=tp, compile_s=compile_s,
+                peak_mem_mib=mem, title="\n".join(lines))
+
+
+def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes: Sequence[str],
+                peak: GpuPeak | None, asv_index: str | None) -> list[Row]:
+    """One run's table for one preset: a row per instance, a cell per mode. `cells` are the run's rows of the
+    results table, `instances` its rows of the analysis' instance table (winner, ties, host-bound)."""
+    verdicts = {str(r["workload"]): r for r in instances[instances["preset"] == preset].to_dict("records")}
+    sub = cells[cells["preset"] == preset]
+    rows = []
+    for workload in (w for w in WORKLOAD_NAMES if w in set(sub["workload"].astype(str))):
+        by_mode = {str(r["mode"]): r for r in sub[sub["workload"] == workload].to_dict("records")}
+        eager = by_mode.get("eager")
+        eager_ms = _num(eager["median_ms"]) if eager and eager["status"] == "ok" else None
+        v = verdicts.get(workload, {})
+        winner, ties = v.get("winner"), tuple(v.get("ties") or ())
+        work = declared_work(workload, preset)
+        rows.append(Row(
+            workload, str(next(iter(by_mode.values()))["domain"]),
+            tuple(_cell(by_mode.get(m), m, eager_ms, winner, ties, work, peak) for m in modes),
+            winner, ties, bool(v.get("host_bound", False)), work.intensity if work else None,
+            asv_link(asv_index, str(cells["machine"].iloc[0]), preset, workload)))
+    return rows
+
+
+# --- history over runs and PyTorch versions --------------------------------------------------------------
+
+def history_plots(a: Any, machine: str, preset: str, modes: Sequence[str],
+                  instances: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """The preset's figures over runs (commits) and across PyTorch versions, and its best-mode heat strip: the
+    analysis' history series, drawn."""
+    from tracker import analysis, plots
+
+    by_version = analysis.history(a, "torch", machine)
+    by_version = by_version[by_version["preset"] == preset]
+    rank = {v: i for i, v in enumerate(dict.fromkeys(by_version["torch"].astype(str)))}
+    runs_h = analysis.history(a, "commit", machine)
+    runs_h = runs_h[runs_h["preset"] == preset].assign(_rank=lambda f: f["torch"].astype(str).map(rank))
+    runs_h = runs_h.sort_values(["date", "_rank"], kind="stable")
+    if runs_h.empty:
+        return {}, []
+    notes = []
+    runs = [RunKey(str(r.commit), machine, str(r.torch)) for r in runs_h.itertuples()]
+    several_torch = len(rank) > 1
+    labels = [r.label(several_torch) for r in runs]
+    xlabel = "run: commit" + (" and PyTorch" if several_torch else "") + ", oldest to newest"
+
+    def series(frame: pd.DataFrame) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        wins = {m: frame[f"wins_{m}"].astype(float).tolist() for m in modes if f"wins_{m}" in frame}
+        geo = {m: frame[f"geomean_{m}"].astype(float).tolist() for m in modes if f"geomean_{m}" in frame}
+        return wins, geo
+
+    out = {"commits": plots.series_plot(labels, *series(runs_h), xlabel, f"{preset}: over commits")}
+    if len(runs) == 1:
+        notes.append("One run so far: the lines over commits start with the next one.")
+    if several_torch:
+        vlabels = [f"{t}\n{str(c)[:7]}" for t, c in zip(by_version["torch"], by_version["commit"], strict=True)]
+        out["versions"] = plots.series_plot(vlabels, *series(by_version),
+                                            "PyTorch version (its latest commit measured)",
+                                            f"{preset}: across PyTorch versions")
+    else:
+        notes.append(f"One PyTorch version so far ({runs[-1].torch}): the plot across versions appears once a "
+                     "second one is measured.")
+    timeline = analysis.best_mode_timeline(a, machine)
+    timeline = timeline[timeline["preset"] == preset]
+    won = {(str(r.workload), str(r.commit), str(r.torch)): (str(r.winner), len(r.ties) > 1)
+           for r in timeline.itertuples()}
+    cells = [[won.get((i, r.commit, r.torch), (None, False)) for r in runs] for i in instances]
+    out["strip"] = plots.heat_strip(instances, labels, [[w for w, _ in row] for row in cells],
+                                    [[t for _, t in row] for row in cells], modes, xlabel,
+                                    f"{preset}: best mode per instance at each run (blank: no winner)")
+    return out, notes
+
+
+def cost_plot(rows: Sequence[Row], modes: Sequence[str], preset: str) -> str | None:
+    from tracker import plots
+
+    compile_s = {m: [c.compile_s for r in rows for c in r.cells if c.mode == m and c.compile_s] for m in modes}
+    mem = {m: [c.peak_mem_mib for r in rows for c in r.cells if c.mode == m and c.peak_mem_mib] for m in modes}
+    if not any(compile_s.values()) and not any(mem.values()):
+        return None
+    return plots.cost_plot(modes, compile_s, mem, f"{preset}: compile time and peak memory per mode (latest run)")
+
+
+# --- the page --------------------------------------------------------------------------------------------
+
+def _meta(latest: pd.DataFrame, run: RunKey, machine_info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    first = latest.iloc[0]
+
+    def pick(key: str) -> str:
+        v = first[key] if key in latest.columns else machine_info.get(key)
+        return str(v) if v not in (None, "") else "unknown"
+
+    launch = _num(first["launch_us"]) if "launch_us" in latest.columns else None
+    return [("commit", run.commit), ("date", pd.Timestamp(first["date"]).strftime("%Y-%m-%d %H:%M UTC")),
+            ("machine", run.machine), ("gpu", pick("gpu")), ("driver", pick("driver")), ("cuda", pick("cuda")),
+            ("torch", run.torch), ("triton", pick("triton")),
+            ("launch floor", f"{launch:.1f} µs" if launch else "unknown")]
+
+
+def latest_run(table: pd.DataFrame, a: Any, machine: str) -> RunKey:
+    """The machine's newest run: latest commit date; at one date, the newest PyTorch (in the analysis' version
+    order, which history(axis="torch") follows)."""
+    from tracker import analysis
+
+    versions = analysis.history(a, "torch", machine)["torch"].astype(str)
+    rank = {v: i for i, v in enumerate(dict.fromkeys(versions))}
+    runs = table[table["machine"] == machine].groupby(["commit", "torch"], observed=True)["date"].max().reset_index()
+    runs["_v"] = runs["torch"].astype(str).map(lambda v: rank.get(v, -1))
+    last = runs.sort_values(["date", "_v"], kind="stable").iloc[-1]
+    return RunKey(str(last["commit"]), machine, str(last["torch"]))
+
+
+def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
+                   machine_info: Mapping[str, Mapping[str, Any]] | None = None) -> list[MachineSection]:
+    """Everything the page shows, per machine (newest first): the results table's cells arranged with the
+    analysis' verdicts (`a` is tracker.analysis.analyse(table))."""
+    from tracker import analysis
+
+    modes = [m for m in MODES if m in set(table["mode"].astype(str))]
+    sections = []
+    machines = table.groupby("machine", observed=True)["date"].max().sort_values(ascending=False).index
+    for machine in map(str, machines):
+        run = latest_run(table, a, machine)
+        in_run = (table["commit"] == run.commit) & (table["machine"] == machine) & (table["torch"] == run.torch)
+        latest = table[in_run]
+        inst = a.instances
+        inst = inst[(inst["commit"] == run.commit) & (inst["machine"] == machine) & (inst["torch"] == run.torch)]
+        gpu = str(latest["gpu"].iloc[0])
+        peak = gpu_peak(gpu)
+        presets = []
+        for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
+            rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
+            figures = analysis.preset_summary(a, run.commit, machine, run.torch, preset)
+            section = PresetSection(preset, rows, figures)
+            section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
+            cost = cost_plot(rows, modes, preset)
+            if cost:
+                section.plots["cost"] = cost
+            presets.append(section)
+        runs = table[table["machine"] == machine].groupby(["commit", "torch"], observed=True).ngroups
+        sections.append(MachineSection(machine, _meta(latest, run, (machine_info or {}).get(machine, {})), peak, gpu,
+                                       presets, runs))
+    return sections
+
+
+def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: str | None,
+           generated: dt.datetime) -> str:
+    import jinja2
+    from markupsafe import Markup
+
+    from tracker import plots
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["ms"] = _fmt_ms
+    env.filters["pct"] = _fmt_pct
+    return env.get_template("report.html.j2").render(
+        sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
+        asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
+        svg=Markup)  # the plots are our own matplotlib output
+
+
+def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """asv's machine.json of each machine: driver and CUDA versions live there, not in the results table."""
+    out = {}
+    for path in sorted(results_dir.glob("*/machine.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        out[str(data.get("machine", path.parent.name))] = data
+    return out
+
+
+def build_page(table: pd.DataFrame, asv_index: str | None = None,
+               machine_info: Mapping[str, Mapping[str, Any]] | None = None,
+               generated: dt.datetime | None = None) -> str:
+    from tracker import analysis
+
+    a = analysis.analyse(table)
+    sections = build_sections(table, a, asv_index, machine_info)
+    modes = [m for m in MODES if m in set(table["mode"].astype(str))]
+    return render(sections, modes, asv_index, generated or dt.datetime.now(dt.UTC))
+
+
+def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                asv_index: str | None = None) -> int:
+    """Write `<out>/index.html` from the results in `results_dir`. `asv_index`: the URL of asv's published
+    index.html relative to the report, when it is published beside it. Returns the exit code."""
+    from tracker import results
+
+    results_dir = Path(results_dir)
+    loaded = results.load_results(results_dir)
+    for warning in loaded.warnings:
+        print(f"report: warning: {warning}", file=sys.stderr)
+    if loaded.table.empty:
+        raise ReportError(f"no measured cells in {results_dir}: run `compile-baselines run` or pass --results-dir")
+    html = build_page(loaded.table, asv_index, machine_files(results_dir))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "index.html").write_text(html, encoding="utf-8")
+    print(f"report: {out / 'index.html'} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
+    return 0
