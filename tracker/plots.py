@@ -128,8 +128,7 @@ def heat_strip(instances: Sequence[str], columns: Sequence[str], winners: Sequen
         # of nightlies becomes a dense strip with thinned labels)
         width = min(9.5, 4.6 + 0.5 * max(len(columns), 1))
         fig, (ax,) = _figure(width, height)
-        cmap = ListedColormap([mode_color(m, modes) for m in modes])
-        cmap.set_bad("#ffffff")
+        cmap = ListedColormap([mode_color(m, modes) for m in modes]).with_extremes(bad="#ffffff")
         ax.imshow(grid, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(modes) - 0.5, interpolation="nearest")
         dots = [(c, r) for r, row in enumerate(tied) for c, t in enumerate(row) if t]
         if dots:
