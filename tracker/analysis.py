@@ -1,0 +1,321 @@
+"""The study's figures from the results table, per run (commit, machine, torch) and preset, and their history.
+
+Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefill), from ok cells only:
+- best mode: the fastest median (the study's definition; failed or incorrect cells never win; equal medians go
+  to the earlier mode of MODES, eager first);
+- wins per mode (all five, zeros included) and per domain;
+- geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
+- head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok: wins and the average
+  margin |default - mancg| / default * 100 over the instances each side wins (WORKLOADS.md's definition);
+- the noise-aware view: the modes tied with the winner (NoiseModel), and host-bound instances (HostBound).
+
+Everything is computed for all runs at once on numpy arrays (one (instance x mode) matrix), so a year of
+nightly history is analysed in well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracker.results import CELL_KEYS, DOMAINS, RUN_KEYS
+from workloads.names import DECODE_INVARIANT, MODES
+
+EAGER, DEFAULT, MANCG = "eager", "default", "max-autotune-no-cudagraphs"
+COMPILED = tuple(m for m in MODES if m != EAGER)
+INSTANCE_KEYS = [*RUN_KEYS, "preset", "workload"]
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """When a contender counts as tied with the winner: its median within a relative band of the winner's, or
+    its 99% CI (asv's, from the samples) overlapping the winner's.
+
+    The band has to cover run-to-run noise, which the within-run CI does not see (each run is a fresh process,
+    compile and autotuning choices included). The study's own data (WORKLOADS.md): the same cell measured twice
+    differs by up to ~9% for kernels under 50 us, and several winners lead their runner-up by under 0.5%; so
+    10% below 50 us. Above, differences between hosts and torch versions stay within ~5% (DEVICE.md: eager
+    medians vs the study), of which same-host repeats are a fraction: 2%. Parameters, so the H100 fixture's
+    repeated runs can set them (tools/bench_runner.py `agree` measures exactly this)."""
+
+    rel_band: float = 0.02
+    small_rel_band: float = 0.10
+    small_below_ms: float = 0.050
+    use_ci: bool = True
+
+    def band(self, winner_ms: np.ndarray) -> np.ndarray:
+        return np.where(winner_ms < self.small_below_ms, self.small_rel_band, self.rel_band)
+
+
+@dataclass(frozen=True)
+class HostBound:
+    """A cell is host-bound when median_ms * 1000 <= k * launch_us: its time could be all host work.
+
+    launch_us is the run's launch floor, one eager one-element add under the same timer. A compiled
+    single-kernel cell costs a guard check, the wrapper and a launch: ~2.5-3 floors (our H100 host measured such
+    cells at 15-17 us where the study's host gave 6-7 us, the same GPU work); an eager cell costs about one floor
+    per op. k = 4 flags those with headroom, while a decode GEMM that streams its weights (llm_swiglu_mlp: 67 MB,
+    ~20 us of HBM time plus launches) stays just above it. Since all cells of a run share the floor, an instance
+    is host-bound exactly when its fastest cell is."""
+
+    k: float = 4.0
+
+
+@dataclass
+class Analysis:
+    """`instances`: one row per (run, preset, workload) the study analyses; `figures`: one row per (run, preset);
+    `domain_wins`: (run, preset, domain, mode) -> wins."""
+
+    instances: pd.DataFrame
+    figures: pd.DataFrame
+    domain_wins: pd.DataFrame
+    noise: NoiseModel = field(default_factory=NoiseModel)
+    host: HostBound = field(default_factory=HostBound)
+
+
+def study_instances(table: pd.DataFrame) -> pd.Series:
+    """Rows of the instances the study analyses: every workload in prefill (and tiny), 18 in decode."""
+    return ~((table["preset"] == "decode") & table["workload"].isin(DECODE_INVARIANT))
+
+
+def _matrix(codes: np.ndarray, modes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.full((n, len(MODES)), np.nan)
+    out[codes, modes] = values
+    return out
+
+
+def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
+                   host: HostBound | None = None) -> pd.DataFrame:
+    """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok), runner-up
+    and margin, tie set (modes within noise of the winner, fastest first), host-bound flag and failed modes."""
+    noise, host = noise or NoiseModel(), host or HostBound()
+    t = table[study_instances(table)]
+    if t.empty:
+        return _empty_instances()
+    groups = t.groupby(INSTANCE_KEYS, observed=True, sort=False)
+    codes = groups.ngroup().to_numpy()
+    n = int(codes.max()) + 1
+    first = np.unique(codes, return_index=True)[1]
+    inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
+    mode_idx = t["mode"].cat.codes.to_numpy()  # categories are MODES
+    ok = (t["status"] == "ok").to_numpy()
+    med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
+    lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
+    hi = _matrix(codes[ok], mode_idx[ok], t["ci_high"].to_numpy()[ok], n)
+    failed = np.zeros((n, len(MODES)), dtype=bool)
+    bad = (t["status"] == "failed").to_numpy()
+    failed[codes[bad], mode_idx[bad]] = True
+
+    has_ok = ~np.isnan(med).all(axis=1)
+    filled = np.where(np.isnan(med), np.inf, med)
+    order = np.argsort(filled, axis=1, kind="stable")  # stable: equal medians keep MODES order
+    rows = np.arange(n)
+    win, second = order[:, 0], order[:, 1]
+    win_ms = np.where(has_ok, filled[rows, win], np.nan)
+    second_ms = filled[rows, second]
+    has_second = np.isfinite(second_ms)
+    within_band = med <= (win_ms * (1 + noise.band(win_ms)))[:, None]
+    overlap = lo <= hi[rows, win][:, None] if noise.use_ci else np.zeros_like(within_band)
+    tied = ~np.isnan(med) & (within_band | overlap)
+    tied[rows, win] = has_ok
+
+    mode_names = np.array(MODES, dtype=object)
+    inst["winner"] = np.where(has_ok, mode_names[win], None)
+    inst["winner_ms"] = win_ms
+    inst["runner_up"] = np.where(has_ok & has_second, mode_names[second], None)
+    inst["runner_up_ms"] = np.where(has_second, second_ms, np.nan)
+    inst["margin_pct"] = np.where(has_ok & has_second, (second_ms - win_ms) / win_ms * 100, np.nan)
+    inst["ties"] = [tuple(mode_names[order[i][tied[i][order[i]]]]) for i in range(n)]
+    inst["tie"] = tied.sum(axis=1) > 1
+    inst["host_bound"] = win_ms * 1000 <= host.k * inst["launch_us"].to_numpy()
+    inst["failed_modes"] = [tuple(mode_names[failed[i]]) for i in range(n)]
+    for j, m in enumerate(MODES):
+        inst[f"ms_{m}"] = med[:, j]
+    return inst
+
+
+def _empty_instances() -> pd.DataFrame:
+    cols = [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us", "winner", "winner_ms", "runner_up",
+            "runner_up_ms", "margin_pct", "ties", "tie", "host_bound", "failed_modes", *(f"ms_{m}" for m in MODES)]
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+
+
+def _figures(inst: pd.DataFrame) -> pd.DataFrame:
+    """Per (run, preset): instances, wins_<mode>, geomean_<mode>, h2h_<side>_wins/_margin_pct, ties, host_bound."""
+    keys = [*RUN_KEYS, "preset"]
+    inst = inst[inst["winner"].notna()].copy()
+    eager = inst[f"ms_{EAGER}"].to_numpy()
+    cols: dict[str, Any] = {"instances": inst["winner"].notna()}
+    for m in MODES:
+        cols[f"wins_{m}"] = inst["winner"] == m
+    for m in COMPILED:
+        cols[f"_log_{m}"] = np.log(eager / inst[f"ms_{m}"].to_numpy())  # NaN where either is not ok
+    d, a = inst[f"ms_{DEFAULT}"].to_numpy(), inst[f"ms_{MANCG}"].to_numpy()
+    margin = np.abs(d - a) / d * 100
+    for side, wins in ((DEFAULT, d < a), (MANCG, a < d)):
+        cols[f"h2h_{side}_wins"] = wins
+        cols[f"_h2h_{side}_margin"] = np.where(wins, margin, np.nan)
+    cols["ties"] = inst["tie"]
+    cols["host_bound"] = inst["host_bound"]
+    frame = pd.DataFrame(cols, index=inst.index)
+    frame = pd.concat([inst[[*keys, "date", "gpu", "triton", "launch_us"]], frame], axis=1)
+    g = frame.groupby(keys, observed=True, sort=False)
+    out = g[["date", "gpu", "triton", "launch_us"]].first()
+    sums = g[[c for c in cols if not c.startswith("_")]].sum()
+    out = out.join(sums.astype(int))
+    for m in COMPILED:
+        out[f"geomean_{m}"] = np.exp(g[f"_log_{m}"].mean())
+    for side in (DEFAULT, MANCG):
+        out[f"h2h_{side}_margin_pct"] = g[f"_h2h_{side}_margin"].mean()
+    return out.reset_index().sort_values(["date", *keys], kind="stable").reset_index(drop=True)
+
+
+def _domain_wins(inst: pd.DataFrame) -> pd.DataFrame:
+    keys = [*RUN_KEYS, "preset", "domain"]
+    won = inst[inst["winner"].notna()]
+    counts = won.groupby([*keys, "winner"], observed=True).size().rename("wins").reset_index()
+    return counts.rename(columns={"winner": "mode"})
+
+
+def analyse(table: pd.DataFrame, noise: NoiseModel | None = None, host: HostBound | None = None) -> Analysis:
+    noise, host = noise or NoiseModel(), host or HostBound()
+    inst = instance_table(table, noise, host)
+    return Analysis(inst, _figures(inst), _domain_wins(inst), noise, host)
+
+
+# ---------------------------------------------------------------------------------------------------- history
+
+
+def _version_key(version: str) -> tuple[Any, ...]:
+    try:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            return (0, Version(version))
+        except InvalidVersion:
+            pass
+    except ImportError:
+        pass
+    return (1, tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", version)))
+
+
+def history(analysis: Analysis, axis: str = "commit", machine: str | None = None) -> pd.DataFrame:
+    """The figures as series: over commits (one point per run, by date, per machine and torch), or over torch
+    versions (per machine, each version's latest run, in version order)."""
+    fig = analysis.figures if machine is None else analysis.figures[analysis.figures["machine"] == machine]
+    if axis == "commit":
+        return fig.sort_values(["machine", "torch", "preset", "date"], kind="stable").reset_index(drop=True)
+    if axis == "torch":
+        latest = fig.sort_values("date", kind="stable").groupby(["machine", "torch", "preset"], observed=True).tail(1)
+        versions = sorted(latest["torch"].astype(str).unique(), key=_version_key)
+        rank = latest["torch"].astype(str).map({v: i for i, v in enumerate(versions)})
+        return latest.assign(_r=rank).sort_values(["machine", "preset", "_r"]).drop(columns="_r").reset_index(
+            drop=True)
+    raise ValueError(f"history axis is 'commit' or 'torch', not {axis!r}")
+
+
+def best_mode_timeline(analysis: Analysis, machine: str | None = None) -> pd.DataFrame:
+    """Per instance and (machine, torch) series, the best mode at each commit by date; `changed` marks a new
+    winner, `changed_beyond_noise` one whose predecessor is not among the new winner's ties."""
+    inst = analysis.instances
+    if machine is not None:
+        inst = inst[inst["machine"] == machine]
+    inst = inst[inst["winner"].notna()].sort_values(["machine", "torch", "preset", "workload", "date"], kind="stable")
+    cols = [*INSTANCE_KEYS, "date", "winner", "winner_ms", "runner_up", "margin_pct", "ties", "host_bound"]
+    out = inst[cols].reset_index(drop=True)
+    prev = out.groupby(["machine", "torch", "preset", "workload"], observed=True)["winner"].shift(1)
+    out["previous"] = prev
+    out["changed"] = prev.notna() & (prev != out["winner"])
+    outside = np.array([p not in t for p, t in zip(prev, out["ties"], strict=True)], dtype=bool)
+    out["changed_beyond_noise"] = out["changed"] & outside
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- one run
+
+
+def _number(x: Any, digits: int) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), digits)
+
+
+def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str) -> dict[str, Any]:
+    """One run's figures for one preset, in the stable JSON shape (see tracker.summary)."""
+    def pick(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[(frame["commit"] == commit) & (frame["machine"] == machine) & (frame["torch"] == torch)
+                     & (frame["preset"] == preset)]
+
+    fig = pick(analysis.figures)
+    return _preset_dict(fig.iloc[0] if len(fig) else None, pick(analysis.instances), pick(analysis.domain_wins))
+
+
+def _preset_dict(r: pd.Series | None, inst: pd.DataFrame, dw: pd.DataFrame) -> dict[str, Any]:
+    won = inst[inst["winner"].notna()]
+    domains = [d for d in DOMAINS if d in set(won["domain"].astype(str))]
+    domain_wins = {d: {m: 0 for m in MODES} for d in domains}
+    for x in dw.itertuples(index=False):
+        domain_wins[str(x.domain)][str(x.mode)] = int(x.wins)
+
+    def fig(name: str) -> Any:
+        return r[name] if r is not None else None
+
+    return {
+        "instances": len(won),
+        "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
+        "winners": {str(x.workload): str(x.winner) for x in won.itertuples(index=False)},
+        "ties": {str(x.workload): list(x.ties) for x in won.itertuples(index=False) if x.tie},
+        "geomean_vs_eager": {m: _number(fig(f"geomean_{m}"), 3) for m in COMPILED},
+        "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),
+                                "avg_margin_pct": _number(fig(f"h2h_{side}_margin_pct"), 2)}
+                         for side in (DEFAULT, MANCG)},
+        "domain_wins": domain_wins,
+        "host_bound": [str(x.workload) for x in won.itertuples(index=False) if x.host_bound],
+        "notes": instance_notes(inst),
+    }
+
+
+def instance_notes(inst: pd.DataFrame) -> list[str]:
+    """Why instances or modes are left out of the figures: no ok cell, no ok eager cell, failed modes."""
+    notes = []
+    for x in inst.itertuples(index=False):
+        if x.winner is None:
+            notes.append(f"{x.workload}: no mode measured ok: not counted")
+            continue
+        if math.isnan(getattr(x, f"ms_{EAGER}")):
+            notes.append(f"{x.workload}: no ok eager cell: left out of the geomeans")
+        if x.failed_modes:
+            notes.append(f"{x.workload}: failed: {', '.join(x.failed_modes)}")
+    return notes
+
+
+def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | None = None,
+                 analysis: Analysis | None = None) -> dict[str, Any]:
+    """`{"runs": [...]}` for every run of `table` (optionally one machine and/or commit prefix), oldest first."""
+    analysis = analysis or analyse(table)
+    keys = [*RUN_KEYS, "preset"]
+    f = analysis.figures
+    if machine is not None:
+        f = f[f["machine"] == machine]
+    if commit is not None:
+        f = f[f["commit"].astype(str).str.startswith(commit)]
+    inst = {k: g for k, g in analysis.instances.groupby(keys, observed=True, sort=False)}
+    dw = {k: g for k, g in analysis.domain_wins.groupby(keys, observed=True, sort=False)}
+    empty_dw = analysis.domain_wins.iloc[:0]
+    runs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for _, r in f.sort_values(["date", *keys], kind="stable").iterrows():
+        key = (r["commit"], r["machine"], r["torch"])
+        run = runs.setdefault(key, {
+            "commit": str(r["commit"]), "machine": str(r["machine"]), "gpu": str(r["gpu"]), "torch": str(r["torch"]),
+            "triton": str(r["triton"]), "date": pd.Timestamp(r["date"]).isoformat(),
+            "launch_us": _number(r["launch_us"], 2), "presets": {}})
+        k = (*key, r["preset"])
+        run["presets"][str(r["preset"])] = _preset_dict(r, inst[k], dw.get(k, empty_dw))
+    return {"runs": list(runs.values())}
+
+
+__all__ = ["CELL_KEYS", "Analysis", "HostBound", "NoiseModel", "analyse", "best_mode_timeline", "history",
+           "instance_table", "preset_summary", "summary_json"]

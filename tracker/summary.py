@@ -1,0 +1,204 @@
+"""`compile-baselines summary`: the study's tables for one run (the latest by default) as text, markdown or JSON.
+
+The JSON form is a stable interface (issue 5):
+`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "ties",
+"geomean_vs_eager", "head_to_head", "domain_wins", "host_bound", "notes"}}}]}`, runs also carrying "triton",
+"date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and `head_to_head` follow the study's definitions
+exactly (fastest median wins); `ties` lists, for instances where more than one mode is within noise of the winner,
+those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from tracker.analysis import HostBound, NoiseModel, analyse, summary_json
+from tracker.results import RunFile, list_runs, load_runs, select_runs
+from workloads.names import MODES
+
+FORMATS = ("table", "md", "json")
+WIDTH = 100
+WORKLOAD_COLUMN = 45  # where the winning workloads start in the text table
+SHORT = {"max-autotune-no-cudagraphs": "mancg", "reduce-overhead": "r-o", "max-autotune": "max-at"}
+
+# Inline templates: the whole rendered text of this module, kept beside the code that fills it.
+TEXT = """\
+{% for run in runs %}
+{{ run.machine }} · commit {{ run.commit[:8] }} ({{ run.date[:10] }})
+{{ run.gpu }} · torch {{ run.torch }} · triton {{ run.triton }} · launch floor {{ run.floor }}
+{{ noise_note }}
+{{ legend }}
+{% for preset, p in run.presets.items() %}
+
+{{ preset }}: {{ p.instances }} instances
+  {{ "%-26s %5s %8s  %s" % ("mode", "wins", "geomean", "winning workloads") }}
+{% for row in p.rows %}
+  {{ "%-26s %5d %8s  " % (row.mode, row.wins, row.geomean) }}{{ row.workloads }}
+{% endfor %}
+  {{ p.h2h }}
+  {{ "%-14s" % "wins by domain" }}{% for m in modes %}{{ "%8s" % short(m) }}{% endfor %}
+
+{% for d, wins in p.domain_wins.items() %}
+  {{ "%-14s" % d }}{% for m in modes %}{{ "%8d" % wins[m] }}{% endfor %}
+
+{% endfor %}
+{% for line in p.lines %}
+{{ line }}
+{% endfor %}
+{% endfor %}
+{% endfor %}
+{% for w in warnings %}
+warning: {{ w }}
+{% endfor %}
+"""
+
+MARKDOWN = """\
+{% for run in runs %}
+### {{ run.machine }} · `{{ run.commit[:8] }}` ({{ run.date[:10] }}) · {{ run.gpu }} · torch {{ run.torch }}
+
+Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
+{% for preset, p in run.presets.items() %}
+
+#### {{ preset }}: {{ p.instances }} instances
+
+| Mode | Wins | Geomean vs eager | Winning workloads |
+|---|---:|---:|---|
+{% for row in p.rows %}
+| {{ row.mode }} | {{ row.wins }} | {{ row.geomean }} | {{ row.md_workloads }} |
+{% endfor %}
+
+{{ p.h2h }}
+
+| Wins by domain |{% for m in modes %} {{ m }} |{% endfor %}
+
+|---|{% for m in modes %}---:|{% endfor %}
+
+{% for d, wins in p.domain_wins.items() %}
+| {{ d }} |{% for m in modes %} {{ wins[m] }} |{% endfor %}
+
+{% endfor %}
+
+{% for line in p.md_lines %}
+- {{ line }}
+{% endfor %}
+{% endfor %}
+
+{% endfor %}
+{% for w in warnings %}
+> warning: {{ w }}
+{% endfor %}
+"""
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+                          trim_blocks=True, lstrip_blocks=True)
+_ENV.globals["short"] = lambda m: SHORT.get(m, m)
+
+
+def _fmt_geomean(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _wrap(items: list[str], indent: int, prefix: str = "") -> str:
+    text = prefix + (", ".join(items) if items else "-")
+    lines = textwrap.wrap(text, WIDTH - indent, break_on_hyphens=False) or ["-"]
+    return ("\n" + " " * indent).join(lines)
+
+
+def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
+    winners: dict[str, list[str]] = {}
+    for workload, mode in p["winners"].items():
+        winners.setdefault(mode, []).append(workload)
+    modes = sorted(p["wins"], key=lambda m: -p["wins"][m])  # the study's order: most wins first
+    rows = [{"mode": m, "wins": p["wins"][m], "geomean": _fmt_geomean(p["geomean_vs_eager"].get(m)),
+             "workloads": _wrap(sorted(winners.get(m, [])), WORKLOAD_COLUMN),
+             "md_workloads": ", ".join(sorted(winners.get(m, []))) or "—"} for m in modes]
+    h = p["head_to_head"]
+
+    def side(mode: str) -> str:
+        margin = h[mode]["avg_margin_pct"]
+        return f"{mode} {h[mode]['wins']}" + (f" (avg margin {margin:.2f}%)" if margin is not None else "")
+
+    def lines(name: Any) -> list[str]:
+        ties = [f"{w} ({' ~ '.join(name(m) for m in modes_)})" for w, modes_ in p["ties"].items()]
+        out = [f"ties within noise ({len(ties)}): " + (", ".join(ties) if ties else "none"),
+               f"host-bound ({len(p['host_bound'])}): " + (", ".join(p["host_bound"]) or "none")]
+        return out + [f"note: {n}" for n in p["notes"]]
+
+    return {"instances": p["instances"], "rows": rows, "domain_wins": p["domain_wins"], "md_lines": lines(str),
+            "h2h": f"head-to-head: {side('default')} vs {side('max-autotune-no-cudagraphs')}",
+            "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
+                                    break_on_hyphens=False) for line in lines(lambda m: SHORT.get(m, m))]}
+
+
+def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    runs = []
+    for r in summary["runs"]:
+        floor = f"{r['launch_us']:.1f} us" if r.get("launch_us") is not None else "not recorded"
+        runs.append({**r, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()}})
+    return runs
+
+
+def _noise_note(noise: NoiseModel, host: HostBound) -> str:
+    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} under {noise.small_below_ms * 1000:g} us)"
+            f"{' or overlapping 99% CIs' if noise.use_ci else ''}; host-bound: <= {host.k:g}x launch floor")
+
+
+def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | None = None,
+           noise: NoiseModel | None = None, host: HostBound | None = None) -> str:
+    """The summary dict (summary_json's shape) as text (table), markdown (md) or JSON."""
+    if fmt == "json":
+        return json.dumps(summary, indent=1) + "\n"
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
+    template = _ENV.from_string(TEXT if fmt == "table" else MARKDOWN)
+    legend = ", ".join(f"{v} = {k}" for k, v in SHORT.items())
+    return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend,
+                           noise_note=_noise_note(noise or NoiseModel(), host or HostBound()))
+
+
+def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None,
+              machine: str | None = None) -> tuple[list[RunFile], list[str]]:
+    """The files of the requested run: the given commit (all torch versions), else the latest run's commit, on
+    `machine` or on the machine of the latest run. ResultsError when there is nothing to show."""
+    runs, warnings = list_runs(results_dir)
+    chosen = select_runs(runs, machine, commit)
+    if commit is None:
+        latest = chosen[-1]  # list_runs sorts by date
+        chosen = [r for r in chosen if r.commit == latest.commit and r.machine == latest.machine]
+    return chosen, warnings
+
+
+def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
+                noise: NoiseModel | None = None, host: HostBound | None = None) -> tuple[dict[str, Any], list[str]]:
+    files, warnings = pick_runs(results_dir, commit, machine)
+    loaded = load_runs(files, cells_dir=Path(results_dir).parent / "cells")
+    analysis = analyse(loaded.table, noise, host)
+    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings
+
+
+def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None) -> str:
+    """The one-screen summary of a run (the latest by default), what `compile-baselines run` prints at its end."""
+    summary, warnings = summary_for(results_dir, commit, machine)
+    return render(summary, "table", warnings)
+
+
+def summary_main(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
+                 fmt: str = "table") -> int:
+    """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
+    summary, warnings = summary_for(results_dir, commit, machine)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    sys.stdout.write(render(summary, fmt))
+    return 0
+
+
+__all__ = ["FORMATS", "render", "render_text", "summary_for", "summary_json", "summary_main"]
