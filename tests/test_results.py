@@ -1,0 +1,278 @@
+"""tracker.results: asv result files -> one tidy table; bad files skipped with one warning each, never modified."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker import results
+from tracker.errors import ToolError
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+
+CPU_TINY = Path(__file__).resolve().parent / "fixtures" / "cpu-tiny" / "results"
+COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
+           "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]
+PARAMS = [[repr(p) for p in PRESET_NAMES], [repr(w) for w in WORKLOAD_NAMES], [repr(m) for m in MODES]]
+
+Cell = tuple[str, str, str]
+
+
+def write_result_file(results_dir: Path, cells: Mapping[Cell, Any], *, machine: str = "h100", commit: str = "a" * 40,
+                      date_ms: int = 1_767_225_600_000, torch: str = "2.9.1", gpu: str = "NVIDIA H100 80GB HBM3",
+                      launch_us: float | None = 6.0, env: str = "existing-py_usr_bin_python3", version: int = 2,
+                      params: list[list[str]] | None = None, extra: Mapping[str, list[Any]] | None = None) -> Path:
+    """A hand-made asv result file, laid out as asv 0.6 writes it (compact JSON, NaN allowed).
+
+    `cells` maps (preset, workload, mode) to a median (ms), None (failed), NaN (skipped), or a dict with
+    median/ci/samples. Unlisted combinations are NaN, as asv stores 'not run'."""
+    params = params or PARAMS
+    combos = list(itertools.product(*params))
+    index = {c: i for i, c in enumerate(combos)}
+    n = len(combos)
+    res: list[Any] = [math.nan] * n
+    ci_a: list[Any] = [None] * n
+    ci_b: list[Any] = [None] * n
+    q25: list[Any] = [None] * n
+    q75: list[Any] = [None] * n
+    repeat: list[Any] = [None] * n
+    samples: list[Any] = [None] * n
+    compile_s: list[Any] = [math.nan] * n
+    for (p, w, m), value in cells.items():
+        i = index[(repr(p), repr(w), repr(m))]
+        if isinstance(value, dict):
+            res[i] = value["median"]
+            ci_a[i], ci_b[i] = value.get("ci", (value["median"] * 0.99, value["median"] * 1.01))
+            q25[i], q75[i] = value["median"] * 0.98, value["median"] * 1.02
+            samples[i] = value.get("samples")
+            repeat[i] = len(samples[i]) if samples[i] else 100
+            compile_s[i] = 12.5
+        else:
+            res[i] = value
+            compile_s[i] = value if value is None or math.isnan(value) else 12.5
+    row = [res, params, "1", date_ms, 10.0, ci_a, ci_b, q25, q75, [1 if r else None for r in repeat], repeat,
+           samples]
+    data = {
+        "commit_hash": commit, "env_name": env, "date": date_ms,
+        "params": {"machine": machine, "os": "Linux", "arch": "x86_64", "cpu": "cpu", "num_cpu": "16", "ram": "1",
+                   "gpu": gpu, "driver": "580.1", "cuda": "13.0", "torch": torch, "triton": "3.5.1",
+                   "python": "/usr/bin/python3"},
+        "python": "/usr/bin/python3", "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
+        "results": {
+            "baselines.Baseline.track_latency": row,
+            "baselines.Baseline.track_compile_time": [compile_s, params, "1", date_ms, 10.0],
+            "baselines.Baseline.track_peak_memory": [[math.nan] * n, params, "1", date_ms, 10.0],
+        },
+        "durations": {}, "version": version,
+    }
+    if launch_us is not None:
+        data["results"]["baselines.Host.track_launch_overhead"] = [[launch_us], [], "1", date_ms, 1.0]
+    data["results"].update(extra or {})
+    path = results_dir / machine / f"{commit[:8]}-{env}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.parent / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    path.write_text(json.dumps(data))
+    return path
+
+
+def instance(preset: str, workload: str, medians: Mapping[str, Any]) -> dict[Cell, Any]:
+    return {(preset, workload, m): v for m, v in medians.items()}
+
+
+# ---------------------------------------------------------------------------------------------------- real files
+
+
+def test_real_cpu_run_loads_into_one_row_per_cell() -> None:
+    loaded = results.load_results(CPU_TINY)
+    t = loaded.table
+    assert loaded.warnings == []
+    assert list(t.columns) == results.COLUMNS
+    # 2 runs x 2 workloads x all 5 modes (the 3 modes not run are 'skipped'), one row each
+    assert len(t) == 20
+    assert set(t["commit"].astype(str).str[:8]) == {"5d800df4", "bc844535"}
+    ok = t[t["status"] == "ok"]
+    assert len(ok) == 8 and set(ok["mode"].astype(str)) == {"eager", "default"}
+    row = ok[(ok["commit"].astype(str).str.startswith("bc84")) & (ok["workload"] == "llm_rmsnorm")
+             & (ok["mode"] == "eager")].iloc[0]
+    assert row["median_ms"] == pytest.approx(0.016234, rel=1e-3)
+    assert row["ci_low"] <= row["median_ms"] <= row["ci_high"]
+    assert row["n_samples"] == 1000 and row["samples"] is None
+    assert row["launch_us"] == pytest.approx(4.206, rel=1e-3)
+    assert (row["machine"], row["gpu"], row["torch"], row["triton"], row["preset"], row["domain"]) == (
+        "cpu-laptop", "cpu", "2.13.0+cpu", "none", "tiny", "llm")
+    assert math.isnan(row["peak_mem_mib"])  # n/a on CPU
+    skipped = t[t["status"] == "skipped"]
+    assert (skipped["reason"] == results.NOT_RUN).all() and skipped["median_ms"].isna().all()
+
+
+def test_fast_reader_agrees_with_the_json_parser_except_for_samples() -> None:
+    for path in sorted(CPU_TINY.glob("*/*-*.json")):
+        text = path.read_text()
+        full = json.loads(text)
+        fast = results.parse_result_text(text)
+        samples = full["result_columns"].index("samples")
+        for name, row in full["results"].items():
+            expected = [None if i == samples else v for i, v in enumerate(row)]
+            assert json.dumps(fast["results"][name]) == json.dumps(expected)
+        assert {k: v for k, v in fast.items() if k != "results"} == {k: v for k, v in full.items() if k != "results"}
+        assert json.dumps(results.parse_result_text(text, with_samples=True)) == json.dumps(full)
+
+
+def test_samples_only_on_request_and_for_one_run() -> None:
+    assert results.load_results(CPU_TINY).table["samples"].isna().all()
+    one = results.load_samples(CPU_TINY, machine="cpu-laptop", commit="bc84")
+    ok = one[one["status"] == "ok"]
+    assert len(ok) == 4
+    for _, r in ok.iterrows():
+        assert len(r["samples"]) == r["n_samples"]
+        assert min(r["samples"]) <= r["median_ms"] <= max(r["samples"])
+
+
+def test_result_files_are_never_modified(tmp_path: Path) -> None:
+    shutil.copytree(CPU_TINY, tmp_path / "r")
+    write_result_file(tmp_path / "r", instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": None}))
+    (tmp_path / "r" / "cpu-laptop" / "broken-x.json").write_text('{"commit_hash": "abc", "results": {')
+
+    def digest() -> dict[str, str]:
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((tmp_path / "r").rglob("*"))
+                if p.is_file()}
+
+    before = digest()
+    results.load_results(tmp_path / "r", with_samples=True)
+    results.load_results(tmp_path / "r")
+    assert digest() == before
+
+
+# ---------------------------------------------------------------------------------------------------- statuses
+
+
+def test_failed_cell_takes_its_reason_from_the_cell_store(tmp_path: Path) -> None:
+    from tracker.cells import CellStore, RunKey
+
+    rd = tmp_path / "results"
+    write_result_file(rd, instance("decode", "llm_rmsnorm", {"eager": 0.03, "default": None, "max-autotune": None}))
+    store = CellStore(tmp_path / "cells", RunKey("h100", "a" * 40, "2.9.1"))
+    store.put({"preset": "decode", "workload": "llm_rmsnorm", "mode": "default", "status": "failed",
+               "reason": "InductorError: out of resource: shared memory"})
+    t = results.load_results(rd).table  # the cell store beside the results dir is the default
+    by_mode = t.set_index(t["mode"].astype(str))
+    assert by_mode.loc["default", "status"] == "failed"
+    assert by_mode.loc["default", "reason"] == "InductorError: out of resource: shared memory"
+    assert by_mode.loc["max-autotune", "reason"] == results.NO_REASON
+    assert by_mode.loc["eager", "status"] == "ok" and by_mode.loc["eager", "reason"] == ""
+    assert by_mode.loc["reduce-overhead", "status"] == "skipped"
+
+
+def test_instances_not_run_at_all_have_no_rows(tmp_path: Path) -> None:
+    write_result_file(tmp_path, instance("prefill", "diff_cfg_blend", {"eager": 0.02}))
+    t = results.load_results(tmp_path).table
+    assert set(t["workload"].astype(str)) == {"diff_cfg_blend"} and len(t) == 5
+
+
+def test_domains_from_workload_names() -> None:
+    assert results.domain_of("llm_kl_divergence_loss") == "llm"  # the LLM losses are domain llm
+    assert results.domain_of("vlm_contrastive_nce_loss") == "vlm"
+    assert results.domain_of("diff_cfg_blend") == "diffusion"
+    assert results.domain_of("rl_grpo_loss") == "rl"
+    with pytest.raises(KeyError):
+        results.domain_of("mlp")
+
+
+# ---------------------------------------------------------------------------------------------------- bad files
+
+
+@pytest.fixture
+def mixed_dir(tmp_path: Path) -> Path:
+    """One good file and one of each kind of bad file."""
+    good = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.12}))
+    text = good.read_text()
+    (good.parent / "bbbbbbbb-truncated.json").write_text(text[: len(text) // 2])
+    (good.parent / "cccccccc-corrupt.json").write_text("not json at all {")
+    newer = json.loads(text)
+    newer["version"] = 3
+    (good.parent / "dddddddd-newer.json").write_text(json.dumps(newer))
+    return tmp_path
+
+
+def test_truncated_corrupt_and_unknown_version_files_are_skipped_with_one_warning_each(mixed_dir: Path) -> None:
+    loaded = results.load_results(mixed_dir)
+    assert len(loaded.table) == 5 and set(loaded.table["commit"].astype(str)) == {"a" * 40}
+    assert len(loaded.warnings) == 3
+    joined = "\n".join(loaded.warnings)
+    assert "bbbbbbbb-truncated.json" in joined and "cccccccc-corrupt.json" in joined
+    assert "format version 3" in joined and "reads version 2" in joined
+
+
+def test_strict_mode_makes_a_bad_file_an_error(mixed_dir: Path) -> None:
+    with pytest.raises(results.ResultsError) as e:
+        results.load_results(mixed_dir, strict=True)
+    assert isinstance(e.value, ToolError)
+
+
+def test_a_benchmark_no_longer_in_the_suite_gets_one_warning(tmp_path: Path) -> None:
+    old = {"baselines.Baseline.track_old_metric": [[1.0], [], "1", 0, 1.0]}
+    cells = instance("prefill", "llm_rmsnorm", {"eager": 0.5})
+    write_result_file(tmp_path, cells, commit="1" * 40, extra=old)
+    write_result_file(tmp_path, cells, commit="2" * 40, extra=old)
+    loaded = results.load_results(tmp_path)
+    assert len(loaded.table) == 10
+    assert len(loaded.warnings) == 1
+    assert "baselines.Baseline.track_old_metric" in loaded.warnings[0] and "2 result file" in loaded.warnings[0]
+    with pytest.raises(results.ResultsError, match="track_old_metric"):
+        results.load_results(tmp_path, strict=True)
+
+
+def test_a_removed_workload_is_ignored_with_one_warning(tmp_path: Path) -> None:
+    params = [PARAMS[0], [*PARAMS[1], "'llm_flash_attention'"], PARAMS[2]]
+    write_result_file(tmp_path, {("prefill", "llm_flash_attention", "eager"): 1.0,
+                                 ("prefill", "llm_rmsnorm", "eager"): 0.5}, params=params)
+    loaded = results.load_results(tmp_path)
+    assert set(loaded.table["workload"].astype(str)) == {"llm_rmsnorm"}
+    assert len(loaded.warnings) == 1 and "llm_flash_attention" in loaded.warnings[0]
+
+
+def test_other_current_suites_are_not_warned_about(tmp_path: Path) -> None:
+    cand = {"candidates.Candidate.track_latency": [[0.1], [["'prefill'"], ["'llm_rmsnorm:triton'"]], "1", 0, 1.0]}
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}), extra=cand)
+    assert results.load_results(tmp_path).warnings == []
+
+
+def test_one_run_in_two_environment_files_keeps_the_last_with_a_warning(tmp_path: Path) -> None:
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}), env="existing-a")
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.4}), env="existing-b")
+    loaded = results.load_results(tmp_path)
+    assert len(loaded.table) == 5
+    assert len(loaded.warnings) == 1 and "more than one result file" in loaded.warnings[0]
+
+
+# ---------------------------------------------------------------------------------------------------- selection
+
+
+def test_empty_or_missing_results_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(results.ResultsError, match="does not exist"):
+        results.load_results(tmp_path / "nope")
+    with pytest.raises(results.ResultsError, match="no asv result files"):
+        results.load_results(tmp_path)
+
+
+def test_runs_are_selected_by_machine_and_commit_prefix() -> None:
+    t = results.load_results(CPU_TINY, machine="cpu-laptop", commit="5d80").table
+    assert set(t["commit"].astype(str)) == {"5d800df4bad6f855dd4208d2a080d087f3fe364e"}
+    with pytest.raises(results.ResultsError, match=r"no results for machine 'gpu-box'.*cpu-laptop"):
+        results.load_results(CPU_TINY, machine="gpu-box")
+    with pytest.raises(results.ResultsError, match="no results for commit 'ffff'"):
+        results.load_results(CPU_TINY, commit="ffff")
+
+
+def test_runs_are_listed_oldest_first_from_their_headers() -> None:
+    runs, warnings = results.list_runs(CPU_TINY)
+    assert warnings == []
+    assert [r.commit[:8] for r in runs] == ["5d800df4", "bc844535"]
+    assert runs[0].torch == "2.13.0+cpu" and runs[0].machine == "cpu-laptop" and runs[0].params["gpu"] == "cpu"
