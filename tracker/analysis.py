@@ -205,18 +205,20 @@ def _version_key(version: str) -> tuple[Any, ...]:
 
 
 def history(analysis: Analysis, axis: str = "commit", machine: str | None = None) -> pd.DataFrame:
-    """The figures as series: over commits (one point per run, by date, per machine and torch), or over torch
-    versions (per machine, each version's latest run, in version order)."""
+    """The figures (analysis.figures' columns) as series per machine and preset: over commits (every run, by
+    date; filter on torch for one version's line), or over torch versions (each version's latest run, in version
+    order)."""
     fig = analysis.figures if machine is None else analysis.figures[analysis.figures["machine"] == machine]
-    if axis == "commit":
-        return fig.sort_values(["machine", "torch", "preset", "date"], kind="stable").reset_index(drop=True)
-    if axis == "torch":
+    versions = sorted(fig["torch"].astype(str).unique(), key=_version_key)
+    fig = fig.assign(_r=fig["torch"].astype(str).map({v: i for i, v in enumerate(versions)}))
+    if axis == "commit":  # by date; runs of one commit under several torch versions in version order
+        out = fig.sort_values(["machine", "preset", "date", "_r"], kind="stable")
+    elif axis == "torch":
         latest = fig.sort_values("date", kind="stable").groupby(["machine", "torch", "preset"], observed=True).tail(1)
-        versions = sorted(latest["torch"].astype(str).unique(), key=_version_key)
-        rank = latest["torch"].astype(str).map({v: i for i, v in enumerate(versions)})
-        return latest.assign(_r=rank).sort_values(["machine", "preset", "_r"]).drop(columns="_r").reset_index(
-            drop=True)
-    raise ValueError(f"history axis is 'commit' or 'torch', not {axis!r}")
+        out = latest.sort_values(["machine", "preset", "_r"], kind="stable")
+    else:
+        raise ValueError(f"history axis is 'commit' or 'torch', not {axis!r}")
+    return out.drop(columns="_r").reset_index(drop=True)
 
 
 def best_mode_timeline(analysis: Analysis, machine: str | None = None) -> pd.DataFrame:

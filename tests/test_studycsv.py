@@ -1,0 +1,183 @@
+"""import-csv: the study's raw-results format -> asv results; the published figures come out exactly."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker import analysis, results, studycsv
+from tracker.errors import ToolError
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "study_results.csv"
+CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
+MANCG = "max-autotune-no-cudagraphs"
+HEADER = "workload,shape_preset,domain,tag,mode,status,elapsed_wall_s,median_ms,p25_ms,p99_ms,error\n"
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The constructed study CSV imported as one run, and its summary."""
+    rd = tmp_path_factory.mktemp("study") / "results"
+    path = studycsv.import_csv(STUDY_CSV, rd, machine="study-h100", torch="2.9.1", gpu="NVIDIA H100 80GB HBM3",
+                               cuda="13.0", date_ms=1_767_225_600_000)
+    loaded = results.load_results(rd)
+    summary = analysis.summary_json(loaded.table)
+    return {"dir": rd, "file": path, "loaded": loaded, "run": summary["runs"][0]}
+
+
+def test_study_csv_reproduces_published_prefill_wins(study: dict[str, Any]) -> None:
+    p = study["run"]["presets"]["prefill"]
+    assert p["instances"] == 23
+    assert p["wins"] == {MANCG: 17, "default": 4, "max-autotune": 1, "eager": 1, "reduce-overhead": 0}
+    by_mode: dict[str, set[str]] = {}
+    for w, m in p["winners"].items():
+        by_mode.setdefault(m, set()).add(w)
+    assert by_mode["default"] == {"diff_scheduler_step", "llm_rope_apply", "rl_dpo_loss", "rl_grpo_loss"}
+    assert by_mode["max-autotune"] == {"vlm_contrastive_nce_loss"}
+    assert by_mode["eager"] == {"llm_topk_sampling_prep"}
+    assert len(by_mode[MANCG]) == 17
+
+
+def test_study_csv_reproduces_published_prefill_geomeans(study: dict[str, Any]) -> None:
+    g = study["run"]["presets"]["prefill"]["geomean_vs_eager"]
+    assert g == {MANCG: 2.000, "default": 1.874, "max-autotune": 1.254, "reduce-overhead": 1.224}
+
+
+def test_study_csv_reproduces_published_prefill_head_to_head(study: dict[str, Any]) -> None:
+    h = study["run"]["presets"]["prefill"]["head_to_head"]
+    assert h == {MANCG: {"wins": 19, "avg_margin_pct": 7.58}, "default": {"wins": 4, "avg_margin_pct": 2.45}}
+
+
+def test_study_csv_reproduces_published_decode_wins(study: dict[str, Any]) -> None:
+    p = study["run"]["presets"]["decode"]
+    assert p["instances"] == 18
+    assert p["wins"] == {"default": 10, MANCG: 8, "max-autotune": 0, "reduce-overhead": 0, "eager": 0}
+    assert {w for w, m in p["winners"].items() if m == "default"} == {
+        "diff_cfg_blend", "diff_scheduler_step", "diff_unet_resblock", "llm_gelu_mlp", "llm_kl_divergence_loss",
+        "llm_layernorm", "llm_moe_router", "llm_rope_apply", "llm_topk_sampling_prep", "rl_ppo_clipped_loss"}
+
+
+def test_study_csv_reproduces_published_decode_geomeans_and_head_to_head(study: dict[str, Any]) -> None:
+    p = study["run"]["presets"]["decode"]
+    assert p["geomean_vs_eager"] == {MANCG: 1.687, "default": 1.682, "reduce-overhead": 0.862, "max-autotune": 0.859}
+    assert p["head_to_head"] == {MANCG: {"wins": 8, "avg_margin_pct": 6.83},
+                                 "default": {"wins": 10, "avg_margin_pct": 5.94}}
+
+
+def test_study_medians_are_stored_exactly(study: dict[str, Any]) -> None:
+    t = study["loaded"].table.set_index(["preset", "workload", "mode"])
+    with open(STUDY_CSV, newline="") as f:
+        for row in csv.DictReader(f):
+            assert t.loc[(row["shape_preset"], row["workload"], row["mode"]), "median_ms"] == float(row["median_ms"])
+    # no statistics are invented: the study kept no samples
+    assert t["ci_low"].isna().all() and t["q25"].isna().all() and t["samples"].isna().all()
+    assert t["compile_s"].isna().all()
+
+
+def test_the_run_carries_the_given_machine_and_versions(study: dict[str, Any]) -> None:
+    data = json.loads(study["file"].read_text())
+    assert data["commit_hash"] == hashlib.sha1(STUDY_CSV.read_bytes()).hexdigest()  # no commit given
+    assert data["date"] == 1_767_225_600_000
+    p = data["params"]
+    assert (p["machine"], p["torch"], p["gpu"], p["cuda"], p["triton"], p["driver"]) == (
+        "study-h100", "2.9.1", "NVIDIA H100 80GB HBM3", "13.0", "unknown", "unknown")
+    machine = json.loads((study["dir"] / "study-h100" / "machine.json").read_text())
+    assert machine["torch"] == "2.9.1" and machine["machine"] == "study-h100"
+
+
+def test_benchmark_descriptions_match_what_asv_wrote_in_a_real_run() -> None:
+    real = json.loads(next(CPU_TINY.glob("cpu-laptop/5d800df4-*.json")).read_text())
+    cols = real["result_columns"]
+    for name, bench in studycsv.suite_benchmarks().items():
+        row = real["results"][name]
+        assert row[cols.index("params")] == bench["params"], name
+        assert row[cols.index("version")] == bench["version"], name
+
+
+def _write(tmp_path: Path, body: str, header: str = HEADER) -> Path:
+    path = tmp_path / "study.csv"
+    path.write_text(header + body)
+    return path
+
+
+def test_rows_are_deduplicated_and_an_ok_row_beats_a_failed_tag(tmp_path: Path) -> None:
+    path = _write(tmp_path, "llm_rmsnorm,decode,llm,all,eager,ok,5.1,0.031,0.030,0.04,\n"
+                            "llm_rmsnorm,decode,llm,norm,eager,ok,5.1,0.031,0.030,0.04,\n"
+                            "llm_rmsnorm,decode,llm,all,default,error,20,,,,CUDA out of memory\n"
+                            "llm_rmsnorm,decode,llm,norm,default,ok,20,0.012,0.011,0.02,\n"
+                            "llm_rmsnorm,decode,llm,all,max-autotune,timeout,1800,,,,\n"
+                            "llm_rmsnorm,decode,llm,all,reduce-overhead,error,25,,,,InductorError: boom\n"
+                            "llm_rmsnorm,decode,llm,norm,reduce-overhead,error,25,,,,InductorError: boom\n")
+    cells = {(c.mode): c for c in studycsv.read_study_csv(path)}
+    assert len(cells) == 4
+    assert cells["default"].ok and cells["default"].median_ms == 0.012
+    assert not cells["reduce-overhead"].ok and cells["reduce-overhead"].reason == "InductorError: boom"
+    assert cells["max-autotune"].reason == "status 'timeout' in the study's file"
+
+    rd = tmp_path / "results"
+    studycsv.import_csv(path, rd, machine="study", torch="2.9.1", commit="abc1234", date_ms=1)
+    t = results.load_results(rd).table.set_index("mode")
+    assert t.loc["reduce-overhead", "status"] == "failed"
+    assert t.loc["reduce-overhead", "reason"] == "InductorError: boom"  # from the cell store beside the results
+    assert t.loc["default", "status"] == "ok" and t.loc[MANCG, "status"] == "skipped"
+
+
+@pytest.mark.parametrize(("body", "header", "message"), [
+    ("x", "workload,shape_preset,mode,median_ms\n", "missing column.*domain, tag, status, elapsed_wall_s"),
+    ("llm_flash,prefill,llm,all,eager,ok,5,1,1,1,\n", HEADER, "unknown workload 'llm_flash' \\(line 2\\)"),
+    ("llm_rmsnorm,prefill,llm,all,turbo,ok,5,1,1,1,\n", HEADER, "unknown mode 'turbo'"),
+    ("llm_rmsnorm,huge,llm,all,eager,ok,5,1,1,1,\n", HEADER, "unknown preset 'huge'"),
+    ("llm_rmsnorm,prefill,llm,all,eager,ok,5,fast,1,1,\n", HEADER, "study.csv:2: median_ms 'fast' is not a number"),
+    ("", HEADER, "no rows"),
+])
+def test_malformed_csv_is_a_clear_error(tmp_path: Path, body: str, header: str, message: str) -> None:
+    with pytest.raises(studycsv.StudyCsvError, match=message) as e:
+        studycsv.read_study_csv(_write(tmp_path, body, header))
+    assert isinstance(e.value, ToolError)
+
+
+def test_bad_commit_or_machine_name_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n")
+    with pytest.raises(studycsv.StudyCsvError, match="hexadecimal"):
+        studycsv.import_csv(path, tmp_path / "r", machine="m", torch="2.9.1", commit="study-2025")
+    with pytest.raises(studycsv.StudyCsvError, match="machine name"):
+        studycsv.import_csv(path, tmp_path / "r", machine="my machine", torch="2.9.1")
+
+
+def test_the_study_is_one_point_of_a_history(study: dict[str, Any], tmp_path: Path) -> None:
+    rd = tmp_path / "results"
+    path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
+                            "llm_rmsnorm,prefill,llm,all,default,ok,20,0.11,0.1,0.2,\n")
+    studycsv.import_csv(STUDY_CSV, rd, machine="h100", torch="2.9.1", commit="1" * 40, date_ms=1000)
+    studycsv.import_csv(path, rd, machine="h100", torch="2.10.0", commit="2" * 40, date_ms=2000, launch_us=6.5)
+    a = analysis.analyse(results.load_results(rd).table)
+    by_torch = analysis.history(a, "torch")
+    assert list(by_torch[by_torch["preset"] == "prefill"]["torch"].astype(str)) == ["2.9.1", "2.10.0"]
+    assert list(analysis.history(a, "commit")["commit"].astype(str).str[0].unique()) == ["1", "2"]
+
+
+def test_the_generator_rebuilds_the_committed_csv() -> None:
+    spec = importlib.util.spec_from_file_location("make_study_csv", ROOT / "tools" / "make_study_csv.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=module.COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(module.build())
+    assert out.getvalue() == STUDY_CSV.read_text()
+    # every measurement is listed once per tag, 2-3 times, as in the study's file
+    counts: dict[tuple[str, str, str], int] = {}
+    for row in csv.DictReader(io.StringIO(out.getvalue())):
+        key = (row["shape_preset"], row["workload"], row["mode"])
+        counts[key] = counts.get(key, 0) + 1
+    assert len(counts) == 205 and set(counts.values()) == {2, 3}
