@@ -284,10 +284,9 @@ def instance_notes(inst: pd.DataFrame) -> list[str]:
     """Why instances or modes are left out of the figures: no ok cell, no ok eager cell, failed modes."""
     notes = []
     for x in inst.itertuples(index=False):
-        if x.winner is None:
+        if pd.isna(x.winner):
             notes.append(f"{x.workload}: no mode measured ok: not counted")
-            continue
-        if math.isnan(getattr(x, f"ms_{EAGER}")):
+        elif math.isnan(getattr(x, f"ms_{EAGER}")):
             notes.append(f"{x.workload}: no ok eager cell: left out of the geomeans")
         if x.failed_modes:
             notes.append(f"{x.workload}: failed: {', '.join(x.failed_modes)}")
