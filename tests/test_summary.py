@@ -1,0 +1,132 @@
+"""`compile-baselines summary`: the stable JSON shape, the latest run by default, text that fits 100 columns."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_results import instance, write_result_file
+
+from tracker import results, studycsv, summary
+from tracker.errors import ToolError
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
+STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "study_results.csv"
+MANCG = "max-autotune-no-cudagraphs"
+PRESET_KEYS = {"instances", "wins", "winners", "ties", "geomean_vs_eager", "head_to_head", "domain_wins",
+               "host_bound", "notes"}
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rd = tmp_path_factory.mktemp("summary") / "results"
+    studycsv.import_csv(STUDY_CSV, rd, machine="study-h100", torch="2.9.1", gpu="NVIDIA H100 80GB HBM3",
+                        date_ms=1_767_225_600_000, launch_us=6.5)
+    return rd
+
+
+def test_summary_json_has_the_stable_shape(study_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert summary.summary_main(study_dir, fmt="json") == 0
+    data = json.loads(capsys.readouterr().out)
+    (run,) = data["runs"]
+    assert {"commit", "machine", "gpu", "torch", "presets"} <= set(run)
+    assert (run["machine"], run["gpu"], run["torch"], run["launch_us"]) == (
+        "study-h100", "NVIDIA H100 80GB HBM3", "2.9.1", 6.5)
+    assert set(run["presets"]) == {"prefill", "decode"}
+    for p in run["presets"].values():
+        assert set(p) == PRESET_KEYS
+        assert list(p["wins"]) == ["eager", "default", "reduce-overhead", "max-autotune", MANCG]
+        assert set(p["geomean_vs_eager"]) == {"default", "reduce-overhead", "max-autotune", MANCG}
+        assert set(p["head_to_head"]) == {"default", MANCG}
+        assert all(set(v) == {"wins", "avg_margin_pct"} for v in p["head_to_head"].values())
+        assert all(set(d) == set(p["wins"]) for d in p["domain_wins"].values())
+        assert all(isinstance(v, list) and len(v) > 1 for v in p["ties"].values())
+    prefill = run["presets"]["prefill"]
+    assert prefill["wins"][MANCG] == 17 and prefill["geomean_vs_eager"][MANCG] == 2.0
+    assert prefill["domain_wins"]["rl"] == {"eager": 0, "default": 2, "reduce-overhead": 0, "max-autotune": 0,
+                                            MANCG: 1}
+    # 6.5 us floor, k = 4: the study's fastest cells (~10-12 us) are host-bound on such a host
+    assert "rl_dpo_loss" in prefill["host_bound"] and "llm_kl_divergence_loss" not in prefill["host_bound"]
+
+
+def test_text_summary_reads_well_in_100_columns(study_dir: Path) -> None:
+    text = summary.render_text(study_dir)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "prefill: 23 instances" in text and "decode: 18 instances" in text
+    assert "head-to-head: default 4 (avg margin 2.45%) vs max-autotune-no-cudagraphs 19 (avg margin 7.58%)" in text
+    rows = [line.split()[1:3] for line in text.splitlines() if line.startswith("  max-autotune-no-cudagraphs ")]
+    assert rows == [["17", "2.000"], ["8", "1.687"]]  # prefill, then decode
+
+
+def test_markdown_summary_has_the_study_tables(study_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    summary.summary_main(study_dir, fmt="md")
+    md = capsys.readouterr().out
+    assert "| Mode | Wins | Geomean vs eager | Winning workloads |" in md
+    assert "| max-autotune-no-cudagraphs | 17 | 2.000 |" in md and "| default | 10 | 1.682 |" in md
+    assert "| rl | 0 | 2 | 0 | 0 | 1 |" in md
+
+
+def test_latest_run_by_default_and_any_run_on_request(tmp_path: Path) -> None:
+    shutil.copytree(CPU_TINY, tmp_path / "results")
+    latest = summary.summary_for(tmp_path / "results")[0]["runs"]
+    assert [r["commit"][:8] for r in latest] == ["bc844535"]
+    older = summary.summary_for(tmp_path / "results", commit="5d800df4")[0]["runs"]
+    assert [r["commit"][:8] for r in older] == ["5d800df4"]
+    text = summary.render_text(tmp_path / "results", machine="cpu-laptop")
+    assert "cpu-laptop · commit bc844535" in text and "tiny: 2 instances" in text
+    assert "launch floor 4.2 us" in text
+
+
+def test_all_torch_versions_of_the_latest_commit_are_shown(tmp_path: Path) -> None:
+    cells = instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.12})
+    write_result_file(tmp_path, cells, commit="1" * 40, date_ms=1, env="a")
+    write_result_file(tmp_path, cells, commit="2" * 40, date_ms=2, env="a")
+    write_result_file(tmp_path, cells, commit="2" * 40, date_ms=2, env="b", torch="2.10.0")
+    runs = summary.summary_for(tmp_path)[0]["runs"]
+    assert {(r["commit"][0], r["torch"]) for r in runs} == {("2", "2.9.1"), ("2", "2.10.0")}
+
+
+@pytest.mark.parametrize(("setup", "kwargs", "message"), [
+    ("missing", {}, "does not exist"),
+    ("empty", {}, "no asv result files"),
+    ("cpu", {"commit": "ffff"}, "no results for commit 'ffff'"),
+    ("cpu", {"machine": "h100"}, "no results for machine 'h100'"),
+])
+def test_nothing_to_summarise_is_a_clear_error(tmp_path: Path, setup: str, kwargs: dict[str, Any],
+                                               message: str) -> None:
+    rd = tmp_path / "results"
+    if setup == "empty":
+        rd.mkdir()
+    elif setup == "cpu":
+        shutil.copytree(CPU_TINY, rd)
+    with pytest.raises(results.ResultsError, match=message) as e:
+        summary.summary_main(rd, fmt="table", **kwargs)
+    assert isinstance(e.value, ToolError)
+
+
+def test_warnings_about_bad_files_go_to_stderr_one_line_each(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(CPU_TINY, tmp_path / "results")
+    (tmp_path / "results" / "cpu-laptop" / "00000000-broken.json").write_text('{"version": 2, "res')
+    assert summary.summary_main(tmp_path / "results", fmt="json") == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["runs"][0]["commit"].startswith("bc844535")
+    (line,) = out.err.splitlines()
+    assert line.startswith("warning: skipped ") and "00000000-broken.json" in line
+
+
+def test_failures_and_excluded_instances_are_shown(tmp_path: Path) -> None:
+    cells = instance("decode", "llm_rmsnorm", {"eager": None, "default": 0.012, MANCG: None})
+    write_result_file(tmp_path, cells)
+    text = summary.render_text(tmp_path)
+    assert "note: llm_rmsnorm: no ok eager cell: left out of the geomeans" in text
+    assert "note: llm_rmsnorm: failed: eager, max-autotune-no-cudagraphs" in text
+
+
+def test_an_unknown_format_is_refused(study_dir: Path) -> None:
+    with pytest.raises(ValueError, match="unknown summary format"):
+        summary.summary_main(study_dir, fmt="csv")
