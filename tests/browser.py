@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import select
 import shutil
-import subprocess
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,13 +46,22 @@ class Browser:
         self.width, self.height = width, height
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
-        # the shell only wires the pipes to fds 3 and 4 (preexec_fn is unsafe with the test's server thread)
-        self._proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', CHROMIUM, *FLAGS,
-             f"--user-data-dir={user_data_dir}", f"--window-size={width},{height}", "about:blank"],
-            pass_fds=(to_chrome_r, from_chrome_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
+        # Chromium reads the protocol on fd 3 and writes on fd 4. posix_spawn puts the pipes there (no shell, and
+        # safe beside the test's server thread, unlike preexec_fn); they are first moved above 9 so that placing
+        # one cannot overwrite the other.
+        child_r, child_w = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_chrome_r, from_chrome_w))
+        for fd in (to_chrome_r, from_chrome_w):
+            os.close(fd)
+        self.log = Path(user_data_dir) / "chromium-stderr.log"
+        argv = [CHROMIUM, *FLAGS, f"--user-data-dir={user_data_dir}", f"--window-size={width},{height}",
+                "about:blank"]
+        self._pid = os.posix_spawn(CHROMIUM, argv, dict(os.environ), file_actions=[
+            (os.POSIX_SPAWN_DUP2, child_r, 3), (os.POSIX_SPAWN_DUP2, child_w, 4),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, str(self.log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
+        self._status: int | None = None
+        os.close(child_r)
+        os.close(child_w)
         self._buf = b""
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
@@ -62,14 +72,23 @@ class Browser:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def poll(self) -> int | None:
+        """Chromium's exit status, or None while it runs."""
+        if self._status is None:
+            pid, status = os.waitpid(self._pid, os.WNOHANG)
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+        return self._status
+
     def close(self) -> None:
         with contextlib.suppress(BrowserError, OSError):
             self.send("Browser.close", timeout=5)
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        deadline = time.monotonic() + 10
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.poll() is None:
+            os.kill(self._pid, signal.SIGKILL)
+            self._status = os.waitstatus_to_exitcode(os.waitpid(self._pid, 0)[1])
         for fd in (self._to_chrome, self._from_chrome):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -81,7 +100,8 @@ class Browser:
                 raise BrowserError("timed out waiting for Chromium")
             chunk = os.read(self._from_chrome, 1 << 20)
             if not chunk:
-                raise BrowserError(f"Chromium exited (code {self._proc.poll()})")
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise BrowserError(f"Chromium exited (code {self.poll()}); its stderr ends:\n{tail}")
             self._buf += chunk
         raw, self._buf = self._buf.split(b"\0", 1)
         return json.loads(raw)
@@ -109,7 +129,7 @@ class Browser:
             while True:
                 self.events.append(self._read(deadline))
         except BrowserError:
-            if self._proc.poll() is not None:
+            if self.poll() is not None:
                 raise
 
     def open(self, url: str, ready: str, timeout: float = 20) -> Page:

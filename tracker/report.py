@@ -225,9 +225,12 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
         lines.append(f"compile {compile_s:.1f} s")
     if mem is not None:
         lines.append(f"peak memory {mem:.1f} MiB")
-    tied = mode in ties and len(ties) > 1
-    if tied:
-        lines.append("tie: within noise of " + ", ".join(m for m in ties if m != mode))
+    others = [m for m in ties if m != mode] if mode in ties else []
+    if mode == winner:
+        lines.insert(0, "best: fastest median" + (f"; tied within noise with {', '.join(others)}" if others else ""))
+    elif others:
+        lines.insert(0, "tie: within noise of the best (" + ", ".join(others) + ")")
+    tied = bool(others) and mode != winner
     return Cell(mode, "ok", median, speedup, best=mode == winner, tied=tied, throughput=tp, compile_s=compile_s,
                 peak_mem_mib=mem, title="\n".join(lines))
 

@@ -1,0 +1,132 @@
+"""The published site in a real browser with no network: headless Chromium loads the report and asv's pages
+from 127.0.0.1 (and the report from file://); every request must stay on the site, none may fail, the console
+must stay clean, and the tables and plots must be in the DOM. Screenshots are saved (into
+$COMPILE_BASELINES_SCREENSHOTS too, when set: that is how docs/screenshots/ is made)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from browser import CHROMIUM, Browser, Page
+from test_publish import H100_FIXTURE, make_results
+
+from tracker import publish
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).is_file(),
+    reason=f"Chromium not found at {CHROMIUM}: install it (Debian: apt-get install -y chromium) to run this test")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The H100 fixture published, when it is committed; else the small synthetic results of test_publish."""
+    root = tmp_path_factory.mktemp("browser")
+    results_dir = H100_FIXTURE if (H100_FIXTURE / "benchmarks.json").is_file() else make_results(root)
+    publish.publish_main(results_dir, None, root / "site")
+    return root / "site"
+
+
+@pytest.fixture(scope="module")
+def base_url(site: Path) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    with Browser(tmp_path_factory.mktemp("chromium-profile")) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def _save(page: Page, shots: Path, name: str, full_page: bool, max_height: int = 6000) -> Path:
+    path = page.screenshot(shots / name, full_page=full_page, max_height=max_height)
+    assert path.stat().st_size > 10_000  # a blank page compresses to almost nothing
+    if os.environ.get("COMPILE_BASELINES_SCREENSHOTS"):
+        shutil.copy(path, Path(os.environ["COMPILE_BASELINES_SCREENSHOTS"]) / name)
+    return path
+
+
+def _clean(page: Page, origin: str) -> None:
+    load = page.load()
+    assert load.requests, "no request recorded"
+    assert load.failed == []
+    assert load.console_errors == []
+    assert [u for u in load.requests if not u.startswith((origin, "data:"))] == []
+
+
+REPORT_READY = ("document.querySelectorAll('table.cells tbody tr').length > 0"
+                " && document.querySelectorAll('svg.plot').length > 0")
+
+
+def test_report_renders_offline(browser: Browser, base_url: str, shots: Path) -> None:
+    page = browser.open(base_url + "report/index.html", REPORT_READY)
+    _clean(page, base_url)
+    sections = page.evaluate("[...document.querySelectorAll('section.preset')].map(s => s.dataset.preset)")
+    assert sections
+    for preset in sections:
+        q = f"section.preset[data-preset='{preset}']"
+        assert page.evaluate(f"document.querySelectorAll(\"{q} table.cells tbody tr\").length") >= 2
+        assert page.evaluate(f"document.querySelectorAll(\"{q} table.cells td.best\").length") >= 2
+        # four real plots: drawn marks (lines, markers, the strip's image) and a visible size
+        sizes = page.evaluate(f"[...document.querySelectorAll(\"{q} svg.plot\")].map(s => "
+                              "[s.querySelectorAll('path, use, image').length, s.getBoundingClientRect().width])")
+        assert len(sizes) == 4 and all(marks > 8 and width > 300 for marks, width in sizes), sizes
+    assert page.evaluate("document.querySelector('#asv-link').href") == base_url + "index.html"
+    meta = page.evaluate("document.querySelector('dl.meta').innerText")
+    for key in ("COMMIT", "GPU", "DRIVER", "CUDA", "TORCH", "TRITON", "LAUNCH FLOOR"):
+        assert key in meta.upper()
+    _save(page, shots, "report.png", full_page=True, max_height=1500)
+    _save(page, shots, "report-full.png", full_page=True)
+
+
+def test_asv_grid_renders_offline(browser: Browser, base_url: str, shots: Path) -> None:
+    page = browser.open(base_url + "index.html",
+                        "document.querySelectorAll('.benchmark-container canvas').length >= 3")
+    _clean(page, base_url)
+    assert page.evaluate("typeof jQuery.plot") == "function"
+    report = page.evaluate("document.querySelector('#nav-li-baseline-report a').href")
+    assert report == base_url + "report/index.html"
+    _save(page, shots, "asv-grid.png", full_page=False)
+
+
+def test_asv_history_of_an_instance_from_the_report(browser: Browser, base_url: str, shots: Path) -> None:
+    """Follow the report's link of its first instance to asv's graph of it: five modes plotted."""
+    report = browser.open(base_url + "report/index.html", REPORT_READY)
+    link = report.evaluate("document.querySelector('table.cells tbody th a').href")
+    assert link.startswith(base_url + "index.html#baselines.Baseline.track_latency?")
+    page = browser.open(link, "document.querySelectorAll('#main-graph canvas').length > 0"
+                              " && document.querySelectorAll('#main-graph .legendLabel').length >= 5")
+    _clean(page, base_url)
+    labels = page.evaluate("[...document.querySelectorAll('#main-graph .legendLabel')].map(e => e.innerText)")
+    workload = link.split("p-workload=%27", 1)[1].split("%27", 1)[0]
+    assert all(workload in label for label in labels)
+    _save(page, shots, "asv-history.png", full_page=False)
+
+
+def test_report_renders_from_file(browser: Browser, site: Path) -> None:
+    url = (site / "report" / "index.html").as_uri()
+    page = browser.open(url, REPORT_READY)
+    load = page.load()
+    assert load.failed == [] and load.console_errors == []
+    assert [u for u in load.requests if not u.startswith(("file://", "data:"))] == []

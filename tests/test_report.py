@@ -1,0 +1,186 @@
+"""The report: the analysis' verdicts in the table (best, ties, failures with reasons, host-bound), the same wins
+and geomeans as `summary`, % of peak from declared work and datasheet peaks, real plots, nothing external."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_publish import OOM, OOM_REASON, make_results
+
+from tracker import analysis, report, results
+from workloads import presets, registry
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+# --- peaks and throughput ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("gpu", "name"), [
+    (H100, "H100 SXM5 80GB"), ("NVIDIA H200", "H200 SXM 141GB"), ("NVIDIA H100 PCIe", None),
+    ("NVIDIA H100 NVL", None), ("NVIDIA H200 NVL", None), ("cpu", None), (None, None),
+])
+def test_gpu_peaks_match_exact_products_only(gpu: str | None, name: str | None) -> None:
+    peak = report.gpu_peak(gpu)
+    assert (peak.name if peak else None) == name
+
+
+def test_h100_and_h200_datasheet_figures() -> None:
+    h100, h200 = report.gpu_peak(H100), report.gpu_peak("NVIDIA H200")
+    assert (h100.bandwidth, h100.flops) == (3.35e12, 989.4e12)
+    assert (h200.bandwidth, h200.flops) == (4.8e12, 989.4e12)
+    assert "datasheet" in h100.source and "datasheet" in h200.source
+
+
+def test_throughput_shows_the_bounding_resource() -> None:
+    peak = report.gpu_peak(H100)
+    memory = report.throughput(report.Work(flops=1e6, bytes=3.35e9), 1.0, peak)  # 3.35 GB in 1 ms
+    assert memory.text == "3.35 TB/s" and memory.pct_of_peak == pytest.approx(100.0)
+    compute = report.throughput(report.Work(flops=989.4e9 / 2, bytes=1e6), 1.0, peak)
+    assert compute.text == "495 TFLOP/s" and compute.pct_of_peak == pytest.approx(50.0)
+    cpu = report.throughput(report.Work(flops=1e6, bytes=1e6), 1.0, None)
+    assert cpu.pct_of_peak is None and cpu.text == "1 GB/s"
+    assert report.throughput(None, 1.0, peak) is None
+    assert report.throughput(report.Work(1, 1), None, peak) is None
+
+
+def test_declared_work_is_the_registrys() -> None:
+    p = presets.get_preset("prefill")
+    w = registry.get("llm_swiglu_mlp")
+    assert report.declared_work("llm_swiglu_mlp", "prefill") == report.Work(float(w.flops(p)), float(w.min_bytes(p)))
+    assert report.declared_work("not_a_workload", "prefill") is None
+
+
+# --- the page built from a results directory ----------------------------------------------------------------
+
+class Cells(HTMLParser):
+    """The report's table cells: (preset, workload, mode) -> class and title; plus chips and svgs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.preset = self.workload = ""
+        self.cells: dict[tuple[str, str, str], dict[str, str]] = {}
+        self.chips: dict[tuple[str, str], str] = {}
+        self.svgs = 0
+        self.host_bound: set[tuple[str, str]] = set()
+        self._chip: tuple[str, str] | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "section" and "data-preset" in a:
+            self.preset = a["data-preset"]
+        elif tag == "tr" and "data-workload" in a:
+            self.workload = a["data-workload"]
+        elif tag == "td" and "data-mode" in a and "cell" in a.get("class", "").split():
+            key = (self.preset, self.workload, a["data-mode"])
+            self.cells[key] = {"class": a["class"], "title": a.get("title", "")}
+        elif tag == "div" and "chip" in a.get("class", "") and "data-mode" in a:
+            self._chip, self._text = (self.preset, a["data-mode"]), []
+        elif tag == "svg":
+            self.svgs += 1
+        elif tag == "span" and a.get("class") == "hostb":
+            self.host_bound.add((self.preset, self.workload))
+
+    def handle_data(self, data: str) -> None:
+        if self._chip:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self._chip:
+            self.chips[self._chip] = " ".join("".join(self._text).split())
+            self._chip = None
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("report")
+    results_dir = make_results(root)
+    assert report.report_main(results_dir, root / "out", asv_index="../index.html") == 0
+    html = (root / "out" / "index.html").read_text(encoding="utf-8")
+    parsed = Cells()
+    parsed.feed(html)
+    table = results.load_results(results_dir).table
+    summary = analysis.summary_json(table)
+    # the latest run: the last commit date and, of the two PyTorch versions measured at it, the newer
+    latest = next(r for r in summary["runs"] if r["commit"] == "2" * 40 and r["torch"] == "2.10.0")
+    return {"html": html, "parsed": parsed, "table": table, "latest": latest}
+
+
+def test_best_and_ties_are_the_analysis_verdicts(built: dict[str, Any]) -> None:
+    latest = built["latest"]
+    assert "torch</dt><dd>2.10.0" in built["html"]
+    cells = built["parsed"].cells
+    for preset, figures in latest["presets"].items():
+        for workload, winner in figures["winners"].items():
+            best = [m for (p, w, m), c in cells.items() if (p, w) == (preset, workload) and "best" in c["class"]]
+            assert best == [winner], (preset, workload)
+        for workload, tie in figures["ties"].items():
+            tied = {m for (p, w, m), c in cells.items() if (p, w) == (preset, workload) and "tie" in c["class"]}
+            assert tied == set(tie) - {figures["winners"][workload]}
+    assert figures  # the fixture has ties: llm_rmsnorm's two max-autotune modes run the same time
+    assert latest["presets"]["prefill"]["ties"]["llm_rmsnorm"]
+
+
+def test_wins_and_geomeans_are_the_summarys(built: dict[str, Any]) -> None:
+    latest = built["latest"]
+    for preset, figures in latest["presets"].items():
+        for mode, wins in figures["wins"].items():
+            chip = built["parsed"].chips[(preset, mode)]
+            assert f"{wins} wins" in chip
+            geo = figures["geomean_vs_eager"].get(mode)
+            if geo is not None:
+                assert f"{geo:.3f}\N{MULTIPLICATION SIGN}" in chip
+
+
+def test_failed_cell_says_why_on_hover(built: dict[str, Any]) -> None:
+    cell = built["parsed"].cells[OOM]
+    assert "failed" in cell["class"].split()
+    assert OOM_REASON in cell["title"]
+
+
+def test_cells_carry_speedup_and_percent_of_peak(built: dict[str, Any]) -> None:
+    cell = built["parsed"].cells[("prefill", "llm_swiglu_mlp", "max-autotune")]
+    assert re.search(r"\dx eager", cell["title"])
+    assert "% of peak" in cell["title"] and "compile " in cell["title"] and "MiB" in cell["title"]
+    assert "H100 Tensor Core GPU datasheet" in built["html"]
+
+
+def test_host_bound_instances_are_flagged(built: dict[str, Any]) -> None:
+    host = {(p, w) for p, f in built["latest"]["presets"].items() for w in f["host_bound"]}
+    assert host and built["parsed"].host_bound == host
+
+
+def test_metadata_and_plots(built: dict[str, Any]) -> None:
+    html = built["html"]
+    for text in ("570.124.06", "12.8", "2.10.0", "3.4.0", "6.5 µs", "h100-test", "2" * 12):
+        assert text in html
+    # per preset: over commits, across versions, heat strip, compile cost
+    assert built["parsed"].svgs == 2 * 4
+    for title in ("over commits", "across PyTorch versions", "best mode per instance", "compile time and peak"):
+        assert title in html
+    assert "geomean speedup vs eager (x)" in html and "compile time (s)" in html  # labelled axes with units
+
+
+def test_self_contained(built: dict[str, Any]) -> None:
+    html = built["html"]
+    assert not re.search(r"<(script|img|iframe)\b", html)  # styles and plots are inline
+    assert re.findall(r"<link\b[^>]*>", html) == [m for m in re.findall(r"<link\b[^>]*>", html) if 'href="data:' in m]
+    assert not re.search(r'\bsrc="', html)
+    assert not re.search(r"url\((?!#)", html)  # only the SVGs' own clip paths
+
+
+def test_standalone_report_has_no_asv_links(tmp_path: Path) -> None:
+    results_dir = make_results(tmp_path)
+    assert report.report_main(results_dir, tmp_path / "out") == 0
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "index.html#" not in html and "asv history" not in html
+
+
+def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    with pytest.raises(results.ResultsError, match="no asv result files"):
+        report.report_main(tmp_path / "results", tmp_path / "out")
