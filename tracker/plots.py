@@ -167,6 +167,9 @@ def cost_plot(modes: Sequence[str], compile_s: Mapping[str, Sequence[float]],
                 # deterministic jitter: the same data draws the same picture
                 jitter = [((k * 0.618) % 1 - 0.5) * 0.45 for k in range(len(values))]
                 ax.scatter(values, [i + j for j in jitter], s=8, color=color, zorder=3)
+            if not positive:
+                ax.text(0.5, 0.5, "not recorded" + (" (CUDA only)" if ax is ax_m else ""), transform=ax.transAxes,
+                        ha="center", va="center", color="#667085")
             ax.set_yticks(range(len(modes)))
             ax.set_yticklabels(modes)
             ax.invert_yaxis()

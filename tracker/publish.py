@@ -226,7 +226,11 @@ def _write_benchmark_list(conf: Any) -> None:
     from tracker import asvfiles
 
     env = asvfiles.existing_environment(conf, sys.executable)
-    asvfiles.discover(conf, env, "HEAD").save()
+    try:
+        asvfiles.discover(conf, env, "HEAD").save()
+    except asvfiles.AsvError as e:
+        raise PublishError(f"{conf.results_dir} has no benchmarks.json (asv publish needs the suite's description) "
+                           f"and discovering the suite in {conf.benchmark_dir} failed: {e}") from None
     print(f"publish: wrote {Path(conf.results_dir) / 'benchmarks.json'} (the suite's description)", file=sys.stderr)
 
 

@@ -186,6 +186,10 @@ def _fmt_pct(pct: float) -> str:
     return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
 
 
+def _fmt_x(x: float) -> str:
+    return f"{x:.2f}\N{MULTIPLICATION SIGN}" if x >= 0.1 else f"{x:.2g}\N{MULTIPLICATION SIGN}"
+
+
 def _fmt_ms(ms: float) -> str:
     if ms < 0.1:
         return f"{ms * 1e3:.1f} µs"
@@ -389,6 +393,7 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["ms"] = _fmt_ms
     env.filters["pct"] = _fmt_pct
+    env.filters["x"] = _fmt_x
     return env.get_template("report.html.j2").render(
         sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
         asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
