@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, Browser, Page
-from test_publish import H100_FIXTURE, make_results
+from test_publish import h100_results, make_results
 
 from tracker import publish
 
@@ -33,7 +33,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The H100 fixture published, when it is committed; else the small synthetic results of test_publish."""
     root = tmp_path_factory.mktemp("browser")
-    results_dir = H100_FIXTURE if (H100_FIXTURE / "benchmarks.json").is_file() else make_results(root)
+    results_dir = h100_results(root) or make_results(root)
     publish.publish_main(results_dir, None, root / "site")
     return root / "site"
 

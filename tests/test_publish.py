@@ -225,9 +225,23 @@ def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
         publish.publish_main(tmp_path / "results", None, tmp_path / "site")
 
 
-@pytest.mark.skipif(not (H100_FIXTURE / "benchmarks.json").is_file(), reason="no H100 fixture with benchmarks.json")
+def h100_results(tmp: Path) -> Path | None:
+    """A scratch copy of the committed H100 fixture's results directory (publish may add benchmarks.json to
+    it), or None while the fixture is not committed."""
+    import shutil
+
+    found = sorted({m.parent.parent for m in H100_FIXTURE.rglob("machine.json")})
+    if not found:
+        return None
+    copy = Path(shutil.copytree(H100_FIXTURE, tmp / "h100"))  # whole: a cell store beside holds the reasons
+    return copy / found[0].relative_to(H100_FIXTURE)
+
+
 def test_publishes_the_h100_fixture(tmp_path: Path) -> None:
-    assert publish.publish_main(H100_FIXTURE, None, tmp_path / "site") == 0
+    results_dir = h100_results(tmp_path)
+    if results_dir is None:
+        pytest.skip(f"no H100 fixture at {H100_FIXTURE}")
+    assert publish.publish_main(results_dir, None, tmp_path / "site") == 0
     assert publish.external_loads((tmp_path / "site" / "index.html").read_text()) == []
 
 
