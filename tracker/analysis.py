@@ -245,6 +245,16 @@ def _number(x: Any, digits: int) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), digits)
 
 
+_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{EAGER}")
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """Rows as plain dicts, built column-wise (itertuples on a wide frame is slow in pandas 3)."""
+    values = [frame[c].astype(object if c not in ("commit", "machine", "torch", "preset", "workload", "domain", "gpu",
+                                                   "triton") else str).tolist() for c in columns]
+    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+
+
 def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str) -> dict[str, Any]:
     """One run's figures for one preset, in the stable JSON shape (see tracker.summary)."""
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
@@ -252,15 +262,15 @@ def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, pr
                      & (frame["preset"] == preset)]
 
     fig = pick(analysis.figures)
-    return _preset_dict(fig.iloc[0] if len(fig) else None, pick(analysis.instances), pick(analysis.domain_wins))
+    fig_rec = _records(fig, list(fig.columns))[0] if len(fig) else None
+    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)))
 
 
-def _preset_dict(r: pd.Series | None, inst: pd.DataFrame, dw: pd.DataFrame) -> dict[str, Any]:
-    won = inst[inst["winner"].notna()]
-    domains = [d for d in DOMAINS if d in set(won["domain"].astype(str))]
-    domain_wins = {d: {m: 0 for m in MODES} for d in domains}
-    for x in dw.itertuples(index=False):
-        domain_wins[str(x.domain)][str(x.mode)] = int(x.wins)
+def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]]) -> dict[str, Any]:
+    won = [x for x in inst if isinstance(x["winner"], str)]
+    domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
+    for x in won:
+        domain_wins[x["domain"]][x["winner"]] += 1
 
     def fig(name: str) -> Any:
         return r[name] if r is not None else None
@@ -268,29 +278,33 @@ def _preset_dict(r: pd.Series | None, inst: pd.DataFrame, dw: pd.DataFrame) -> d
     return {
         "instances": len(won),
         "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
-        "winners": {str(x.workload): str(x.winner) for x in won.itertuples(index=False)},
-        "ties": {str(x.workload): list(x.ties) for x in won.itertuples(index=False) if x.tie},
+        "winners": {x["workload"]: x["winner"] for x in won},
+        "ties": {x["workload"]: list(x["ties"]) for x in won if x["tie"]},
         "geomean_vs_eager": {m: _number(fig(f"geomean_{m}"), 3) for m in COMPILED},
         "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),
                                 "avg_margin_pct": _number(fig(f"h2h_{side}_margin_pct"), 2)}
                          for side in (DEFAULT, MANCG)},
         "domain_wins": domain_wins,
-        "host_bound": [str(x.workload) for x in won.itertuples(index=False) if x.host_bound],
-        "notes": instance_notes(inst),
+        "host_bound": [x["workload"] for x in won if x["host_bound"]],
+        "notes": _notes(inst),
     }
+
+
+def _notes(inst: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    for x in inst:
+        if not isinstance(x["winner"], str):
+            notes.append(f"{x['workload']}: no mode measured ok: not counted")
+        elif math.isnan(x[f"ms_{EAGER}"]):
+            notes.append(f"{x['workload']}: no ok eager cell: left out of the geomeans")
+        if x["failed_modes"]:
+            notes.append(f"{x['workload']}: failed: {', '.join(x['failed_modes'])}")
+    return notes
 
 
 def instance_notes(inst: pd.DataFrame) -> list[str]:
     """Why instances or modes are left out of the figures: no ok cell, no ok eager cell, failed modes."""
-    notes = []
-    for x in inst.itertuples(index=False):
-        if pd.isna(x.winner):
-            notes.append(f"{x.workload}: no mode measured ok: not counted")
-        elif math.isnan(getattr(x, f"ms_{EAGER}")):
-            notes.append(f"{x.workload}: no ok eager cell: left out of the geomeans")
-        if x.failed_modes:
-            notes.append(f"{x.workload}: failed: {', '.join(x.failed_modes)}")
-    return notes
+    return _notes(_records(inst, list(_INSTANCE_FIELDS)))
 
 
 def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | None = None,
@@ -303,18 +317,17 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
         f = f[f["machine"] == machine]
     if commit is not None:
         f = f[f["commit"].astype(str).str.startswith(commit)]
-    inst = {k: g for k, g in analysis.instances.groupby(keys, observed=True, sort=False)}
-    dw = {k: g for k, g in analysis.domain_wins.groupby(keys, observed=True, sort=False)}
-    empty_dw = analysis.domain_wins.iloc[:0]
+    inst: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for x in _records(analysis.instances, [*keys, *_INSTANCE_FIELDS]):
+        inst.setdefault(tuple(x[k] for k in keys), []).append(x)
     runs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for _, r in f.sort_values(["date", *keys], kind="stable").iterrows():
+    for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
         key = (r["commit"], r["machine"], r["torch"])
         run = runs.setdefault(key, {
-            "commit": str(r["commit"]), "machine": str(r["machine"]), "gpu": str(r["gpu"]), "torch": str(r["torch"]),
-            "triton": str(r["triton"]), "date": pd.Timestamp(r["date"]).isoformat(),
+            "commit": r["commit"], "machine": r["machine"], "gpu": r["gpu"], "torch": r["torch"],
+            "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
             "launch_us": _number(r["launch_us"], 2), "presets": {}})
-        k = (*key, r["preset"])
-        run["presets"][str(r["preset"])] = _preset_dict(r, inst[k], dw.get(k, empty_dw))
+        run["presets"][r["preset"]] = _preset_dict(r, inst.get((*key, r["preset"]), []))
     return {"runs": list(runs.values())}
 
 
