@@ -276,3 +276,27 @@ def test_runs_are_listed_oldest_first_from_their_headers() -> None:
     assert warnings == []
     assert [r.commit[:8] for r in runs] == ["5d800df4", "bc844535"]
     assert runs[0].torch == "2.13.0+cpu" and runs[0].machine == "cpu-laptop" and runs[0].params["gpu"] == "cpu"
+
+
+def test_fast_reader_handles_other_layouts_asv_could_write(tmp_path: Path) -> None:
+    cells = {("prefill", "llm_rmsnorm", "eager"): {"median": 0.5, "samples": [0.49, 0.5, 0.51]},
+             ("prefill", "llm_rmsnorm", "default"): None}
+    path = write_result_file(tmp_path, cells, extra={"baselines.Host.track_launch_overhead": [[6.0], [], "1"]})
+    data = json.loads(path.read_text())
+    data["env_vars"] = {"NOTE": 'a "quoted" ] } value'}  # strings with brackets and escaped quotes
+    row = data["results"]["baselines.Baseline.track_latency"]
+    row.append("eJzLSM3JyQcABiwCFQ==")  # a profile after the samples
+    for name, text in {"pretty": json.dumps(data, indent=4, sort_keys=True), "compact": json.dumps(data)}.items():
+        fast = results.parse_result_text(text)
+        assert fast["results"]["baselines.Baseline.track_latency"][-1] == "eJzLSM3JyQcABiwCFQ==", name
+        assert fast["results"]["baselines.Baseline.track_latency"][-2] is None, name
+        assert fast["env_vars"] == data["env_vars"], name
+        assert json.dumps(results.parse_result_text(text, with_samples=True)) == json.dumps(json.loads(text)), name
+
+
+def test_an_empty_file_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}))
+    (tmp_path / "h100" / "eeeeeeee-empty.json").write_text("")
+    loaded = results.load_results(tmp_path)
+    assert len(loaded.table) == 5
+    assert len(loaded.warnings) == 1 and "eeeeeeee-empty.json" in loaded.warnings[0]

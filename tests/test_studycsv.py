@@ -181,3 +181,12 @@ def test_the_generator_rebuilds_the_committed_csv() -> None:
         key = (row["shape_preset"], row["workload"], row["mode"])
         counts[key] = counts.get(key, 0) + 1
     assert len(counts) == 205 and set(counts.values()) == {2, 3}
+
+
+def test_import_main_says_what_became_of_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
+                            "llm_rmsnorm,prefill,llm,all,default,error,20,,,,boom\n")
+    assert studycsv.import_main(path, tmp_path / "r", "study", "2.9.1", commit="abcdef1234", date_ms=5) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"imported 2 cells (1 failed) from {path} as commit abcdef1234 on machine study")
+    assert "abcdef12-existing-study-csv.json" in out

@@ -468,19 +468,19 @@ def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Pa
 
 def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
     """Why failed and skipped cells did not measure: the cell store's record when it has one."""
-    reason = pd.Series("", index=table.index, dtype=object)
-    todo = table.index[table["status"] != "ok"]
-    stores: dict[tuple[str, str, str], CellStore] = {}
-    for i in todo:
-        r = table.loc[i]
-        text = ""
-        if cells_dir is not None:
-            key = (str(r["machine"]), str(r["commit"]), str(r["torch"]))
-            store = stores.setdefault(key, CellStore(cells_dir, RunKey(*key)))
-            cell = store.get(str(r["preset"]), str(r["workload"]), str(r["mode"]))
-            text = str(cell.get("reason") or "") if cell else ""
-        reason[i] = text or (NO_REASON if r["status"] == "failed" else NOT_RUN)
-    return reason
+    reason = np.full(len(table), "", dtype=object)
+    todo = np.flatnonzero((table["status"] != "ok").to_numpy())
+    cols = {c: table[c].to_numpy()[todo].astype(str) for c in [*RUN_KEYS, *CELL_KEYS, "status"]}
+    stores: dict[tuple[str, str, str], CellStore | None] = {}
+    for j, i in enumerate(todo):
+        key = (cols["machine"][j], cols["commit"][j], cols["torch"][j])
+        if key not in stores:  # one directory check per run: most runs have no store here
+            store = CellStore(cells_dir, RunKey(*key)) if cells_dir is not None else None
+            stores[key] = store if store is not None and store.dir.is_dir() else None
+        cell = stores[key].get(cols["preset"][j], cols["workload"][j], cols["mode"][j]) if stores[key] else None
+        text = str(cell.get("reason") or "") if cell else ""
+        reason[i] = text or (NO_REASON if cols["status"][j] == "failed" else NOT_RUN)
+    return pd.Series(reason, index=table.index, dtype=object)
 
 
 def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,

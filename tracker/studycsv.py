@@ -23,6 +23,7 @@ import datetime as dt
 import hashlib
 import importlib.util
 import itertools
+import json
 import math
 import os
 import re
@@ -200,3 +201,18 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
                        "status": "failed", "reason": c.reason, "samples_ms": [], "wall_s": c.wall_s,
                        "host": host, "source": f"import-csv {path.name}"})
     return written
+
+
+def import_main(path: str | os.PathLike[str], results_dir: str | os.PathLike[str], machine: str, torch: str,
+                gpu: str | None = None, commit: str | None = None, date_ms: int | None = None, *,
+                triton: str | None = None, driver: str | None = None, cuda: str | None = None,
+                launch_us: float | None = None) -> int:
+    """`compile-baselines import-csv`: import, then say in one line what became of the file."""
+    cells = read_study_csv(path)
+    written = import_csv(path, results_dir, machine, torch, gpu, commit, date_ms, triton=triton, driver=driver,
+                         cuda=cuda, launch_us=launch_us)
+    failed = sum(not c.ok for c in cells)
+    run = json.loads(written.read_text())
+    print(f"imported {len(cells)} cells ({failed} failed) from {path} as commit {run['commit_hash'][:12]} on "
+          f"machine {machine} (torch {torch}): {written}")
+    return 0
