@@ -184,3 +184,30 @@ def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
     with pytest.raises(results.ResultsError, match="no asv result files"):
         report.report_main(tmp_path / "results", tmp_path / "out")
+
+
+# --- plots ------------------------------------------------------------------------------------------------
+
+def test_history_plot_draws_a_line_style_per_torch_version() -> None:
+    from tracker import plots
+
+    nan = float("nan")
+    wins = {"2.10.0": {"eager": [0, 1, nan], "default": [3, 2, 4]}, "2.9.1": {"eager": [1, nan, 1],
+                                                                              "default": [2, 3, 3]}}
+    geo = {v: {"default": [1.2, 1.3, 1.25]} for v in wins}
+    svg = plots.series_plot(["aaaaaaa", "bbbbbbb", "ccccccc"], wins, geo, "commit, oldest to newest", "t: over")
+    assert svg.startswith('<svg role="img" aria-label="t: over" class="plot"')
+    for text in ("torch 2.10.0", "torch 2.9.1", "eager = 1.0", "instances won (count)", "bbbbbbb"):
+        assert text in svg
+    assert "stroke-dasharray" in svg  # the second version's dashed lines
+
+
+def test_heat_strip_one_per_version_and_deterministic() -> None:
+    from tracker import plots
+
+    strips = [plots.Strip("torch 2.10.0", [["default", None]], [[True, False]]),
+              plots.Strip("torch 2.9.1", [["eager", "max-autotune"]], [[False, False]])]
+    args = (["llm_rmsnorm"], ["aaaaaaa", "bbbbbbb"], strips, list(report.MODES), "commit", "best mode")
+    svg = plots.heat_strip(*args)
+    assert "torch 2.10.0" in svg and "torch 2.9.1" in svg and "tie within noise" in svg
+    assert svg == plots.heat_strip(*args)  # same data, same page

@@ -11,6 +11,7 @@ import io
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -88,20 +89,32 @@ def _mode_legend(ax, modes: Sequence[str], extra: Sequence = ()) -> None:
     ax.legend(handles=[*handles, *extra], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
 
 
-def series_plot(x_labels: Sequence[str], wins: Mapping[str, Sequence[float]],
-                geomean: Mapping[str, Sequence[float]], xlabel: str, title: str) -> str:
-    """Two panels over the same x: wins per mode, and geomean speedup vs eager per mode (1.0 = eager)."""
+LINESTYLES = ("-", "--", ":")  # one per series group (PyTorch version), newest first
+
+
+def series_plot(x_labels: Sequence[str], wins: Mapping[str, Mapping[str, Sequence[float]]],
+                geomean: Mapping[str, Mapping[str, Sequence[float]]], xlabel: str, title: str,
+                group_name: str = "torch") -> str:
+    """Two panels over the same x: wins per mode, and geomean speedup vs eager per mode (1.0 = eager).
+
+    `wins` and `geomean` map a group (a PyTorch version; one group "" when there is one) to mode -> values per x
+    (NaN where the group has no run): a colour per mode, a line style per group, so groups never zigzag."""
+    groups = list(wins) or list(geomean)
+    modes = list(dict.fromkeys(m for g in groups for m in (*wins.get(g, {}), *geomean.get(g, {}))))
+    dense = len(x_labels) > 30  # a year of nightlies: lines only
     with plt.rc_context(RC):
         fig, (ax_w, ax_g) = _figure(9.0, 2.9, ncols=2)
         x = range(len(x_labels))
-        modes = list(wins) or list(geomean)
-        for mode in modes:
-            color = mode_color(mode, modes)
-            if mode in wins:
-                ax_w.plot(x, wins[mode], marker="o", ms=3.5, lw=1.4, color=color, label=mode)
-            if mode in geomean and mode != "eager":
-                ax_g.plot(x, geomean[mode], marker="o", ms=3.5, lw=1.4, color=color, label=mode)
-        ax_g.axhline(1.0, color=MODE_COLORS["eager"], lw=1, ls="--")
+        for gi, group in enumerate(groups):
+            style = {"ls": LINESTYLES[gi % len(LINESTYLES)], "lw": 1.0 if dense else 1.4,
+                     "marker": None if dense else "o", "ms": 3.5}
+            for mode in modes:
+                color = mode_color(mode, modes)
+                if mode in wins.get(group, {}):
+                    ax_w.plot(x, wins[group][mode], color=color, **style)
+                if mode in geomean.get(group, {}) and mode != "eager":
+                    ax_g.plot(x, geomean[group][mode], color=color, **style)
+        ax_g.axhline(1.0, color=MODE_COLORS["eager"], lw=1, ls="-.")
         ax_w.set_ylabel("instances won (count)")
         ax_w.set_title("Wins per mode (fastest median)")
         ax_w.yaxis.get_major_locator().set_params(integer=True)
@@ -111,42 +124,59 @@ def series_plot(x_labels: Sequence[str], wins: Mapping[str, Sequence[float]],
         for ax in (ax_w, ax_g):
             _tick_labels(ax, x_labels)
             ax.set_xlabel(xlabel)
-        _mode_legend(ax_g, modes, [Line2D([], [], color=MODE_COLORS["eager"], lw=1, ls="--", label="eager = 1.0")])
+        extra = [Line2D([], [], color=MODE_COLORS["eager"], lw=1, ls="-.", label="eager = 1.0")]
+        if len(groups) > 1:
+            extra += [Line2D([], [], color="#333333", lw=1.2, ls=LINESTYLES[i % len(LINESTYLES)],
+                             label=f"{group_name} {g}") for i, g in enumerate(groups)]
+        _mode_legend(ax_g, modes, extra)
         fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     return to_svg(fig, title)
 
 
-def heat_strip(instances: Sequence[str], columns: Sequence[str], winners: Sequence[Sequence[str | None]],
-               tied: Sequence[Sequence[bool]], modes: Sequence[str], xlabel: str, title: str) -> str:
-    """Which mode won each instance (rows) at each run (columns); a dot marks a tie within noise, blank = no
-    winner (not measured, or every mode failed)."""
+@dataclass(frozen=True)
+class Strip:
+    """One heat strip: the winning mode (None: no winner) and whether it tied, per instance (row) and x."""
+
+    label: str
+    winners: Sequence[Sequence[str | None]]
+    tied: Sequence[Sequence[bool]]
+
+
+def heat_strip(instances: Sequence[str], columns: Sequence[str], strips: Sequence[Strip], modes: Sequence[str],
+               xlabel: str, title: str) -> str:
+    """Which mode won each instance (rows) at each x (columns), one strip per group (PyTorch version) sharing
+    the x axis; a dot marks a tie within noise, blank = no winner (not measured, or every mode failed)."""
     index = {m: i for i, m in enumerate(modes)}
-    grid = [[index.get(w, math.nan) for w in row] for row in winners]
+    cmap = ListedColormap([mode_color(m, modes) for m in modes]).with_extremes(bad="#ffffff")
     with plt.rc_context(RC):
-        height = 1.1 + 0.17 * max(len(instances), 1)
+        rows = max(len(instances), 1)
         # room for instance names and the legend, then columns wide enough for their labels (capped: a year
         # of nightlies becomes a dense strip with thinned labels)
         width = min(9.5, 4.6 + 0.5 * max(len(columns), 1))
-        fig, (ax,) = _figure(width, height)
-        cmap = ListedColormap([mode_color(m, modes) for m in modes]).with_extremes(bad="#ffffff")
-        ax.imshow(grid, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(modes) - 0.5, interpolation="nearest")
-        dots = [(c, r) for r, row in enumerate(tied) for c, t in enumerate(row) if t]
-        if dots:
-            ax.scatter([c for c, _ in dots], [r for _, r in dots], s=14, color="white", edgecolors="black",
-                       linewidths=0.6, zorder=3)
-        ax.set_yticks(range(len(instances)))
-        ax.set_yticklabels(instances, fontsize=7)
-        _tick_labels(ax, columns)
-        ax.set_xlabel(xlabel)
-        ax.grid(False)
-        ax.tick_params(length=0)
-        for spine in ax.spines.values():
-            spine.set_visible(False)
+        fig, axes = plt.subplots(len(strips), 1, figsize=(width, 0.9 + (0.35 + 0.17 * rows) * len(strips)),
+                                 squeeze=False, sharex=True, layout="constrained")
+        for ax, strip in zip(axes[:, 0], strips, strict=True):
+            grid = [[index.get(w, math.nan) if w else math.nan for w in row] for row in strip.winners]
+            ax.imshow(grid, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(modes) - 0.5, interpolation="nearest")
+            dots = [(c, r) for r, row in enumerate(strip.tied) for c, t in enumerate(row) if t]
+            if dots:
+                ax.scatter([c for c, _ in dots], [r for _, r in dots], s=14 if len(columns) <= 60 else 4,
+                           color="white", edgecolors="black", linewidths=0.6, zorder=3)
+            ax.set_yticks(range(len(instances)))
+            ax.set_yticklabels(instances, fontsize=7)
+            ax.grid(False)
+            ax.tick_params(length=0)
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            if strip.label:
+                ax.set_title(strip.label, loc="left", fontsize=8.5)
+        _tick_labels(axes[-1, 0], columns)
+        axes[-1, 0].set_xlabel(xlabel)
         handles = [Patch(color=mode_color(m, modes), label=m) for m in modes]
         handles.append(Line2D([], [], marker="o", ls="", ms=4, mfc="white", mec="black",
                               label="tie within noise"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
-        ax.set_title(title, loc="left")
+        axes[0, 0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
+        fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     return to_svg(fig, title)
 
 

@@ -125,9 +125,6 @@ class RunKey:
     machine: str
     torch: str
 
-    def label(self, with_torch: bool) -> str:
-        return self.commit[:7] + (f"\n{self.torch}" if with_torch else "")
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -183,6 +180,8 @@ def _num(x: Any) -> float | None:
 
 
 def _fmt_pct(pct: float) -> str:
+    if pct < 0.01:
+        return "<0.01%"
     return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
 
 
@@ -263,50 +262,77 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
 
 # --- history over runs and PyTorch versions --------------------------------------------------------------
 
+MAX_VERSIONS_OVER_COMMITS = 3  # PyTorch versions drawn over commits (the newest); the version plot has all
+
+
+def _per_commit(frame: pd.DataFrame, pos: Mapping[str, int], columns: Mapping[str, str]) -> dict[str, list[float]]:
+    """mode -> value per commit position (NaN where this series has no run), from columns named per mode."""
+    out = {m: [math.nan] * len(pos) for m in columns}
+    for r in frame.to_dict("records"):
+        for m, col in columns.items():
+            out[m][pos[str(r["commit"])]] = float(r[col])
+    return out
+
+
 def history_plots(a: Any, machine: str, preset: str, modes: Sequence[str],
                   instances: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """The preset's figures over runs (commits) and across PyTorch versions, and its best-mode heat strip: the
-    analysis' history series, drawn."""
+    """The preset's figures over commits and across PyTorch versions, and its best-mode heat strip: the
+    analysis' history series (one per PyTorch version: a colour per mode, a line style per version), drawn."""
     from tracker import analysis, plots
 
     by_version = analysis.history(a, "torch", machine)
     by_version = by_version[by_version["preset"] == preset]
-    rank = {v: i for i, v in enumerate(dict.fromkeys(by_version["torch"].astype(str)))}
-    runs_h = analysis.history(a, "commit", machine)
-    runs_h = runs_h[runs_h["preset"] == preset].assign(_rank=lambda f: f["torch"].astype(str).map(rank))
-    runs_h = runs_h.sort_values(["date", "_rank"], kind="stable")
-    if runs_h.empty:
+    over_commits = analysis.history(a, "commit", machine)
+    over_commits = over_commits[over_commits["preset"] == preset]
+    if over_commits.empty:
         return {}, []
+    versions = list(dict.fromkeys(by_version["torch"].astype(str)))  # oldest to newest
+    shown = versions[::-1][:MAX_VERSIONS_OVER_COMMITS]
+    first_seen = over_commits.groupby("commit", observed=True)["date"].min().sort_values(kind="stable")
+    pos = {str(c): i for i, c in enumerate(first_seen.index)}
+    dense = len(pos) > 12  # then dates say more than hashes
+    labels = ([d.strftime("%Y-%m-%d") for d in first_seen] if dense else [str(c)[:7] for c in first_seen.index])
+    xlabel = ("commit date" if dense else "commit") + ", oldest to newest"
+    wins_cols = {m: f"wins_{m}" for m in modes if f"wins_{m}" in over_commits}
+    geo_cols = {m: f"geomean_{m}" for m in modes if f"geomean_{m}" in over_commits}
+    wins, geo = {}, {}
+    for v in shown:
+        frame = over_commits[over_commits["torch"] == v]
+        key = v if len(shown) > 1 else ""
+        wins[key], geo[key] = _per_commit(frame, pos, wins_cols), _per_commit(frame, pos, geo_cols)
+    out = {"commits": plots.series_plot(labels, wins, geo, xlabel, f"{preset}: over commits"
+                                        + (f" (torch {shown[0]})" if len(shown) == 1 else ""))}
     notes = []
-    runs = [RunKey(str(r.commit), machine, str(r.torch)) for r in runs_h.itertuples()]
-    several_torch = len(rank) > 1
-    labels = [r.label(several_torch) for r in runs]
-    xlabel = "run: commit" + (" and PyTorch" if several_torch else "") + ", oldest to newest"
-
-    def series(frame: pd.DataFrame) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-        wins = {m: frame[f"wins_{m}"].astype(float).tolist() for m in modes if f"wins_{m}" in frame}
-        geo = {m: frame[f"geomean_{m}"].astype(float).tolist() for m in modes if f"geomean_{m}" in frame}
-        return wins, geo
-
-    out = {"commits": plots.series_plot(labels, *series(runs_h), xlabel, f"{preset}: over commits")}
-    if len(runs) == 1:
-        notes.append("One run so far: the lines over commits start with the next one.")
-    if several_torch:
+    if len(pos) == 1:
+        notes.append("One commit so far: the lines over commits start with the next one.")
+    if len(versions) > len(shown):
+        notes.append(f"Over commits: the {len(shown)} newest of {len(versions)} PyTorch versions; all are in the "
+                     "plot across versions.")
+    if len(versions) > 1:
         vlabels = [f"{t}\n{str(c)[:7]}" for t, c in zip(by_version["torch"], by_version["commit"], strict=True)]
-        out["versions"] = plots.series_plot(vlabels, *series(by_version),
+        vpos = {str(c): i for i, c in enumerate(vlabels)}
+        frame = by_version.assign(commit=vlabels)  # one x per version
+        out["versions"] = plots.series_plot(vlabels, {"": _per_commit(frame, vpos, wins_cols)},
+                                            {"": _per_commit(frame, vpos, geo_cols)},
                                             "PyTorch version (its latest commit measured)",
                                             f"{preset}: across PyTorch versions")
     else:
-        notes.append(f"One PyTorch version so far ({runs[-1].torch}): the plot across versions appears once a "
-                     "second one is measured.")
+        notes.append(f"One PyTorch version so far ({versions[0] if versions else '?'}): the plot across versions "
+                     "appears once a second one is measured.")
     timeline = analysis.best_mode_timeline(a, machine)
     timeline = timeline[timeline["preset"] == preset]
-    won = {(str(r.workload), str(r.commit), str(r.torch)): (str(r.winner), len(r.ties) > 1)
-           for r in timeline.itertuples()}
-    cells = [[won.get((i, r.commit, r.torch), (None, False)) for r in runs] for i in instances]
-    out["strip"] = plots.heat_strip(instances, labels, [[w for w, _ in row] for row in cells],
-                                    [[t for _, t in row] for row in cells], modes, xlabel,
-                                    f"{preset}: best mode per instance at each run (blank: no winner)")
+    row = {w: i for i, w in enumerate(instances)}
+    strips = []
+    for v in shown:
+        winners: list[list[str | None]] = [[None] * len(pos) for _ in instances]
+        tied = [[False] * len(pos) for _ in instances]
+        for r in timeline[timeline["torch"] == v].to_dict("records"):
+            i, j = row.get(str(r["workload"])), pos.get(str(r["commit"]))
+            if i is not None and j is not None:
+                winners[i][j], tied[i][j] = str(r["winner"]), len(r["ties"]) > 1
+        strips.append(plots.Strip(f"torch {v}" if len(shown) > 1 else "", winners, tied))
+    out["strip"] = plots.heat_strip(instances, labels, strips, modes, xlabel,
+                                    f"{preset}: best mode per instance at each commit (blank: no winner)")
     return out, notes
 
 
