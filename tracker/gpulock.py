@@ -17,13 +17,30 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 ENV_LOCK = "COMPILE_BASELINES_GPU_LOCK"  # path of the lock file; unset: no locking (one cell at a time)
+# Cores kept for the lock holder: launch-bound cells time the host's CPU too, so the process that times
+# runs on cores no compiling neighbour may use ("2,3"; unset: no pinning).
+ENV_TIMING_CPUS = "COMPILE_BASELINES_TIMING_CPUS"
+
+
+def parse_cpus(text: str | None) -> frozenset[int]:
+    return frozenset(int(x) for x in text.split(",") if x.strip()) if text else frozenset()
+
+
+def keep_off_timing_cpus(timing_cpus: frozenset[int]) -> None:
+    """Move this process (and the compile workers it will start) off the timing cores."""
+    if timing_cpus and hasattr(os, "sched_setaffinity"):
+        rest = os.sched_getaffinity(0) - timing_cpus
+        if rest:
+            os.sched_setaffinity(0, rest)
 
 
 class GpuLock:
     """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset()) -> None:
         self.path = path
+        self.timing_cpus = timing_cpus
+        self._saved_cpus: set[int] | None = None
         self._depth = 0
         self._fd: int | None = None
         self._mutex = threading.RLock()
@@ -34,12 +51,19 @@ class GpuLock:
             if self._depth == 0:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
+                if self.timing_cpus:
+                    # pid 0 is the calling thread: the one that launches the timed kernels
+                    self._saved_cpus = os.sched_getaffinity(0)
+                    os.sched_setaffinity(0, self.timing_cpus)
             self._depth += 1
             try:
                 yield
             finally:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:
+                    if self._saved_cpus:
+                        os.sched_setaffinity(0, self._saved_cpus)
+                        self._saved_cpus = None
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
@@ -82,4 +106,4 @@ def install(lock: GpuLock) -> list[str]:
 
 def from_env() -> GpuLock | None:
     path = os.environ.get(ENV_LOCK)
-    return GpuLock(path) if path else None
+    return GpuLock(path, parse_cpus(os.environ.get(ENV_TIMING_CPUS))) if path else None

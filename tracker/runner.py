@@ -92,16 +92,24 @@ class RunConfig:
     warm_cache_dir: Path | None = None  # None: a fresh compile cache per cell (cold compile times)
     retry_failed: bool = False
 
+    def timing_cpus(self) -> list[int]:
+        """Two cores reserved for the process that holds the GPU lock, when cells run in parallel."""
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        return cpus[:2] if self.jobs > 1 and len(cpus) >= 6 else []
+
     def worker_env(self, cell: CellId, cache_dir: str) -> dict[str, str]:
         env = dict(os.environ)
+        timing = self.timing_cpus()
+        compile_cores = (os.cpu_count() or 2) - len(timing)
         env.update({
             ENV_ROOT: str(self.store_root),
             ENV_MACHINE: self.machine,
             "ASV_COMMIT": self.commit,
             ENV_SETTINGS: json.dumps(asdict(self.settings)),
             gpulock.ENV_LOCK: str(self.store_root / ".gpu.lock"),
-            # Share the cores among the compiling workers so a timing process keeps a core to itself.
-            "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 2) // max(1, self.jobs) - 1)),
+            gpulock.ENV_TIMING_CPUS: ",".join(map(str, timing)),
+            # Share the other cores among the compiling workers.
+            "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, compile_cores // max(1, self.jobs))),
             "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
             "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),
             "PYTHONUNBUFFERED": "1",

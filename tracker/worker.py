@@ -23,6 +23,7 @@ def main(argv: list[str]) -> int:
     lock = gpulock.from_env()
     exclusive = contextlib.nullcontext
     if lock is not None:
+        gpulock.keep_off_timing_cpus(lock.timing_cpus)
         gpulock.install(lock)
         exclusive = lock.held
     cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
