@@ -214,9 +214,23 @@ def test_report_and_asv_link_both_ways(site: Path) -> None:
     assert "../index.html#baselines.Baseline.track_latency?machine=h100-test&amp;p-preset=%27prefill%27" in report
 
 
-def test_refuses_to_publish_over_the_results(results_dir: Path) -> None:
+def test_refuses_to_publish_over_or_into_the_results(results_dir: Path) -> None:
     with pytest.raises(publish.PublishError, match="would replace the results"):
         publish.publish_main(results_dir, None, results_dir.parent)
+    with pytest.raises(publish.PublishError, match="inside the results"):
+        publish.publish_main(results_dir, None, results_dir / "site")
+
+
+def test_html_dir_is_relative_to_the_config(results_dir: Path, tmp_path: Path) -> None:
+    """Without --out the site goes to asv.conf.json's html_dir, read relative to the config file as asv does."""
+    import shutil
+
+    config = tmp_path / "conf" / "asv.conf.json"
+    config.parent.mkdir()
+    shutil.copy(ROOT / "asv.conf.json", config)
+    (tmp_path / "conf" / "benchmarks").symlink_to(ROOT / "benchmarks")
+    assert publish.publish_main(results_dir, ".asv/html", None, config=config) == 0
+    assert (tmp_path / "conf" / ".asv" / "html" / "report" / "index.html").is_file()
 
 
 def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:

@@ -44,8 +44,8 @@ def _check_vendored(path: Path, sha256_hex: str) -> None:
 
 _TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
 _URL = re.compile(r'\b(src|href)="(https?://[^"]+)"')
-# Attributes that only make sense for a third-party host: integrity is rewritten for the local copy, and
-# crossorigin would make file:// loads fail (a file page has an opaque origin).
+# Attributes that only make sense for a third-party host (see localize_html on integrity); crossorigin would
+# make file:// loads fail (a file page has an opaque origin).
 _DROP = re.compile(r'\s+(integrity|crossorigin|referrerpolicy)="[^"]*"')
 
 
@@ -249,18 +249,23 @@ def _load_config(path: Path) -> Any:
 
 def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLike[str] | None,
                  out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None) -> int:
-    """Publish asv's history (offline-ready) to `out` (or, when None, asv.conf.json's `html_dir`), the report in
-    `<out>/report/`. Returns the exit code."""
+    """Publish asv's history (offline-ready) to `out`, or when None to asv.conf.json's `html_dir` (relative to
+    the config file, as asv reads it), and the report to `<out>/report/`. Returns the exit code."""
     from tracker.report import report_main
 
-    target = out or html_dir
-    if target is None:
+    config_path = Path(config) if config else DEFAULT_CONFIG
+    if out is not None:
+        site = Path(out).resolve()
+    elif html_dir is not None:
+        site = (config_path.resolve().parent / html_dir).resolve()
+    else:
         raise PublishError("publish needs an output directory (--out, or html_dir in asv.conf.json)")
-    site = Path(target).resolve()
     results = Path(results_dir).resolve()
     if site == results or results.is_relative_to(site):
         raise PublishError(f"output {site} would replace the results in {results}: asv publish empties it first")
-    run_asv_publish(results, site, Path(config) if config else DEFAULT_CONFIG)
+    if site.is_relative_to(results):
+        raise PublishError(f"output {site} is inside the results directory {results}: choose another --out")
+    run_asv_publish(results, site, config_path)
     make_offline(site)
     link_report(site)
     code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")
