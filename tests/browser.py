@@ -52,6 +52,7 @@ class Browser:
         child_r, child_w = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_chrome_r, from_chrome_w))
         for fd in (to_chrome_r, from_chrome_w):
             os.close(fd)
+        Path(user_data_dir).mkdir(parents=True, exist_ok=True)
         self.log = Path(user_data_dir) / "chromium-stderr.log"
         argv = [CHROMIUM, *FLAGS, f"--user-data-dir={user_data_dir}", f"--window-size={width},{height}",
                 "about:blank"]

@@ -130,3 +130,23 @@ def test_report_renders_from_file(browser: Browser, site: Path) -> None:
     load = page.load()
     assert load.failed == [] and load.console_errors == []
     assert [u for u in load.requests if not u.startswith(("file://", "data:"))] == []
+
+
+def test_asv_list_and_regressions_pages_sort_offline(browser: Browser, base_url: str) -> None:
+    """The benchmark list and regressions pages use the two vendored files that are not the CDN's bytes
+    (stupid-table-plugin 1.1.3 for 1.0.1, flot's unminified sources): they load, and a click sorts the table."""
+    page = browser.open(base_url + "index.html#/summarylist",
+                        "document.querySelectorAll('#summarylist-body table tbody tr').length > 0")
+    first = "document.querySelector('#summarylist-body table tbody tr').innerText"
+    before = page.evaluate(first)
+    page.evaluate("document.querySelector('#summarylist-body table thead th').click()")
+    browser.pump(0.3)
+    assert page.evaluate("typeof jQuery.fn.stupidtable") == "function"
+    assert "sort=0" in page.evaluate("location.hash")  # asv's handler of stupidtable's aftertablesort event ran
+    assert page.evaluate(first) != before  # the list was in name order: now the other way round
+    _clean(page, base_url)
+    regressions = browser.open(base_url + "index.html#/regressions",
+                               "document.querySelector('#regressions-body') !== null"
+                               " && document.querySelector('#regressions-body').innerText.length > 0")
+    assert regressions.evaluate("typeof md5") == "function"
+    _clean(regressions, base_url)
