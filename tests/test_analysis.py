@@ -112,33 +112,33 @@ def test_a_small_kernel_runner_up_within_the_band_is_a_tie(tmp_path: Path) -> No
     assert p["ties"] == {"llm_rmsnorm": ["default", MANCG]}
 
 
-def test_a_large_kernel_needs_to_be_within_two_percent(tmp_path: Path) -> None:
-    cells = instance("prefill", "llm_gelu_mlp", {"eager": 2.60, "default": 2.43, MANCG: 2.40})  # 1.25%: tie
-    cells |= instance("prefill", "llm_swiglu_mlp", {"eager": 3.60, "default": 3.30, MANCG: 3.20})  # 3.1%: no tie
+def test_a_large_kernel_needs_to_be_within_three_percent(tmp_path: Path) -> None:
+    cells = instance("prefill", "llm_gelu_mlp", {"eager": 2.60, "default": 2.46, MANCG: 2.40})  # 2.5%: tie
+    cells |= instance("prefill", "llm_swiglu_mlp", {"eager": 3.60, "default": 3.33, MANCG: 3.20})  # 4.1%: no tie
     p = one(tmp_path, cells)["prefill"]
     assert p["ties"] == {"llm_gelu_mlp": [MANCG, "default"]}
 
 
 def test_overlapping_confidence_intervals_make_a_tie(tmp_path: Path) -> None:
-    cells = instance("prefill", "llm_swiglu_mlp", {"eager": ci(3.6, 0.01), "default": ci(3.30, 0.09),
+    cells = instance("prefill", "llm_swiglu_mlp", {"eager": ci(3.6, 0.01), "default": ci(3.35, 0.14),
                                                    MANCG: ci(3.20, 0.02)})
     t = load(tmp_path, {"cells": cells})
     with_ci = analysis.summary_json(t)["runs"][0]["presets"]["prefill"]
-    assert with_ci["ties"] == {"llm_swiglu_mlp": [MANCG, "default"]}  # 3.21 ~ 3.22: overlap though 3% apart
+    assert with_ci["ties"] == {"llm_swiglu_mlp": [MANCG, "default"]}  # 3.21 ~ 3.22: overlap though 4.7% apart
     without = analysis.summary_json(t, analysis=analysis.analyse(t, NoiseModel(use_ci=False)))
     assert without["runs"][0]["presets"]["prefill"]["ties"] == {}
 
 
 def test_the_tie_band_is_a_parameter(tmp_path: Path) -> None:
-    t = load(tmp_path, {"cells": instance("prefill", "llm_swiglu_mlp", {"eager": 3.6, "default": 3.30, MANCG: 3.20})})
+    t = load(tmp_path, {"cells": instance("prefill", "llm_swiglu_mlp", {"eager": 3.6, "default": 3.35, MANCG: 3.20})})
     wide = analysis.analyse(t, NoiseModel(rel_band=0.05))
     assert wide.instances.iloc[0]["ties"] == (MANCG, "default")
     assert analysis.analyse(t).instances.iloc[0]["ties"] == (MANCG,)
 
 
 def test_host_bound_instances_are_flagged_from_the_launch_floor(tmp_path: Path) -> None:
-    cells = instance("decode", "diff_cfg_blend", {"eager": 0.018, "default": 0.015})  # 15 us <= 4 x 5 us
-    cells |= instance("decode", "llm_swiglu_mlp", {"eager": 0.065, "default": 0.045})  # 45 us > 20 us
+    cells = instance("decode", "diff_cfg_blend", {"eager": 0.018, "default": 0.015})  # 15 us <= 6 x 5 us
+    cells |= instance("decode", "llm_swiglu_mlp", {"eager": 0.065, "default": 0.045})  # 45 us > 30 us
     t = load(tmp_path, {"cells": cells, "launch_us": 5.0})
     p = analysis.summary_json(t)["runs"][0]["presets"]["decode"]
     assert p["host_bound"] == ["diff_cfg_blend"]
@@ -191,7 +191,7 @@ def test_best_mode_timeline_marks_changes_beyond_noise(three_runs: analysis.Anal
     series = tl[tl["torch"] == "2.9.1"]
     assert list(series["winner"]) == [MANCG, "default"]
     assert list(series["changed"]) == [False, True]
-    # 0.100 vs 0.112 (12%) is beyond the 2% band: a real change
+    # 0.100 vs 0.112 (12%) is beyond the 3% band: a real change
     assert list(series["changed_beyond_noise"]) == [False, True]
     assert len(tl[tl["torch"] == "2.10.0"]) == 1
 

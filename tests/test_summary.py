@@ -49,7 +49,7 @@ def test_summary_json_has_the_stable_shape(study_dir: Path, capsys: pytest.Captu
     assert prefill["wins"][MANCG] == 17 and prefill["geomean_vs_eager"][MANCG] == 2.0
     assert prefill["domain_wins"]["rl"] == {"eager": 0, "default": 2, "reduce-overhead": 0, "max-autotune": 0,
                                             MANCG: 1}
-    # 6.5 us floor, k = 4: the study's fastest cells (~10-12 us) are host-bound on such a host
+    # 6.5 us floor, k = 6: the study's fastest cells (~10-12 us) are host-bound on such a host
     assert "rl_dpo_loss" in prefill["host_bound"] and "llm_kl_divergence_loss" not in prefill["host_bound"]
 
 
