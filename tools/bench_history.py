@@ -33,18 +33,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # the tracker is imported lazily: the child's import time and RSS are measured
 
-from tracker.asvfiles import METRIC_BENCHMARKS  # noqa: E402
-from tracker.results import list_runs  # noqa: E402
-from workloads.names import MODES, applies  # noqa: E402
-
-LATENCY = METRIC_BENCHMARKS["latency"]
+LATENCY = "baselines.Baseline.track_latency"
 DAY_MS = 86_400_000
 SAMPLES_MARK = "__SAMPLES__"
 
 
 def _template(source: Path) -> dict[str, Any]:
+    from tracker.results import list_runs
+
     runs, _ = list_runs(source)
     if not runs:
         raise SystemExit(f"no result files in {source}")
@@ -52,7 +50,7 @@ def _template(source: Path) -> dict[str, Any]:
 
 
 def _study_cells(n: int) -> list[tuple[str, str, str]]:
-    from workloads.names import WORKLOAD_NAMES
+    from workloads.names import MODES, WORKLOAD_NAMES, applies
 
     cells = [(p, w, m) for p in ("prefill", "decode") for w in WORKLOAD_NAMES if applies(p, w) for m in MODES]
     return cells[:n]
@@ -113,8 +111,8 @@ def build_year(source: Path, out: Path, commits: int, torches: int, cells: int, 
                      params, "1", 0, 1.0]
             doc = dict(data, commit_hash=commit, date=1_735_689_600_000 + c * DAY_MS, env_name=f"existing-py_t{v}",
                        params=dict(data["params"], torch=torch, machine="bench-h100"),
-                       results={LATENCY: new_row, METRIC_BENCHMARKS["compile_time"]: other,
-                                METRIC_BENCHMARKS["peak_memory"]: other,
+                       results={LATENCY: new_row, "baselines.Baseline.track_compile_time": other,
+                                "baselines.Baseline.track_peak_memory": other,
                                 "baselines.Host.track_launch_overhead": [[6.0 + 0.1 * v], [], "1", 0, 1.0]})
             text = json.dumps(doc).replace(json.dumps(SAMPLES_MARK), samples_text, 1)
             path = out / "bench-h100" / f"{commit[:8]}-existing-py_t{v}.json"
