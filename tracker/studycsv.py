@@ -13,7 +13,8 @@ What is written, and why:
 - failed cells also go to the cell store beside the results, the place failure reasons are read from (asv's
   result files keep no logs).
 - the run: the machine name and versions the user gives (triton, driver, cuda "unknown" unless given), the given
-  commit or the SHA-1 of the file's bytes (asv needs a hex hash; the same file always lands on the same run).
+  commit or the SHA-1 of the file's bytes (asv needs a hex hash; the same file always lands on the same run), and
+  the given date or the file's modification time.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import json
 import math
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -163,7 +163,7 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
         raise StudyCsvError(f"commit {commit!r} is not a hexadecimal git hash (asv names result files by it)")
     if not machine or not re.fullmatch(r"[A-Za-z0-9._+-]+", machine):
         raise StudyCsvError(f"machine name {machine!r}: use letters, digits and . _ + - (it names a directory)")
-    date_ms = int(time.time() * 1000) if date_ms is None else int(date_ms)
+    date_ms = int(path.stat().st_mtime * 1000) if date_ms is None else int(date_ms)  # when it was written
     host = {"gpu": gpu or "unknown", "driver": driver or "unknown", "cuda": cuda or "unknown", "torch": torch,
             "triton": triton or "unknown"}
     entry = {"machine": machine, "os": "unknown", "arch": "unknown", "cpu": "unknown", "num_cpu": "", "ram": "",
