@@ -214,3 +214,21 @@ def test_figures_cover_every_run_and_preset_at_once(tmp_path: Path) -> None:
     f = analysis.analyse(t).figures
     assert len(f) == 4 and set(f["machine"].astype(str)) == {"h100", "h200"}
     assert (f["instances"] == 1).all() and (f["wins_default"] == 1).all()
+
+
+H100 = Path(__file__).resolve().parent / "fixtures" / "h100" / "results"
+
+
+@pytest.mark.skipif(not H100.is_dir(), reason="the H100 fixture is not in this checkout")
+def test_h100_winners_are_the_fastest_medians_computed_independently() -> None:
+    t = results.load_results(H100).table
+    p = analysis.summary_json(t)["runs"][0]["presets"]
+    for preset, figures in p.items():
+        cells = t[t["preset"] == preset]
+        fastest = cells.loc[cells.groupby("workload", observed=True)["median_ms"].idxmin()]
+        assert figures["winners"] == {str(r.workload): str(r.mode) for r in fastest.itertuples()}
+        assert sum(figures["wins"].values()) == figures["instances"] == cells["workload"].nunique()
+        eager = cells[cells["mode"] == "eager"].set_index("workload")["median_ms"]
+        default = cells[cells["mode"] == "default"].set_index("workload")["median_ms"]
+        expected = math.exp(float((eager / default).map(math.log).mean()))
+        assert figures["geomean_vs_eager"]["default"] == round(expected, 3)

@@ -300,3 +300,19 @@ def test_an_empty_file_is_skipped_with_a_warning(tmp_path: Path) -> None:
     loaded = results.load_results(tmp_path)
     assert len(loaded.table) == 5
     assert len(loaded.warnings) == 1 and "eeeeeeee-empty.json" in loaded.warnings[0]
+
+
+H100 = Path(__file__).resolve().parent / "fixtures" / "h100" / "results"
+
+
+@pytest.mark.skipif(not H100.is_dir(), reason="the H100 fixture is not in this checkout")
+def test_the_real_h100_run_loads_completely() -> None:
+    loaded = results.load_results(H100)
+    t = loaded.table
+    assert loaded.warnings == []
+    assert len(t) == 205 and (t["status"] == "ok").all()
+    assert t.groupby("preset", observed=True)["workload"].nunique().to_dict() == {"prefill": 23, "decode": 18}
+    assert t["gpu"].astype(str).unique().tolist() == ["NVIDIA H100 80GB HBM3"]
+    assert (t["n_samples"] > 0).all() and (t["ci_low"] <= t["median_ms"]).all()
+    assert (t["median_ms"] <= t["ci_high"]).all() and t["launch_us"].notna().all()
+    assert t["peak_mem_mib"].notna().all() and t["compile_s"].notna().all()  # measured on CUDA
