@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kernels.registry import candidate_name
 from tracker import atomic
 from tracker.cells import METRICS, CellFailed, CellSkipped, metric_value
 from tracker.errors import ToolError
@@ -26,6 +27,9 @@ BENCHMARK_CLASS = "baselines.Baseline"
 HOST_BENCHMARK = "baselines.Host.track_launch_overhead"
 # asv metric benchmark name for each of our metrics: baselines.Baseline.track_latency, ...
 METRIC_BENCHMARKS: dict[str, str] = {m: f"{BENCHMARK_CLASS}.track_{m}" for m in METRICS}
+# Kernels under test: params (preset, "workload:name"); a cell's mode is "kernel:<name>".
+CANDIDATE_CLASS = "candidates.Candidate"
+CANDIDATE_METRIC_BENCHMARKS: dict[str, str] = {m: f"{CANDIDATE_CLASS}.track_{m}" for m in METRICS}
 VERSION_KEYS = ("gpu", "driver", "cuda", "torch", "triton")
 
 
@@ -109,6 +113,9 @@ def _params_of(benchmark: dict[str, Any]) -> list[tuple[str, ...]]:
 
 
 def _cell_param_key(cell: dict[str, Any]) -> tuple[str, ...]:
+    name = candidate_name(cell["mode"])
+    if name is not None:
+        return repr(cell["preset"]), repr(f"{cell['workload']}:{name}")
     return tuple(repr(cell[k]) for k in ("preset", "workload", "mode"))
 
 
@@ -124,11 +131,21 @@ def _kept_stderr(old: str, replaced: set[tuple[str, ...]]) -> list[str]:
 
 
 def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]]) -> None:
-    """Add measured cells to an asv Results object, as asv's runner would have recorded them."""
+    """Add measured cells to an asv Results object, as asv's runner would have recorded them: compile modes
+    under baselines.Baseline, kernels under test under candidates.Candidate."""
+    cells = list(cells)
+    kernel_cells = [c for c in cells if candidate_name(c["mode"]) is not None]
+    mode_cells = [c for c in cells if candidate_name(c["mode"]) is None]
+    _record_class(results, benchmarks, mode_cells, METRIC_BENCHMARKS)
+    _record_class(results, benchmarks, kernel_cells, CANDIDATE_METRIC_BENCHMARKS)
+
+
+def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], metric_names: dict[str, str]) -> None:
     from asv.runner import BenchmarkResult
 
-    cells = list(cells)
-    for metric, name in METRIC_BENCHMARKS.items():
+    if not cells:
+        return
+    for metric, name in metric_names.items():
         bench = benchmarks[name]
         index = {p: i for i, p in enumerate(_params_of(bench))}
         n = len(index)

@@ -40,6 +40,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{w.name:32} {w.domain:10} {'prefill only' if w.decode_invariant else 'prefill, decode':16} "
               f"{', '.join(w.tags)}")
     print(f"modes: {', '.join(MODES)}\npresets: {', '.join(PRESET_NAMES)}")
+    from kernels.registry import REGISTRY
+
+    print("kernels under test (--kernel):")
+    for c in REGISTRY.candidates():
+        state = "" if c.enabled else f", disabled: {c.disabled_reason}"
+        print(f"  {c.key:48} {', '.join(c.devices)}{state}  ({c.source})")
+    for name, why in REGISTRY.plugin_errors.items():
+        print(f"  plugin {name} skipped: {why}")
     return 0
 
 
@@ -48,7 +56,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
                         time_limit_s=args.time_limit, cudagraph_mark_step=args.cudagraph_mark_step)
-    result = measure_cell(args.preset, args.workload, args.mode, device=args.device, settings=settings)
+    mode = f"kernel:{args.kernel}" if args.kernel else args.mode
+    result = measure_cell(args.preset, args.workload, mode, device=args.device, settings=settings)
     d = result.as_dict()
     if args.json:
         d["n_samples"] = len(d["samples_ms"])
@@ -56,7 +65,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             d.pop("samples_ms")
         print(json.dumps(d, indent=1))
     else:
-        rows = [("cell", f"{args.preset} / {args.workload} / {args.mode} on {result.device}"),
+        rows = [("cell", f"{args.preset} / {args.workload} / {mode} on {result.device}"),
                 ("status", result.status + (f" ({result.reason})" if result.reason else ""))]
         if result.ok:
             rows += [("median", f"{result.median_ms:.4f} ms"),
@@ -90,7 +99,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     device = args.device or ("cuda" if _cuda_available() else "cpu")
     presets = args.preset or (["prefill", "decode"] if device == "cuda" else ["tiny"])
-    cells = runner.plan(presets, args.workload or WORKLOAD_NAMES, args.mode or MODES)
+    cells = runner.plan(presets, args.workload or WORKLOAD_NAMES, args.mode or MODES,
+                        kernels=[k for k in args.kernel or ["all"] if k != "none"])
     shard = _parse_shard(args.shard)
     if shard:
         cells = runner.shard(cells, *shard)
@@ -150,8 +160,40 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_summary(args: argparse.Namespace) -> int:
+    from tracker.summary import summary_main
+
+    return summary_main(_results_dir(args), args.commit, args.machine, args.format)
+
+
+def cmd_import_csv(args: argparse.Namespace) -> int:
+    from tracker.studycsv import import_main
+
+    return import_main(args.file, _results_dir(args), args.machine, args.torch, args.gpu, args.commit, args.date,
+                       triton=args.triton, driver=args.driver, cuda=args.cuda, launch_us=args.launch_us)
+
+
+def cmd_comment(args: argparse.Namespace) -> int:
+    from tracker.commenting import comment_main
+
+    return comment_main(args.repo, args.pr, args.body_file, args.only_on_change, None, os.environ)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tracker.report import report_main
+
+    return report_main(_results_dir(args), args.out)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from tracker.publish import publish_main
+
+    return publish_main(_results_dir(args), None, args.out, config=args.config)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge,
+    "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
+    "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
 }
 
 
@@ -172,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("measure", help="measure one cell in this process, without asv")
     m.add_argument("--preset", required=True, choices=PRESET_NAMES)
     m.add_argument("--workload", required=True, choices=WORKLOAD_NAMES, metavar="WORKLOAD")
-    m.add_argument("--mode", required=True, choices=MODES)
+    what = m.add_mutually_exclusive_group(required=True)
+    what.add_argument("--mode", choices=MODES)
+    what.add_argument("--kernel", metavar="NAME", help="a registered candidate of WORKLOAD instead of a mode")
     m.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
     m.add_argument("--all-samples", action="store_true", help="with --json: include every sample")
@@ -184,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: tiny on CPU, prefill+decode on CUDA")
     r.add_argument("--workload", nargs="+", choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="default: all 23")
     r.add_argument("--mode", nargs="+", choices=MODES, help="default: all five")
+    r.add_argument("--kernel", nargs="+", metavar="K",
+                   help="kernels under test: all (default), none, NAME or WORKLOAD:NAME (see `list`)")
     r.add_argument("--machine", help="asv machine name (default: hostname)")
     r.add_argument("--commit", help="record under this commit (default: HEAD)")
     r.add_argument("--date", type=int, help="commit date, ms since the epoch (default: from git, else now)")
@@ -200,6 +246,42 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("merge", help="combine shard results directories into one")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
+
+    def reading(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
+
+    s = sub.add_parser("summary", help="wins, geomeans, margins, domains of the latest (or a given) run")
+    reading(s)
+    s.add_argument("--commit", help="a commit hash or prefix (default: the latest run)")
+    s.add_argument("--machine", help="asv machine name (needed when several are present)")
+    s.add_argument("--format", choices=("table", "md", "json"), default="table")
+
+    c = sub.add_parser("import-csv", help="the study's results CSV -> asv results")
+    reading(c)
+    c.add_argument("file", help="CSV with columns workload, shape_preset, domain, tag, mode, status, ...")
+    c.add_argument("--machine", required=True, help="asv machine name to record under")
+    c.add_argument("--torch", required=True, help="torch version the CSV was measured with, e.g. 2.9.1")
+    c.add_argument("--gpu", help="GPU name, e.g. 'NVIDIA H100 80GB HBM3'")
+    c.add_argument("--commit", help="commit hash (default: derived from the file's content)")
+    c.add_argument("--date", type=int, help="date, ms since the epoch (default: the file's time)")
+    c.add_argument("--triton")
+    c.add_argument("--driver")
+    c.add_argument("--cuda")
+    c.add_argument("--launch-us", type=float, help="the measuring host's launch floor, if known (us)")
+
+    k = sub.add_parser("comment", help="post or update the one PR comment (GITHUB_TOKEN, GITHUB_API_URL)")
+    k.add_argument("--repo", required=True, help="OWNER/NAME")
+    k.add_argument("--pr", required=True, type=int)
+    k.add_argument("--body-file", required=True)
+    k.add_argument("--only-on-change", action="store_true", help="create no comment when nothing changed")
+
+    o = sub.add_parser("report", help="self-contained HTML report of the results")
+    reading(o)
+    o.add_argument("--out", required=True, help="output directory")
+
+    u = sub.add_parser("publish", help="asv publish (renders offline) + the report next to it")
+    reading(u)
+    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir)")
     return parser
 
 

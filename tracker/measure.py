@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from kernels import registry as kernel_registry
 from tracker.hostinfo import host_info
 from workloads import names, registry
 from workloads.presets import Preset, get_preset
@@ -73,6 +74,10 @@ class CellResult:
 
 class CellTimeout(Exception):
     pass
+
+
+class IncorrectOutput(Exception):
+    """The output disagrees with eager's beyond tolerance: the cell fails with "incorrect: ..." as its reason."""
 
 
 @contextlib.contextmanager
@@ -212,7 +217,7 @@ def _reason(exc: BaseException) -> str:
 
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return "out of memory: " + str(exc).splitlines()[0][:300]
-    if isinstance(exc, CellTimeout):
+    if isinstance(exc, (CellTimeout, IncorrectOutput)):
         return str(exc)
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
@@ -231,11 +236,15 @@ def measure_cell(
 
     `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
     eager reference, warm-up and timing); the parallel runner passes its cross-process GPU lock.
-    `fn_override` times another implementation (a kernel under test) on the workload's inputs, in eager."""
+    A mode "kernel:NAME" measures the registered candidate NAME of the workload (kernels.registry) instead of
+    a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
+    callable with the workload's signature on its inputs, in eager, under `mode` as its label."""
     import torch
 
     spec, p = registry.get(workload), get_preset(preset)
-    if fn_override is None:
+    kernel = kernel_registry.candidate_name(mode)
+    candidate = kernel_registry.get(workload, kernel) if kernel is not None and fn_override is None else None
+    if fn_override is None and candidate is None:
         names.check_mode(mode)
     device = pick_device(device)
     result = CellResult(preset, workload, mode, device, FAILED)
@@ -246,6 +255,10 @@ def measure_cell(
         return _skip(result, f"preset {preset} needs a CUDA device (multi-GiB inputs)", start)
     if device == "cuda" and not torch.cuda.is_available():
         return _skip(result, "no CUDA device", start)
+    if candidate is not None:
+        if why := candidate.skip_reason(device):
+            return _skip(result, why, start)
+        fn_override = candidate.fn
     result.host = host_info(device).as_dict()
     try:
         with time_limit(settings.time_limit_s):
@@ -295,7 +308,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
     if fn_override is not None or mode != "eager":
         result.correct, result.error_vs_eager, why = compare_outputs(out, ref)
         if not result.correct:
-            raise AssertionError(f"incorrect: {why}")
+            raise IncorrectOutput(f"incorrect: {why}")
     else:
         result.correct, result.error_vs_eager = True, 0.0
     del out, ref

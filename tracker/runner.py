@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from kernels import registry as kernel_registry
 from tracker import gpulock
 from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore, torch_version
 from tracker.measure import FAILED, Settings
@@ -48,23 +49,49 @@ class CellId:
 
 
 def expected_cost(cell: CellId) -> float:
+    if kernel_registry.candidate_name(cell.mode) is not None:
+        return 8.0  # eager inputs plus a kernel's JIT compile
     cost = _MODE_COST.get(cell.mode, 20.0)
     if cell.mode.startswith("max-autotune") and cell.workload in _AUTOTUNED_WORKLOADS:
         cost += 30.0
     return cost
 
 
-def plan(presets: Iterable[str], workloads: Iterable[str] = WORKLOAD_NAMES,
-         modes: Iterable[str] = MODES) -> list[CellId]:
-    """The cells the study measures among the given presets, workloads and modes, in the study's order."""
+def plan(presets: Iterable[str], workloads: Iterable[str] = WORKLOAD_NAMES, modes: Iterable[str] = MODES,
+         kernels: Iterable[str] = ()) -> list[CellId]:
+    """The cells the study measures among the given presets, workloads and modes, in the study's order, each
+    workload's compile modes followed by its selected candidates ("kernel:<name>", see `kernel_modes`)."""
     presets, workloads, modes = list(presets), list(workloads), list(modes)
     for kind, given, known in (("preset", presets, PRESET_NAMES), ("workload", workloads, WORKLOAD_NAMES),
                                ("mode", modes, MODES)):
         unknown = [x for x in given if x not in known]
         if unknown:
             raise KeyError(f"unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
+    picked = kernel_modes(kernels, workloads)
     return [CellId(p, w, m) for p in presets for w in WORKLOAD_NAMES if w in workloads and applies(p, w)
-            for m in MODES if m in modes]
+            for m in [*(m for m in MODES if m in modes), *picked.get(w, [])]]
+
+
+def kernel_modes(selectors: Iterable[str], workloads: Iterable[str] = WORKLOAD_NAMES) -> dict[str, list[str]]:
+    """Candidate modes per workload for `selectors`: "all", a candidate name (that name for every workload
+    that has it) or "workload:name". Only candidates of `workloads` are kept; an unknown one is a KeyError."""
+    workloads = set(workloads)
+    registered = kernel_registry.candidates()
+    chosen: dict[str, list[str]] = {}
+    for sel in selectors:
+        if sel == "all":
+            found = registered
+        elif ":" in sel:
+            found = [kernel_registry.get(*kernel_registry.split_key(sel))]
+        else:
+            found = [c for c in registered if c.name == sel]
+            if not found:
+                known = ", ".join(c.key for c in registered) or "none"
+                raise KeyError(f"unknown candidate {sel!r}; registered: {known}")
+        for c in found:
+            if c.workload in workloads and c.mode not in chosen.setdefault(c.workload, []):
+                chosen[c.workload].append(c.mode)
+    return chosen
 
 
 def shard(cells: list[CellId], index: int, count: int) -> list[CellId]:

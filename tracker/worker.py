@@ -1,5 +1,7 @@
 """One cell in one fresh process: `python -m tracker.worker PRESET WORKLOAD MODE`, as the runner starts it.
 
+MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
+
 Measures with the cross-process GPU lock when the runner set one, and stores the result atomically in
 the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELINES_MACHINE)."""
 
