@@ -229,8 +229,23 @@ def test_html_dir_is_relative_to_the_config(results_dir: Path, tmp_path: Path) -
     config.parent.mkdir()
     shutil.copy(ROOT / "asv.conf.json", config)
     (tmp_path / "conf" / "benchmarks").symlink_to(ROOT / "benchmarks")
-    assert publish.publish_main(results_dir, ".asv/html", None, config=config) == 0
+    assert publish.publish_main(results_dir, None, None, config=config) == 0
     assert (tmp_path / "conf" / ".asv" / "html" / "report" / "index.html").is_file()
+
+
+def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_path: Path) -> None:
+    """A suite newer than its results (kernels under test not yet run): asv's grid would 404 on them."""
+    import shutil
+
+    results = Path(shutil.copytree(results_dir, tmp_path / "results"))
+    listed = json.loads((results / "benchmarks.json").read_text())
+    listed["candidates.Candidate.track_latency"] = {**listed[asvfiles.METRIC_BENCHMARKS["latency"]],
+                                                    "name": "candidates.Candidate.track_latency"}
+    (results / "benchmarks.json").write_text(json.dumps(listed))
+    publish.publish_main(results, None, tmp_path / "site")
+    index = json.loads((tmp_path / "site" / "index.json").read_text())
+    assert "candidates.Candidate.track_latency" not in index["benchmarks"]
+    assert asvfiles.METRIC_BENCHMARKS["latency"] in index["benchmarks"]
 
 
 def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:

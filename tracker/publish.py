@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -96,6 +97,20 @@ def make_offline(site: Path, vendor_dir: Path = VENDOR_DIR) -> list[Path]:
             page.write_text(new, encoding="utf-8")
             changed.append(page)
     return changed
+
+
+def drop_benchmarks_without_results(site: Path) -> list[str]:
+    """Remove from asv's index the benchmarks no result file measured (a suite newer than its results, e.g.
+    kernels under test not yet run): asv's grid would request their summary graphs and get a 404 each."""
+    index_path = site / "index.json"
+    index = json.loads(index_path.read_text())
+    summary = site / "graphs" / "summary"
+    dropped = sorted(n for n in index["benchmarks"] if not (summary / f"{n}.json").is_file())
+    if dropped:
+        for name in dropped:
+            del index["benchmarks"][name]
+        index_path.write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
+    return dropped
 
 
 def link_report(site: Path) -> None:
@@ -222,16 +237,60 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
 
 def _write_benchmark_list(conf: Any) -> None:
     """asv publish reads the suite's description from results/benchmarks.json, which `asv run` writes and our
-    runner does not: discover the suite (one process importing it, as asv run does) and save it there."""
+    runner does not. Discover the suite as asv run does (one process importing it); when it cannot be imported
+    here, describe the tracker's own benchmarks from the result files, which hold their parameters and versions."""
+    from asv.benchmarks import Benchmarks
+
     from tracker import asvfiles
 
-    env = asvfiles.existing_environment(conf, sys.executable)
+    path = Path(conf.results_dir) / "benchmarks.json"
+    logging.disable(logging.CRITICAL)  # asv logs a failed import's whole traceback; one line below says it
     try:
-        asvfiles.discover(conf, env, "HEAD").save()
+        asvfiles.discover(conf, asvfiles.existing_environment(conf, sys.executable), "HEAD").save()
+        print(f"publish: wrote {path} (the suite's description, discovered)", file=sys.stderr)
+        return
     except asvfiles.AsvError as e:
-        raise PublishError(f"{conf.results_dir} has no benchmarks.json (asv publish needs the suite's description) "
-                           f"and discovering the suite in {conf.benchmark_dir} failed: {e}") from None
-    print(f"publish: wrote {Path(conf.results_dir) / 'benchmarks.json'} (the suite's description)", file=sys.stderr)
+        problem = str(e).splitlines()[0]
+    finally:
+        logging.disable(logging.NOTSET)
+    described = describe_from_results(Path(conf.results_dir))
+    if not described:
+        raise PublishError(f"{conf.results_dir} has no benchmarks.json (asv publish needs the suite's description), "
+                           f"discovering the suite failed ({problem}) and no result file names our benchmarks")
+    Benchmarks(conf, described).save()
+    print(f"publish: warning: discovering the suite failed ({problem}); wrote {path} describing "
+          f"{', '.join(b['name'] for b in described)} from the result files", file=sys.stderr)
+
+
+HOST_UNIT = "us"  # baselines.Host.track_launch_overhead.unit
+
+
+def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
+    """asv benchmark descriptions of the tracker's own benchmarks, from the newest result file holding each:
+    parameters and version as recorded, units and parameter names as tracker.asvfiles writes them."""
+    from tracker import asvfiles, results
+    from tracker.cells import METRICS
+
+    units = {name: METRICS[metric] for metric, name in asvfiles.METRIC_BENCHMARKS.items()}
+    units[asvfiles.HOST_BENCHMARK] = HOST_UNIT
+    found: dict[str, dict[str, Any]] = {}
+    runs, _ = results.list_runs(results_dir)
+    for run in reversed(runs):
+        try:
+            data = results.read_result_file(run.path)
+        except (ValueError, OSError):
+            continue
+        col = {c: i for i, c in enumerate(data["result_columns"])}
+        for name, row in data["results"].items():
+            if name in units and name not in found:
+                params = row[col["params"]] if "params" in col else []
+                found[name] = {"name": name, "type": "track", "unit": units[name], "params": params,
+                               "param_names": ["preset", "workload", "mode"] if params else [],
+                               "version": row[col["version"]] if "version" in col else None, "timeout": 1800,
+                               "code": "(described from the result files: the suite could not be imported)"}
+        if len(found) == len(units):
+            break
+    return [found[n] for n in units if n in found]
 
 
 def _load_config(path: Path) -> Any:
@@ -254,9 +313,11 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
     from tracker.report import report_main
 
     config_path = Path(config) if config else DEFAULT_CONFIG
+    if out is None and html_dir is None:
+        html_dir = _load_config(config_path).html_dir
     if out is not None:
         site = Path(out).resolve()
-    elif html_dir is not None:
+    elif html_dir:
         site = (config_path.resolve().parent / html_dir).resolve()
     else:
         raise PublishError("publish needs an output directory (--out, or html_dir in asv.conf.json)")
@@ -266,6 +327,7 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
     if site.is_relative_to(results):
         raise PublishError(f"output {site} is inside the results directory {results}: choose another --out")
     run_asv_publish(results, site, config_path)
+    drop_benchmarks_without_results(site)
     make_offline(site)
     link_report(site)
     code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")
