@@ -7,7 +7,9 @@ Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefil
 - geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
 - head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok: wins and the average
   margin |default - mancg| / default * 100 over the instances each side wins (WORKLOADS.md's definition);
-- the noise-aware view: the modes tied with the winner (NoiseModel), and host-bound instances (HostBound).
+- the noise-aware view: the modes tied with the winner (NoiseModel), and host-bound instances (HostBound);
+- kernels under test ("kernel:<name>" rows): each against the best baseline of its own run (`kernel_rows`);
+  they are never a mode, so they never win, nor enter a geomean.
 
 Everything is computed for all runs at once on numpy arrays (one (instance x mode) matrix), so a year of
 nightly history is analysed in well under a second.
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernels.registry import candidate_name
 from tracker.results import CELL_KEYS, DOMAINS, RUN_KEYS
 from workloads.names import DECODE_INVARIANT, MODES
 
@@ -72,18 +75,24 @@ class HostBound:
 @dataclass
 class Analysis:
     """`instances`: one row per (run, preset, workload) the study analyses; `figures`: one row per (run, preset);
-    `domain_wins`: (run, preset, domain, mode) -> wins."""
+    `domain_wins`: (run, preset, domain, mode) -> wins; `kernels`: one row per candidate cell (KERNEL_COLUMNS)."""
 
     instances: pd.DataFrame
     figures: pd.DataFrame
     domain_wins: pd.DataFrame
     noise: NoiseModel = field(default_factory=NoiseModel)
     host: HostBound = field(default_factory=HostBound)
+    kernels: pd.DataFrame = field(default_factory=lambda: _empty_kernels())
 
 
 def study_instances(table: pd.DataFrame) -> pd.Series:
     """Rows of the instances the study analyses: every workload in prefill (and tiny), 18 in decode."""
     return ~((table["preset"] == "decode") & table["workload"].isin(DECODE_INVARIANT))
+
+
+def baseline_rows(table: pd.DataFrame) -> pd.Series:
+    """Rows of the five compile modes: a kernel under test ("kernel:<name>") is judged against them, never one."""
+    return table["mode"].isin(MODES)
 
 
 def _matrix(codes: np.ndarray, modes: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -97,7 +106,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok), runner-up
     and margin, tie set (modes within noise of the winner, fastest first), host-bound flag and failed modes."""
     noise, host = noise or NoiseModel(), host or HostBound()
-    t = table[study_instances(table)]
+    t = table[study_instances(table) & baseline_rows(table)]
     if t.empty:
         return _empty_instances()
     groups = t.groupby(INSTANCE_KEYS, observed=True, sort=False)
@@ -105,7 +114,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     n = int(codes.max()) + 1
     first = np.unique(codes, return_index=True)[1]
     inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
-    mode_idx = t["mode"].cat.codes.to_numpy()  # categories are MODES
+    mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.results)
     ok = (t["status"] == "ok").to_numpy()
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
@@ -188,7 +197,116 @@ def _domain_wins(inst: pd.DataFrame) -> pd.DataFrame:
 def analyse(table: pd.DataFrame, noise: NoiseModel | None = None, host: HostBound | None = None) -> Analysis:
     noise, host = noise or NoiseModel(), host or HostBound()
     inst = instance_table(table, noise, host)
-    return Analysis(inst, _figures(inst), _domain_wins(inst), noise, host)
+    return Analysis(inst, _figures(inst), _domain_wins(inst), noise, host, _kernel_table(table, inst, noise, host))
+
+
+# ---------------------------------------------------------------------------------------------------- kernels
+
+KERNEL_COLUMNS = [
+    *RUN_KEYS, "date", "gpu", "preset", "workload", "domain", "candidate", "mode", "status", "reason", "correct",
+    "median_ms", "ci_low", "ci_high", "best_baseline", "best_ms", "best_ties", "eager_ms", "speedup_vs_best",
+    "speedup_vs_eager", "within_noise", "host_bound", "compile_s", "peak_mem_mib", "launch_us",
+]
+_STR_KEYS = [*RUN_KEYS, "gpu", "preset", "workload", "domain"]
+
+
+def _empty_kernels() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in KERNEL_COLUMNS})
+
+
+def _as_str(frame: pd.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
+    return {c: frame[c].astype(str).to_numpy() for c in columns}
+
+
+def _best_baselines(table: pd.DataFrame, inst: pd.DataFrame) -> pd.DataFrame:
+    """Per instance with a winner: the best baseline (the summary's best mode), its median, 99% CI and tie set,
+    and eager's median; keyed by INSTANCE_KEYS as strings."""
+    won = inst[inst["winner"].notna()]
+    best = pd.DataFrame({**_as_str(won, INSTANCE_KEYS), "best_baseline": won["winner"].to_numpy(),
+                         "best_ms": won["winner_ms"].to_numpy(dtype=float), "best_ties": won["ties"].to_numpy(),
+                         "eager_ms": won[f"ms_{EAGER}"].to_numpy(dtype=float)})
+    cells = table[baseline_rows(table) & (table["status"] == "ok")]
+    ci = pd.DataFrame({**_as_str(cells, INSTANCE_KEYS), "best_baseline": cells["mode"].astype(str).to_numpy(),
+                       "best_ci_low": cells["ci_low"].to_numpy(), "best_ci_high": cells["ci_high"].to_numpy()})
+    return best.merge(ci, on=[*INSTANCE_KEYS, "best_baseline"], how="left")
+
+
+def _within_noise(ms: np.ndarray, lo: np.ndarray, hi: np.ndarray, best: np.ndarray, best_lo: np.ndarray,
+                  best_hi: np.ndarray, noise: NoiseModel) -> np.ndarray:
+    """Whether a candidate and its best baseline are tied, by the rule that ties modes with the winner: the
+    slower within the faster's band, or their 99% CIs overlapping."""
+    faster_is_cand = ms <= best
+    fast, slow = np.where(faster_is_cand, ms, best), np.where(faster_is_cand, best, ms)
+    fast_hi, slow_lo = np.where(faster_is_cand, hi, best_hi), np.where(faster_is_cand, best_lo, lo)
+    with np.errstate(invalid="ignore"):
+        tied = slow <= fast * (1 + noise.band(fast))
+        if noise.use_ci:
+            tied |= slow_lo <= fast_hi
+    return tied & ~np.isnan(ms) & ~np.isnan(best)
+
+
+def _kernel_table(table: pd.DataFrame, inst: pd.DataFrame, noise: NoiseModel, host: HostBound) -> pd.DataFrame:
+    """One row per candidate cell (KERNEL_COLUMNS), against the best baseline of the same run and preset."""
+    k = table[~baseline_rows(table)]
+    if k.empty:
+        return _empty_kernels()
+    k = k.sort_values(["date", "machine", "torch", "preset", "workload", "mode"], kind="stable")
+    # only the instances that have candidates: a year of history has few of them
+    near = table["commit"].isin(k["commit"].unique()) & table["workload"].isin(k["workload"].unique())
+    near_inst = inst["commit"].isin(k["commit"].unique()) & inst["workload"].isin(k["workload"].unique())
+    out = pd.DataFrame({**_as_str(k, _STR_KEYS), "date": k["date"].to_numpy()})
+    mode = k["mode"].astype(str).to_numpy()
+    out["candidate"] = [candidate_name(m) for m in mode]
+    out["mode"] = mode
+    for c in ("status", "reason"):
+        out[c] = k[c].astype(str).to_numpy()
+    for c in ("median_ms", "ci_low", "ci_high", "compile_s", "peak_mem_mib", "launch_us"):
+        out[c] = k[c].to_numpy(dtype=float)
+    out = out.merge(_best_baselines(table[near], inst[near_inst]), on=INSTANCE_KEYS, how="left")
+    ok = (out["status"] == "ok").to_numpy()
+    ms = np.where(ok, out["median_ms"].to_numpy(dtype=float), np.nan)  # a failed cell has no time: never fast
+    best, eager = out["best_ms"].to_numpy(dtype=float), out["eager_ms"].to_numpy(dtype=float)
+    out["median_ms"] = ms
+    out["speedup_vs_best"] = best / ms
+    out["speedup_vs_eager"] = eager / ms
+    out["within_noise"] = _within_noise(ms, out["ci_low"].to_numpy(dtype=float), out["ci_high"].to_numpy(dtype=float),
+                                        best, out["best_ci_low"].to_numpy(dtype=float),
+                                        out["best_ci_high"].to_numpy(dtype=float), noise)
+    # Like an instance: host-bound when the faster of the two cells is within k launch floors.
+    with np.errstate(invalid="ignore"):
+        out["host_bound"] = ok & (np.fmin(ms, best) * 1000 <= host.k * out["launch_us"].to_numpy(dtype=float))
+    # skipped: not measured, so neither correct nor incorrect
+    out["correct"] = pd.array(np.where(out["status"] == "skipped", None, ok), dtype="boolean")
+    out["best_ties"] = [tuple(t) if isinstance(t, tuple) else () for t in out["best_ties"]]
+    out["best_baseline"] = out["best_baseline"].astype(object).where(out["best_baseline"].notna(), None)
+    return out[KERNEL_COLUMNS]
+
+
+def kernel_rows(source: Analysis | pd.DataFrame, *, commit: str | None = None, machine: str | None = None,
+                include_skipped: bool = False, noise: NoiseModel | None = None,
+                host: HostBound | None = None) -> pd.DataFrame:
+    """Every kernel under test against the best baseline of its own run (same commit, machine, torch, preset):
+    one row per candidate cell, columns KERNEL_COLUMNS, oldest run first, then preset, workload, candidate.
+
+    `source`: an Analysis (its noise and host models apply), or a results table (analysed here with `noise` and
+    `host`). `speedup_*` = baseline median / candidate median (>1: the candidate is faster), NaN unless the
+    candidate measured ok; `correct` is False for a failed cell (incorrect output, error, OOM: `reason` says
+    which) and NA for a skipped one, which is left out unless `include_skipped`. `best_baseline` is the fastest
+    mode (None when no mode measured ok); `within_noise`: candidate and best baseline tied by the analysis'
+    noise rule; `host_bound`: the faster of the two within k launch floors. `commit` is a prefix."""
+    if isinstance(source, Analysis):
+        rows = source.kernels
+    else:
+        noise, host = noise or NoiseModel(), host or HostBound()
+        rows = _kernel_table(source, instance_table(source, noise, host), noise, host)
+    keep = np.ones(len(rows), dtype=bool)
+    if machine is not None:
+        keep &= (rows["machine"] == machine).to_numpy()
+    if commit is not None:
+        keep &= rows["commit"].astype(str).str.lower().str.startswith(commit.lower()).to_numpy()
+    if not include_skipped:
+        keep &= (rows["status"] != "skipped").to_numpy()
+    return rows[keep].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------------- history

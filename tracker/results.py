@@ -1,5 +1,9 @@
 """asv result files -> one tidy pandas table: a row per (run, preset, workload, mode) cell.
 
+Kernels under test (benchmarks/candidates.py) are rows too, with the mode "kernel:<name>": the `mode` column's
+categories are MODES first, then the candidates' modes, so a consumer that wants the five modes only filters on
+`mode.isin(MODES)` (the analysis does: a candidate never counts as a mode).
+
 A run is one result file: (commit, machine, environment); the machine keys asv copies into every file carry
 gpu, torch and triton, so a run is identified by (commit, machine, torch). Result values follow asv: a number
 is a measurement, NaN is "not run / n/a" (skipped), null is a failure. asv does not save a benchmark's log
@@ -26,15 +30,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracker.asvfiles import HOST_BENCHMARK, METRIC_BENCHMARKS
+from kernels.registry import mode_of, split_key
+from tracker.asvfiles import CANDIDATE_METRIC_BENCHMARKS, HOST_BENCHMARK, METRIC_BENCHMARKS
 from tracker.cells import CellStore, RunKey
 from tracker.errors import ToolError
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
-LATENCY, COMPILE, MEMORY = (METRIC_BENCHMARKS[m] for m in ("latency", "compile_time", "peak_memory"))
-# Benchmarks of the current suite that other tables read (kernels under test): not ours, not stale.
-OTHER_SUITE_PREFIXES = ("candidates.",)
+METRIC_ORDER = ("latency", "compile_time", "peak_memory")
+LATENCY, COMPILE, MEMORY = (METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
+CANDIDATE_METRICS = tuple(CANDIDATE_METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
 
 DOMAIN_PREFIXES = {"llm_": "llm", "vlm_": "vlm", "diff_": "diffusion", "rl_": "rl"}
 DOMAINS = ("llm", "vlm", "diffusion", "rl")
@@ -348,16 +353,19 @@ def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | N
 
 @dataclass(frozen=True)
 class _Grid:
-    """The decoded parameter grid of a benchmark: codes into PRESET_NAMES/WORKLOAD_NAMES/MODES (-1: unknown)."""
+    """A benchmark's decoded parameter grid in asv's order: codes into PRESET_NAMES, WORKLOAD_NAMES and `modes`
+    (-1: unknown); consecutive runs of `group` cells are one instance ((preset, workload): its modes)."""
 
     preset: np.ndarray
     workload: np.ndarray
     mode: np.ndarray
-    n_modes: int
+    modes: tuple[str, ...]
+    group: int
     unknown: tuple[str, ...]
 
 
 _GRIDS: dict[tuple[tuple[str, ...], ...], _Grid] = {}
+_CANDIDATE_GRIDS: dict[tuple[tuple[str, ...], ...], _Grid] = {}
 
 
 def _grid(params: list[list[str]]) -> _Grid:
@@ -374,8 +382,38 @@ def _grid(params: list[list[str]]) -> _Grid:
             unknown += [f"{kind} {v!r}" for v in decoded if v not in known]
             codes.append(np.array([known.index(v) if v in known else -1 for v in decoded], dtype=np.int16))
         p, w, m = np.meshgrid(*codes, indexing="ij")  # asv orders combinations as itertools.product
-        grid = _Grid(p.ravel(), w.ravel(), m.ravel(), len(codes[2]), tuple(unknown))
+        grid = _Grid(p.ravel(), w.ravel(), m.ravel(), MODES, len(codes[2]), tuple(unknown))
         _GRIDS[key] = grid
+    return grid
+
+
+def _candidate_grid(params: list[list[str]]) -> _Grid:
+    """The grid of candidates.Candidate: (preset, "workload:name") pairs; a candidate's mode is "kernel:<name>"."""
+    key = tuple(tuple(p) for p in params)
+    grid = _CANDIDATE_GRIDS.get(key)
+    if grid is None:
+        if len(key) != 2:
+            raise ValueError(f"expected (preset, candidate) parameters, found {len(key)} parameter lists")
+        presets = [ast.literal_eval(v) for v in key[0]]
+        unknown = [f"preset {p!r}" for p in presets if p not in PRESET_NAMES]
+        pairs: list[tuple[str, str] | None] = []
+        for value in (ast.literal_eval(v) for v in key[1]):
+            try:
+                workload, name = split_key(value)
+            except KeyError:
+                workload = name = ""
+            # A candidate of a workload no longer in the suite is dropped; an unregistered name is history: kept.
+            pairs.append((workload, mode_of(name)) if workload in WORKLOAD_NAMES else None)
+            if pairs[-1] is None:
+                unknown.append(f"candidate {value!r}")
+        modes = tuple(sorted({pair[1] for pair in pairs if pair}))
+        p_codes = np.array([PRESET_NAMES.index(p) if p in PRESET_NAMES else -1 for p in presets], dtype=np.int16)
+        w_codes = np.array([WORKLOAD_NAMES.index(x[0]) if x else -1 for x in pairs], dtype=np.int16)
+        m_codes = np.array([modes.index(x[1]) if x else -1 for x in pairs], dtype=np.int16)
+        p, w = np.meshgrid(p_codes, w_codes, indexing="ij")
+        m = np.broadcast_to(m_codes, p.shape)
+        grid = _Grid(p.ravel(), w.ravel(), m.ravel(), modes, 1, tuple(unknown))
+        _CANDIDATE_GRIDS[key] = grid
     return grid
 
 
@@ -398,33 +436,29 @@ def _stat(stats: Any, key: str, n: int) -> np.ndarray:
 
 @dataclass
 class _Chunk:
-    """The rows one file contributes, as arrays (codes into PRESET_NAMES, WORKLOAD_NAMES, MODES)."""
+    """The rows one benchmark class of one file contributes, as arrays (codes into PRESET_NAMES, WORKLOAD_NAMES
+    and `modes`)."""
 
     file: int
     preset: np.ndarray
     workload: np.ndarray
     mode: np.ndarray
+    modes: tuple[str, ...]
     arrays: dict[str, np.ndarray]
     samples: list[Any] | None
     unknown: tuple[str, ...]
 
 
-def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> _Chunk | None:
-    columns = {c: i for i, c in enumerate(data["result_columns"])}
-    results = data["results"]
-    row = results.get(LATENCY)
-    if row is None:
-        return None
-    grid = _grid(_column(row, columns, "params"))
-    n = len(grid.preset)
+def _metric_arrays(results: dict[str, Any], columns: dict[str, int], names: tuple[str, str, str],
+                   n: int) -> dict[str, np.ndarray]:
+    """Median, CI, quartiles, sample count and status (0 ok, 1 failed, 2 skipped) of a benchmark class's cells
+    from its latency row; compile time and peak memory from its other two metric rows."""
+    row = results[names[0]]
     result = _column(row, columns, "result")
     result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
     failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
     median = _floats(result, n)
     stats = {k: _column(row, columns, f"stats_{k}") for k in ("ci_99_a", "ci_99_b", "q_25", "q_75", "repeat")}
-    # Keep every mode of an instance that has any result; an instance with none was not run here.
-    present = (failed | ~np.isnan(median)).reshape(-1, grid.n_modes).any(axis=1).repeat(grid.n_modes)
-    keep = np.flatnonzero(present & (grid.preset >= 0) & (grid.workload >= 0) & (grid.mode >= 0))
     arrays = {
         "median_ms": median,
         "ci_low": _floats(stats["ci_99_a"], n),
@@ -434,17 +468,51 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> _Ch
         "n_samples": _floats(stats["repeat"], n),
         "status": np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8),
     }
-    for out, name in (("compile_s", COMPILE), ("peak_mem_mib", MEMORY)):
+    for out, name in (("compile_s", names[1]), ("peak_mem_mib", names[2])):
         other = results.get(name)
         same_grid = other is not None and _column(other, columns, "params") == _column(row, columns, "params")
         values = _column(other, columns, "result") if same_grid else None
         arrays[out] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
-    arrays = {k: v[keep] for k, v in arrays.items()}
+    return arrays
+
+
+def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[str, np.ndarray], present: np.ndarray,
+           file_index: int, with_samples: bool) -> _Chunk:
+    keep = np.flatnonzero(present & (grid.preset >= 0) & (grid.workload >= 0) & (grid.mode >= 0))
     samples = None
     if with_samples:
-        stored = _column(row, columns, "samples") or [None] * n
+        stored = _column(row, columns, "samples") or [None] * len(grid.preset)
         samples = [stored[i] for i in keep]
-    return _Chunk(file_index, grid.preset[keep], grid.workload[keep], grid.mode[keep], arrays, samples, grid.unknown)
+    return _Chunk(file_index, grid.preset[keep], grid.workload[keep], grid.mode[keep], grid.modes,
+                  {k: v[keep] for k, v in arrays.items()}, samples, grid.unknown)
+
+
+def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> list[_Chunk]:
+    """The file's cells: the compile modes', then the kernels under test's."""
+    columns = {c: i for i, c in enumerate(data["result_columns"])}
+    results = data["results"]
+    chunks: list[_Chunk] = []
+    measured: set[tuple[int, int]] = set()  # the (preset, workload) instances of the modes run here
+    row = results.get(LATENCY)
+    if row is not None:
+        grid = _grid(_column(row, columns, "params"))
+        arrays = _metric_arrays(results, columns, (LATENCY, COMPILE, MEMORY), len(grid.preset))
+        # Keep every mode of an instance that has any result; an instance with none was not run here.
+        has_result = arrays["status"] != 2
+        present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group)
+        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
+        measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
+    row = results.get(CANDIDATE_METRICS[0])
+    if row is not None:
+        grid = _candidate_grid(_column(row, columns, "params"))
+        arrays = _metric_arrays(results, columns, CANDIDATE_METRICS, len(grid.preset))
+        # A candidate with no result is kept (skipped, with the cell store's reason) where its instance's modes
+        # were run: "runs on cuda only" is worth showing; a grid cell of an instance never run here is not.
+        run_here = np.fromiter(((p, w) in measured for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
+                                                                  strict=True)), dtype=bool, count=len(grid.preset))
+        present = (arrays["status"] != 2) | run_here
+        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
+    return chunks
 
 
 def _launch_us(data: dict[str, Any]) -> float:
@@ -458,9 +526,9 @@ def _launch_us(data: dict[str, Any]) -> float:
 
 
 def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Path]], problems: _Problems) -> None:
-    ours = {*METRIC_BENCHMARKS.values(), HOST_BENCHMARK}
+    ours = {*METRIC_BENCHMARKS.values(), *CANDIDATE_METRIC_BENCHMARKS.values(), HOST_BENCHMARK}
     for name in data["results"]:
-        if name not in ours and not name.startswith(OTHER_SUITE_PREFIXES):
+        if name not in ours:
             if problems.strict:
                 problems.add(f"{path}: benchmark {name} is no longer in the suite")
             stale[name].append(path)
@@ -497,19 +565,19 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
             data = read_result_file(run.path, with_samples)
             run = _run_of(run.path, data)
             _check_benchmarks(data, run.path, stale, problems)
-            chunk = _file_rows(data, len(files), with_samples)
-            for name in chunk.unknown if chunk else ():
+            file_chunks = _file_rows(data, len(files), with_samples)
+            for name in (name for chunk in file_chunks for name in chunk.unknown):
                 if strict:
                     problems.add(f"{run.path}: {name} is no longer in the suite")
                 unknown[name].append(run.path)
         except (ValueError, OSError, TypeError, KeyError, SyntaxError) as e:
             problems.add(f"skipped {run.path}: {e}")
             continue
-        if chunk is None:
+        if not file_chunks:
             continue
         files.append(run)
         launch.append(_launch_us(data))
-        chunks.append(chunk)
+        chunks += file_chunks
     for name, paths in sorted(stale.items()):
         problems.add(f"ignored benchmark {name} in {len(paths)} result file(s) (e.g. {paths[0]}): no longer in the "
                      "suite")
@@ -528,12 +596,19 @@ def _categorical(values: list[str], codes: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(lookup[codes] if len(codes) else codes.astype(np.int32), categories=cats)
 
 
+def _mode_names(chunks: list[_Chunk]) -> list[str]:
+    """The mode column's categories: MODES (their codes stay 0..4), then every candidate's "kernel:<name>"."""
+    return [*MODES, *sorted({m for c in chunks for m in c.modes} - set(MODES))]
+
+
 def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], with_samples: bool) -> pd.DataFrame:
+    mode_names = _mode_names(chunks)
     if chunks:
         file_idx = np.concatenate([np.full(len(c.preset), c.file, dtype=np.int32) for c in chunks])
         preset = np.concatenate([c.preset for c in chunks])
         workload = np.concatenate([c.workload for c in chunks])
-        mode = np.concatenate([c.mode for c in chunks])
+        mode = np.concatenate([np.array([mode_names.index(m) for m in c.modes], dtype=np.int32)[c.mode]
+                               if len(c.mode) else c.mode.astype(np.int32) for c in chunks])
         arrays = {k: np.concatenate([c.arrays[k] for c in chunks]) for k in chunks[0].arrays}
     else:
         file_idx = np.array([], dtype=np.int32)
@@ -551,7 +626,7 @@ def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], w
         "triton": _categorical([f.params.get("triton", "unknown") for f in files], file_idx),
         "preset": pd.Categorical.from_codes(preset.astype(np.int32), categories=list(PRESET_NAMES)),
         "workload": pd.Categorical.from_codes(workload.astype(np.int32), categories=list(WORKLOAD_NAMES)),
-        "mode": pd.Categorical.from_codes(mode.astype(np.int32), categories=list(MODES)),
+        "mode": pd.Categorical.from_codes(mode.astype(np.int32), categories=mode_names),
         "domain": pd.Categorical.from_codes(domains[workload].astype(np.int32), categories=list(DOMAINS)),
         "status": pd.Categorical.from_codes(arrays.pop("status").astype(np.int32), categories=list(STATUSES)),
         **arrays,
