@@ -209,9 +209,11 @@ def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, 
     env = existing_environment(conf, python)
     benchmarks = discover(conf, env, commit)
     entry = machine_entry(machine, host)
+    write_machine_file(entry)  # so a plain `asv run --machine NAME` records the same version keys
     results = open_results(conf, env, entry, commit, date_ms)
     record_cells(results, benchmarks, cells)
     _record_launch(results, benchmarks, cells)
+    benchmarks.save()  # benchmarks.json: asv publish reads the suite's description from it, as after asv run
     return save_results(conf, results, entry)
 
 

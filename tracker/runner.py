@@ -172,18 +172,51 @@ def _fmt(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
-def _run_one(cell: CellId, cfg: RunConfig, store: CellStore) -> dict[str, Any]:
+class _Workers:
+    """The running worker processes, so an interrupt can end them all and record nothing half-done."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self._procs: set[subprocess.Popen[str]] = set()
+        self._lock = threading.Lock()
+
+    def run(self, cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str]:
+        """(exit status, stderr); status None when it was killed at `timeout`."""
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                cwd=Path(__file__).resolve().parent.parent, start_new_session=True)
+        with self._lock:
+            self._procs.add(proc)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+            return proc.returncode, err
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return None, proc.communicate()[1]
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            for proc in self._procs:
+                proc.kill()
+
+
+def _run_one(cell: CellId, cfg: RunConfig, store: CellStore, workers: _Workers) -> dict[str, Any] | None:
+    """Measure one cell in a fresh process; None when the run is being interrupted (nothing recorded)."""
+    if workers.stopping.is_set():
+        return None
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
         # one persistent cache per (torch, preset, workload, mode): a first run is as cold as a fresh cache
         cache = (str(cfg.warm_cache_dir / f"torch-{torch_version()}" / cell.preset / cell.workload / cell.mode)
                  if cfg.warm_cache_dir else tmp)
         cmd = [sys.executable, "-m", "tracker.worker", cell.preset, cell.workload, cell.mode]
-        try:
-            proc = subprocess.run(cmd, env=cfg.worker_env(cell, cache), capture_output=True, text=True,
-                                  timeout=cfg.cell_timeout_s, cwd=Path(__file__).resolve().parent.parent)
-            why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        except subprocess.TimeoutExpired:
-            why = f"killed after the cell time limit of {cfg.cell_timeout_s:g} s"
+        status, err = workers.run(cmd, cfg.worker_env(cell, cache), cfg.cell_timeout_s)
+    if workers.stopping.is_set():
+        return None
+    why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
+           else (err.strip().splitlines() or [f"exit status {status}"])[-1])
     result = store.get(cell.preset, cell.workload, cell.mode)
     if result is None:  # the worker died before storing (crash, kill): that is the cell's result
         result = {"preset": cell.preset, "workload": cell.workload, "mode": cell.mode, "device": cfg.device or "",
@@ -194,7 +227,10 @@ def _run_one(cell: CellId, cfg: RunConfig, store: CellStore) -> dict[str, Any]:
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                   progress: Callable[[CellId, dict[str, Any]], None] | None = None) -> dict[CellId, dict[str, Any]]:
-    """Measure the cells not yet in `store` (failed ones again with retry_failed); all results, keyed."""
+    """Measure the cells not yet in `store` (failed ones again with retry_failed); all results, keyed.
+
+    On KeyboardInterrupt the running workers are killed and nothing is recorded for their cells, so the
+    next run measures exactly the cells that did not finish."""
     results: dict[CellId, dict[str, Any]] = {}
     todo = []
     for cell in cells:
@@ -205,22 +241,32 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
             results[cell] = stored
     todo.sort(key=lambda c: -expected_cost(c))  # longest first: the short ones fill the gaps at the end
     store.dir.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
-        futures = {pool.submit(_run_one, cell, cfg, store): cell for cell in todo}
+    workers = _Workers()
+    pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
+    try:
+        futures = {pool.submit(_run_one, cell, cfg, store, workers): cell for cell in todo}
         for fut in as_completed(futures):
-            cell = futures[fut]
-            results[cell] = fut.result()
-            if progress:
-                progress(cell, results[cell])
-    if cfg.jobs > 1:
-        # Other cells' tensors shared the GPU: a cell that ran out of memory then gets a run of its own.
-        for cell in todo:
-            if results[cell].get("reason", "").startswith("out of memory"):
-                store.path(cell.preset, cell.workload, cell.mode).unlink(missing_ok=True)
-                results[cell] = _run_one(cell, cfg, store)
-                if progress:
-                    progress(cell, results[cell])
+            _finish(futures[fut], fut.result(), results, progress)
+        if cfg.jobs > 1:
+            # Other cells' tensors shared the GPU: a cell that ran out of memory then gets a run of its own.
+            for cell in todo:
+                if results[cell].get("reason", "").startswith("out of memory"):
+                    store.path(cell.preset, cell.workload, cell.mode).unlink(missing_ok=True)
+                    _finish(cell, _run_one(cell, cfg, store, workers), results, progress)
+    except BaseException:
+        workers.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return {c: results[c] for c in cells}
+
+
+def _finish(cell: CellId, result: dict[str, Any] | None, results: dict[CellId, dict[str, Any]],
+            progress: Callable[[CellId, dict[str, Any]], None] | None) -> None:
+    if result is not None:
+        results[cell] = result
+        if progress:
+            progress(cell, result)
 
 
 @dataclass

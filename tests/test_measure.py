@@ -1,0 +1,97 @@
+"""The measurement harness on a CPU: every tiny cell compiles and agrees with eager; failures are results."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from tracker import measure
+from tracker.measure import Settings, measure_cell
+from workloads.names import WORKLOAD_NAMES
+
+QUICK = Settings(warmup_ms=1, rep_ms=5, warmup_calls=2)
+
+
+def test_every_tiny_workload_runs_in_eager_and_agrees_with_a_compiled_mode() -> None:
+    for name in WORKLOAD_NAMES:
+        eager = measure_cell("tiny", name, "eager", device="cpu", settings=QUICK)
+        compiled = measure_cell("tiny", name, "default", device="cpu", settings=QUICK)
+        for cell in (eager, compiled):
+            assert cell.status == "ok", (name, cell.mode, cell.reason)
+            assert cell.correct and len(cell.samples_ms) >= 5
+            assert cell.p25_ms <= cell.median_ms <= cell.p99_ms
+        assert compiled.compile_s > 0 and compiled.error_vs_eager <= 2e-2, name
+
+
+def test_a_cell_records_its_environment_and_the_host_launch_floor() -> None:
+    cell = measure_cell("tiny", "diff_cfg_blend", "eager", device="cpu", settings=QUICK)
+    assert cell.host["torch"] == torch.__version__ and cell.host["device"] == "cpu"
+    assert {"gpu", "driver", "cuda", "triton", "cpu", "hostname"} <= set(cell.host)
+    assert cell.launch_us is not None and cell.launch_us > 0
+    assert cell.peak_mem_bytes is None  # device memory is a CUDA figure
+
+
+def test_a_workload_that_raises_is_a_failed_result_not_a_crash() -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("kernel exploded\nsecond line")
+
+    cell = measure_cell("tiny", "llm_rmsnorm", "kernel:broken", device="cpu", settings=QUICK, fn_override=broken)
+    assert cell.status == "failed" and cell.reason == "RuntimeError: kernel exploded"
+
+
+def test_an_output_that_disagrees_with_eager_fails_as_incorrect() -> None:
+    def wrong(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x * w  # forgot the normalisation
+
+    cell = measure_cell("tiny", "llm_rmsnorm", "kernel:wrong", device="cpu", settings=QUICK, fn_override=wrong)
+    assert cell.status == "failed" and cell.reason.startswith("incorrect: output 0 differs from eager")
+    assert cell.correct is False and cell.median_ms is None
+
+
+def test_a_nan_output_fails_even_within_tolerance_elsewhere() -> None:
+    def nan_one(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        out.view(-1)[0] = float("nan")
+        return out
+
+    cell = measure_cell("tiny", "llm_rmsnorm", "kernel:nan", device="cpu", settings=QUICK, fn_override=nan_one)
+    assert cell.status == "failed" and "NaN" in cell.reason
+
+
+def test_integer_outputs_may_differ_only_in_a_few_tied_elements() -> None:
+    ref = (torch.ones(4, 2), torch.arange(100))
+    near = (torch.ones(4, 2), torch.cat([torch.arange(99), torch.tensor([0])]))
+    far = (torch.ones(4, 2), torch.zeros(100, dtype=torch.int64))
+    assert measure.compare_outputs(near, ref)[0]
+    assert not measure.compare_outputs(far, ref)[0]
+
+
+def test_a_cell_past_its_time_limit_fails_with_the_limit_as_reason() -> None:
+    def slow(*args: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.5)
+        return args[0]
+
+    settings = Settings(warmup_ms=1, rep_ms=5, warmup_calls=1, time_limit_s=0.3)
+    cell = measure_cell("tiny", "diff_cfg_blend", "kernel:slow", device="cpu", settings=settings, fn_override=slow)
+    assert cell.status == "failed" and cell.reason == "time limit of 0.3 s exceeded"
+
+
+def test_cells_the_study_does_not_measure_are_skipped_with_a_reason() -> None:
+    assert measure_cell("decode", "rl_dpo_loss", "eager").reason.endswith("prefill only")
+    cell = measure_cell("prefill", "llm_rmsnorm", "eager", device="cpu")
+    assert cell.status == "skipped" and "needs a CUDA device" in cell.reason
+
+
+def test_unknown_names_raise_for_the_caller_to_report() -> None:
+    with pytest.raises(KeyError, match="unknown mode"):
+        measure_cell("tiny", "llm_rmsnorm", "max-autotuned")
+    with pytest.raises(KeyError, match="unknown workload"):
+        measure_cell("tiny", "llm_rmsnrom", "eager")
+
+
+def test_cpu_timer_has_do_bench_shape_all_samples_in_ms() -> None:
+    samples = measure.cpu_bench(lambda: sum(range(100)), warmup_ms=1, rep_ms=5)
+    assert len(samples) >= 5 and all(0 < s < 5 for s in samples)
+    assert measure.quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
