@@ -9,12 +9,8 @@ import torch.nn.functional as F
 
 from workloads.presets import Preset
 from workloads.spec import Built, Workload
-
-BF16 = torch.bfloat16
-
-
-def _randn(*shape: int, device: torch.device) -> torch.Tensor:
-    return torch.randn(*shape, device=device, dtype=BF16)
+from workloads.tensors import BF16
+from workloads.tensors import randn as _randn
 
 
 def unet_resblock(x: torch.Tensor, skip: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:

@@ -7,12 +7,8 @@ import torch.nn.functional as F
 
 from workloads.presets import Preset
 from workloads.spec import Built, Workload
-
-BF16 = torch.bfloat16
-
-
-def _randn(*shape: int, device: torch.device) -> torch.Tensor:
-    return torch.randn(*shape, device=device, dtype=BF16)
+from workloads.tensors import BF16
+from workloads.tensors import randn as _randn
 
 
 def rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

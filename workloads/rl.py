@@ -7,12 +7,7 @@ import torch.nn.functional as F
 
 from workloads.presets import Preset
 from workloads.spec import Built, Workload
-
-BF16 = torch.bfloat16
-
-
-def _randn(*shape: int, device: torch.device) -> torch.Tensor:
-    return torch.randn(*shape, device=device, dtype=BF16)
+from workloads.tensors import randn as _randn
 
 
 def ppo_clipped_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, eps: float = 0.2) -> torch.Tensor:

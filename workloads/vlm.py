@@ -8,12 +8,7 @@ import torch.nn.functional as F
 from workloads.llm import rmsnorm
 from workloads.presets import Preset
 from workloads.spec import Built, Workload
-
-BF16 = torch.bfloat16
-
-
-def _randn(*shape: int, device: torch.device) -> torch.Tensor:
-    return torch.randn(*shape, device=device, dtype=BF16)
+from workloads.tensors import randn as _randn
 
 
 def patch_embedding_conv2d(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
