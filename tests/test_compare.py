@@ -1,0 +1,343 @@
+"""compare: the real H100 fixture against modified copies of itself (a best mode changed, regressions, no change),
+a real re-run of unchanged workload code, the rendered comment (golden files), its size limit, the CLI's exits.
+
+Regenerate the golden files with UPDATE_GOLDEN=1 after an intended change of the comment, and review the diff.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tracker import compare
+from tracker.asvfiles import CANDIDATE_METRIC_BENCHMARKS, METRIC_BENCHMARKS
+from tracker.commenting import MARKER, MAX_BODY_CHARS, changed_in_body
+from tracker.compare import (
+    ADDED,
+    FASTER,
+    GAINED,
+    NOISY,
+    NOW_FAILS,
+    REMOVED,
+    SAME,
+    SLOWER,
+    CellChange,
+    CompareError,
+    Comparison,
+    InstanceChange,
+    KernelChange,
+    RunInfo,
+    compare_main,
+    compare_runs,
+    comparison_json,
+    render_comment,
+)
+from tracker.errors import ToolError
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = ROOT / "tests" / "fixtures" / "h100" / "results"
+MACHINE = "h100-sxm-dev"
+BASE = "54a7e4061a564f1ed584119c6220cd0641828be5"  # pinned runner, with kernel candidates
+EARLIER = "ff774dffa36ab91d1a0f7ea027744e2e1751b81d"  # the same workload code, measured before
+GOLDEN = ROOT / "tests" / "golden"
+MANCG = "max-autotune-no-cudagraphs"
+LATENCIES = (METRIC_BENCHMARKS["latency"], CANDIDATE_METRIC_BENCHMARKS["latency"])
+
+
+def fake_commit(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()
+
+
+def result_file(commit: str) -> Path:
+    (path,) = (H100 / MACHINE).glob(f"{commit[:8]}-*.json")
+    return path
+
+
+_TEXT: dict[Path, str] = {}
+
+
+def write_run(dest: Path, commit: str, changes: Mapping[tuple[str, str, str], float | str] | None = None, *,
+              scale: float = 1.0, keep: Callable[[str, str, str], bool] | None = None,
+              params: Mapping[str, str] | None = None, source: str = BASE, hours: float = 1.0) -> Path:
+    """A copy of a fixture run as run `commit` in results dir `dest`: every time (result, CI, quartiles, samples)
+    of a cell scaled by `scale` and by changes[cell] (a factor, or "fail"); cells not `keep`-ed not run."""
+    src = result_file(source)
+    if src not in _TEXT:
+        _TEXT[src] = src.read_text()
+    data = json.loads(_TEXT[src])
+    cols = {c: i for i, c in enumerate(data["result_columns"])}
+    timed = [cols[c] for c in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75")]
+    for name in LATENCIES:
+        row = data["results"].get(name)
+        if row is None:
+            continue
+        combos = [tuple(ast.literal_eval(v) for v in combo) for combo in itertools.product(*row[cols["params"]])]
+        for i, combo in enumerate(combos):
+            if len(combo) == 2:  # a kernel under test: (preset, "workload:name")
+                workload, name = combo[1].split(":")
+                combo = (combo[0], workload, f"kernel:{name}")
+            cell = combo
+            change = (changes or {}).get(cell, 1.0)
+            if keep is not None and not keep(*cell):
+                change = "not run"
+            for c in [*timed, cols["samples"]]:
+                values = row[c]
+                if not isinstance(values, list) or values[i] is None:
+                    continue
+                if change == "fail":
+                    values[i] = None
+                elif change == "not run":
+                    values[i] = None if c == cols["samples"] else math.nan
+                elif c == cols["samples"]:
+                    values[i] = [x * scale * change for x in values[i]]
+                else:
+                    values[i] = values[i] * scale * change
+    data["commit_hash"] = commit
+    data["date"] = int(data["date"] + hours * 3_600_000)
+    data["params"].update(params or {})
+    out = dest / MACHINE / f"{commit[:8]}-{src.name.split('-', 1)[1]}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data))
+    shutil.copy(H100 / MACHINE / "machine.json", out.parent / "machine.json")
+    return out
+
+
+# Scenarios: the head of each is a modified copy of BASE.
+SCENARIOS: dict[str, dict[tuple[str, str, str], float | str]] = {
+    "best_change": {
+        ("prefill", "llm_rmsnorm", "default"): 0.8,  # default now beats the old winner (mancg, 93 us) by 17%
+        ("prefill", "llm_layernorm", MANCG): 1.4,  # the winner falls behind default
+        ("prefill", "llm_rmsnorm", "kernel:triton_rmsnorm"): 0.6,  # the kernel pulls ahead of the new best
+    },
+    "regression": {
+        ("prefill", "llm_topk_sampling_prep", "reduce-overhead"): 1.25,  # not a winner: no best change
+        ("prefill", "vlm_patch_embedding_conv2d", "eager"): 1.5,
+        ("decode", "llm_logits_projection_softmax", "max-autotune"): "fail",
+        ("prefill", "llm_qk_norm", "eager"): 0.8,
+        ("decode", "llm_rmsnorm", MANCG): 3.0,  # its samples spread 145%: too noisy to call
+    },
+    "no_change": {},
+}
+SCALES = {"no_change": 1.02}  # 2% slower everywhere: p < 0.01 for most cells, yet below every band
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rd = tmp_path_factory.mktemp("compare") / "results"
+    shutil.copytree(H100, rd)
+    for name, changes in SCENARIOS.items():
+        write_run(rd, fake_commit(name), changes, scale=SCALES.get(name, 1.0))
+    return rd
+
+
+@pytest.fixture(scope="module")
+def comparisons(results_dir: Path) -> dict[str, Comparison]:
+    return {name: compare_runs(results_dir, BASE[:8], fake_commit(name)[:8]) for name in SCENARIOS}
+
+
+def cell(c: Comparison, preset: str, workload: str, mode: str) -> CellChange:
+    (x,) = [x for x in c.cells if (x.preset, x.workload, x.mode) == (preset, workload, mode)]
+    return x
+
+
+# -- the three scenarios ---------------------------------------------------------------------------------------
+
+
+def test_a_new_winner_beyond_noise_changes_the_best_baseline(comparisons: dict[str, Comparison]) -> None:
+    c = comparisons["best_change"]
+    changes = {(i.preset, i.workload): i for i in c.best_changes}
+    assert set(changes) == {("prefill", "llm_rmsnorm"), ("prefill", "llm_layernorm")}
+    rms, ln = changes[("prefill", "llm_rmsnorm")], changes[("prefill", "llm_layernorm")]
+    assert (rms.base_best, rms.head_best) == (MANCG, "default")
+    assert rms.reason == "default now wins beyond noise (default faster)"
+    assert (ln.base_best, ln.head_best) == (MANCG, "default")
+    assert ln.reason == f"default now wins beyond noise ({MANCG} slower)"
+    # The best latency itself moved less than mancg's 30% band: the mode change alone is the news.
+    assert rms.latency_verdict == SAME and rms.ratio == pytest.approx(0.8 * 0.096384 / 0.093024, rel=1e-3)
+    assert cell(c, "prefill", "llm_layernorm", MANCG).verdict == SLOWER
+    (kernel,) = c.kernel_changes
+    assert (kernel.preset, kernel.workload, kernel.kernel, kernel.verdict) == (
+        "prefill", "llm_rmsnorm", "triton_rmsnorm", GAINED)
+    assert kernel.base_speedup == pytest.approx(0.99, abs=0.01) and kernel.head_speedup == pytest.approx(1.37, abs=0.01)
+    assert c.changed and c.fails("best-change") and c.fails("regression") and not c.fails("never")
+
+
+def test_regressions_without_a_best_change(comparisons: dict[str, Comparison]) -> None:
+    c = comparisons["regression"]
+    assert c.best_changes == []
+    assert {(x.preset, x.workload, x.mode, x.verdict) for x in c.regressions} == {
+        ("prefill", "llm_topk_sampling_prep", "reduce-overhead", SLOWER),
+        ("prefill", "vlm_patch_embedding_conv2d", "eager", SLOWER),
+        ("decode", "llm_logits_projection_softmax", "max-autotune", NOW_FAILS),
+    }
+    assert [(x.workload, x.verdict) for x in c.improvements] == [("llm_qk_norm", FASTER)]
+    noisy = cell(c, "decode", "llm_rmsnorm", MANCG)
+    assert noisy.verdict == NOISY and noisy.ratio == pytest.approx(3.0) and noisy.spread > 0.2
+    assert c.fails("regression") and not c.fails("best-change")
+
+
+def test_a_small_uniform_shift_is_significant_but_no_change(comparisons: dict[str, Comparison]) -> None:
+    c = comparisons["no_change"]
+    ok = [x for x in c.cells if x.ratio is not None]
+    assert all(x.ratio == pytest.approx(1.02) for x in ok)
+    # Both conditions are needed: the samples alone call most of these cells different.
+    assert sum(x.p_value < 0.01 for x in ok) > len(ok) / 2
+    assert {x.verdict for x in ok} == {SAME}
+    assert not c.changed and not c.fails("best-change") and not c.fails("regression")
+    assert render_comment(c).splitlines()[2] == "### compile-baselines: No change"
+
+
+def test_a_real_rerun_of_unchanged_workload_code_reports_no_change() -> None:
+    """The fixture's two real runs: same workloads, a different runner; 60 cells were disturbed (2-8x) in one of
+    them, and 9 instances have another winner, none backed by a judged change."""
+    c = compare_runs(H100, EARLIER[:8], BASE[:8])
+    assert (c.best_changes, c.regressions, c.improvements) == ([], [], [])
+    assert len(c.noisy) > 40
+    assert len([i for i in c.instances if i.mode_changed]) >= 5
+    assert {k.verdict for k in c.kernels} == {ADDED}  # the earlier run predates the kernels under test
+    assert "No change" in render_comment(c)
+
+
+# -- the rendered comment --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_rendered_comment_matches_the_golden_file(comparisons: dict[str, Comparison], name: str) -> None:
+    text = render_comment(comparisons[name])
+    path = GOLDEN / f"comment_{name}.md"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"rendered comment differs from {path}; UPDATE_GOLDEN=1 to accept"
+    assert text.startswith(f"{MARKER}\n<!-- compile-baselines:changed=")
+    assert changed_in_body(text) == comparisons[name].changed
+    assert len(text) <= MAX_BODY_CHARS
+
+
+def huge_comparison(n: int) -> Comparison:
+    info = RunInfo("a" * 40, MACHINE, "2026-11-22T00:00:00+00:00", "NVIDIA H100 80GB HBM3", "2.11.0", "3.6.0")
+    head = RunInfo("b" * 40, MACHINE, "2026-11-23T00:00:00+00:00", "NVIDIA H100 80GB HBM3", "2.11.0", "3.6.0")
+    verdicts = [SLOWER, FASTER, SAME, NOISY, NOW_FAILS]
+    cells = [CellChange("prefill", f"workload_{i:05d}", "max-autotune", 0.1, 0.2, 2.0, 1e-9, 0.3, 0.05,
+                        verdicts[i % 5]) for i in range(n)]
+    instances = [InstanceChange("prefill", f"workload_{i:05d}", "default", MANCG, ("default",), (MANCG,), 0.1, 0.05,
+                                0.5, 1e-9, 0.3, FASTER, True, True, f"{MANCG} now wins beyond noise ({MANCG} faster)",
+                                False) for i in range(n // 4)]
+    kernels = [KernelChange("prefill", f"workload_{i:05d}", "my_kernel", 1.0, 2.0, 2.0, GAINED) for i in range(n // 4)]
+    return Comparison(info, head, compare.ChangeRule(), cells, instances, kernels, [], [], [])
+
+
+def test_a_huge_comparison_fits_githubs_limit_cutting_rows_never_the_headline() -> None:
+    c = huge_comparison(4_000)
+    text = render_comment(c)
+    assert len(text) <= MAX_BODY_CHARS
+    headline = ("### compile-baselines: Best baselines changed: 1000 · significant regressions: 1600 · "
+                "improvements: 800 · kernel speedups changed: 1000")
+    assert text.splitlines()[:3] == [MARKER, "<!-- compile-baselines:changed=true -->", headline]
+    assert "more not shown (GitHub's comment size limit)" in text
+    assert text.rstrip().endswith("</sub>")  # the fixed parts after the tables survive
+
+
+def test_a_large_comparison_loses_detail_rows_first() -> None:
+    c = huge_comparison(400)  # the sections fit; the 400 detail rows do not
+    text = render_comment(c)
+    assert len(text) <= MAX_BODY_CHARS < len(render_comment(c, max_chars=10**9))
+    details = text.split("<details>")[1]
+    assert "more not shown" in details and "more not shown" not in text.split("<details>")[0]
+    assert text.count("| workload_") - details.count("| workload_") == 100 + 240 + 100  # best, significant, kernels
+
+
+# -- refusals, added and removed -------------------------------------------------------------------------------
+
+
+def test_other_torch_or_gpu_is_refused_unless_asked(tmp_path: Path) -> None:
+    write_run(tmp_path, fake_commit("torch"), params={"torch": "2.12.0.dev20261122+cu130"})
+    write_run(tmp_path, fake_commit("gpu"), params={"gpu": "NVIDIA H200"}, hours=2)
+    shutil.copy(result_file(BASE), tmp_path / MACHINE)
+    for head, what in (("torch", "torch 2.11.0+cu130 vs 2.12.0.dev20261122+cu130"),
+                       ("gpu", "gpu NVIDIA H100 80GB HBM3 vs NVIDIA H200")):
+        with pytest.raises(CompareError, match="--allow-cross-versions") as e:
+            compare_runs(tmp_path, BASE, fake_commit(head))
+        assert what in str(e.value)
+    c = compare_runs(tmp_path, BASE, fake_commit("torch"), allow_cross_versions=True)
+    assert c.notes == ["torch differs: 2.11.0+cu130 (base) vs 2.12.0.dev20261122+cu130 (head)"]
+    assert "**Versions differ**" in render_comment(c)
+
+
+def test_added_and_removed_instances_and_cells_are_listed_not_errors(tmp_path: Path) -> None:
+    def keep(preset: str, workload: str, mode: str) -> bool:
+        return (preset, workload) != ("decode", "rl_ppo_clipped_loss") and mode != "kernel:torch_lerp"
+
+    write_run(tmp_path, fake_commit("smaller"), keep=keep)
+    shutil.copy(result_file(BASE), tmp_path / MACHINE)
+    c = compare_runs(tmp_path, BASE, fake_commit("smaller"))
+    assert (c.removed, c.added) == ([("decode", "rl_ppo_clipped_loss")], [])
+    assert {(k.preset, k.kernel) for k in c.kernels if k.verdict == REMOVED} == {
+        ("prefill", "torch_lerp"), ("decode", "torch_lerp")}
+    assert not c.changed
+    back = compare_runs(tmp_path, fake_commit("smaller"), BASE)
+    assert (back.added, back.removed) == ([("decode", "rl_ppo_clipped_loss")], [])
+    assert "Instances only in head: rl_ppo_clipped_loss decode." in render_comment(back)
+
+
+def test_clear_errors_for_unknown_or_identical_runs(results_dir: Path) -> None:
+    with pytest.raises(ToolError, match="no results for commit 'deadbeef'"):
+        compare_runs(results_dir, "deadbeef", BASE)
+    with pytest.raises(CompareError, match="same run"):
+        compare_runs(results_dir, BASE, BASE[:10])
+
+
+# -- tables without samples, the CLI ---------------------------------------------------------------------------
+
+
+def table(rows: Iterable[tuple[str, str, float, float, float]]) -> pd.DataFrame:
+    """A results table of two runs (commit "b..."/"h...") from (commit, mode, median, ci_low, ci_high)."""
+    recs = [{"commit": c, "date": pd.Timestamp("2026-11-22", tz="UTC"), "machine": "m", "gpu": "g", "torch": "t",
+             "triton": "x", "preset": "prefill", "workload": "llm_rmsnorm", "mode": mode, "domain": "llm",
+             "status": "ok", "reason": "", "median_ms": med, "ci_low": lo, "ci_high": hi, "q25": med * 0.99,
+             "q75": med * 1.01, "n_samples": 100, "samples": None, "compile_s": 1.0, "peak_mem_mib": 1.0,
+             "launch_us": 5.0} for c, mode, med, lo, hi in rows]
+    return pd.DataFrame(recs)
+
+
+def test_without_samples_disjoint_cis_stand_for_significance() -> None:
+    t = table([("b" * 40, "eager", 1.0, 0.99, 1.01), ("b" * 40, "default", 0.8, 0.79, 0.81),
+               ("h" * 40, "eager", 1.3, 1.29, 1.31), ("h" * 40, "default", 0.8, 0.6, 1.0)])
+    c = compare_runs(t, "bbbb", "hhhh")
+    assert [(x.mode, x.verdict, x.p_value) for x in c.cells] == [("eager", SLOWER, 0.0), ("default", SAME, 1.0)]
+    assert c.best_changes == []
+
+
+def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
+        results_dir: Path, comparisons: dict[str, Comparison], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    best, reg = fake_commit("best_change")[:8], fake_commit("regression")[:8]
+    out = tmp_path / "cmp.md"
+    assert compare_main(results_dir, BASE[:8], best, MACHINE, "md", "best-change", out) == compare.EXIT_FAIL_ON == 3
+    assert out.read_text().startswith(MARKER) and "Best baselines changed: 2" in capsys.readouterr().err
+    assert compare_main(results_dir, BASE[:8], reg, None, "md", "best-change", out) == 0
+    assert compare_main(results_dir, BASE[:8], reg, None, "json", "regression", None) == 3
+    data = json.loads(capsys.readouterr().out)
+    assert list(data) == ["base", "head", "summary", "rule", "instances", "cells", "kernels", "figures", "added",
+                          "removed", "notes", "warnings"]
+    assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
+                               "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,
+                               "instances": 41}
+    assert data["cells"][0] == {"preset": "prefill", "workload": "llm_rmsnorm", "mode": "eager", "base_ms": 0.500048,
+                                "head_ms": 0.500048, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
+                                "spread": data["cells"][0]["spread"], "verdict": "same"}
+    assert data == comparison_json(comparisons["regression"])  # stable: same input, same JSON
+    with pytest.raises(ValueError, match="--fail-on"):
+        compare_main(results_dir, BASE, reg, fail_on="sometimes")
+    with pytest.raises(ValueError, match="--format"):
+        compare_main(results_dir, BASE, reg, fmt="html")

@@ -1,0 +1,681 @@
+"""Base vs head: two runs of one machine and one set of versions, compared cell by cell and instance by instance.
+
+A cell (preset, workload, mode) changed when both hold (ChangeRule):
+- its samples differ: Mann-Whitney U on the two runs' stored samples, p < 0.01 (without samples: disjoint 99% CIs);
+- its median moved by more than what fresh processes show with unchanged code: 10%, 25% for cells under 50 us or
+  host-bound, 30% for the autotuned modes;
+and neither run's samples are spread over more than 20% (relative IQR): such a cell was disturbed while it was
+measured, and its change is reported as "noisy", never as a regression.
+
+Why (measured): the H100 fixture holds two full runs of the same workload code (ff774dff, 54a7e406). Within a run,
+the samples of a cell separate even 1% shifts (p < 0.01 for 85-92% of cells), so the p-value alone flags noise.
+Across the runs, cells whose relative IQR was <= 20% in both moved by at most 12% (median 0.4-2.5%), except
+max-autotune's, whose autotuner picked other kernels (up to 27%); cells with a wider spread in either run (91 of
+205, mostly under 300 us in decode) moved by a median 37-71% and up to 8.6x. No threshold on the ratio separates
+those from real changes; their own spread does.
+
+An instance's best baseline changed when a different mode now wins beyond the noise (the old winner is not in the
+new winner's tie set, analysis.NoiseModel) and a judged cell change accounts for it (the old winner got slower or
+failed, or the new winner got faster), or when the best latency itself moved by a judged change.
+Kernels under test ("kernel:NAME" cells) are compared by their speedup over the instance's best baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Collection, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+import pandas as pd
+from scipy.stats import mannwhitneyu
+
+from tracker import atomic
+from tracker.analysis import COMPILED, HostBound, NoiseModel, analyse, instance_table
+from tracker.commenting import MARKER, MAX_BODY_CHARS
+from tracker.errors import ToolError
+from tracker.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+
+FAIL_ON = ("best-change", "regression", "never")
+FORMATS = ("md", "json")
+EXIT_OK, EXIT_FAIL_ON = 0, 3  # 1 and 2 are the CLI's: a tool error, a usage error
+KERNEL_PREFIX = "kernel:"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+# Cell verdicts. Counted as regressions: SLOWER, NOW_FAILS; as improvements: FASTER, NOW_OK.
+SLOWER, FASTER, SAME, NOISY, UNKNOWN = "slower", "faster", "same", "noisy", "unknown"
+NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = "now fails", "now ok", "fails", "added", "removed"
+# Kernel verdicts: the speedup over the best baseline went up or down.
+GAINED, LOST = "gained", "lost"
+REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
+IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
+
+
+class CompareError(ToolError):
+    pass
+
+
+@dataclass(frozen=True)
+class ChangeRule:
+    """When a cell's change counts (see the module docstring for the measurements behind the numbers)."""
+
+    p_value: float = 0.01
+    min_change: float = 0.10
+    small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
+    autotuned_change: float = 0.30
+    autotuned_modes: tuple[str, ...] = ("max-autotune", "max-autotune-no-cudagraphs")
+    max_spread: float = 0.20  # relative IQR above which a measurement is too disturbed to judge
+    noise: NoiseModel = field(default_factory=NoiseModel)
+    host: HostBound = field(default_factory=HostBound)
+
+    def threshold(self, mode: str, ms: float, launch_us: float) -> float:
+        """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed."""
+        small = ms < self.noise.small_below_ms or (launch_us > 0 and ms * 1000 <= self.host.k * launch_us)
+        t = self.small_change if small else self.min_change
+        return max(t, self.autotuned_change) if mode in self.autotuned_modes else t
+
+
+# ---------------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    commit: str
+    machine: str
+    date: str
+    gpu: str
+    torch: str
+    triton: str
+    cuda: str = "unknown"
+    driver: str = "unknown"
+    launch_us: float | None = None
+
+
+@dataclass(frozen=True)
+class CellChange:
+    preset: str
+    workload: str
+    mode: str  # a compile mode or "kernel:NAME"
+    base_ms: float | None
+    head_ms: float | None
+    ratio: float | None  # head / base
+    p_value: float | None
+    threshold: float | None  # the relative change this cell had to exceed
+    spread: float | None  # the larger relative IQR of the two measurements
+    verdict: str
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in REGRESSION_VERDICTS + IMPROVEMENT_VERDICTS
+
+
+@dataclass(frozen=True)
+class InstanceChange:
+    preset: str
+    workload: str
+    base_best: str | None
+    head_best: str | None
+    base_ties: tuple[str, ...]
+    head_ties: tuple[str, ...]
+    base_ms: float | None
+    head_ms: float | None
+    ratio: float | None
+    p_value: float | None
+    threshold: float | None  # the band the best latency had to leave
+    latency_verdict: str  # the best latency's own change (old winner at base vs new winner at head)
+    mode_changed: bool  # another mode wins and the old winner is not in its tie set
+    best_changed: bool  # mode_changed backed by a judged cell change, or the best latency changed
+    reason: str
+    host_bound: bool
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    preset: str
+    workload: str
+    kernel: str
+    base_speedup: float | None  # best baseline / kernel: > 1 means the kernel beats every mode
+    head_speedup: float | None
+    change: float | None  # head_speedup / base_speedup
+    verdict: str  # GAINED, LOST, SAME, NOISY, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
+
+    @property
+    def changed(self) -> bool:
+        return self.verdict in (GAINED, LOST, NOW_FAILS, NOW_OK)
+
+
+@dataclass(frozen=True)
+class ModeFigures:
+    preset: str
+    mode: str
+    base_wins: int
+    head_wins: int
+    base_geomean: float | None  # speedup vs eager over the instances both runs measured
+    head_geomean: float | None
+
+
+@dataclass
+class Comparison:
+    base: RunInfo
+    head: RunInfo
+    rule: ChangeRule
+    cells: list[CellChange]
+    instances: list[InstanceChange]
+    kernels: list[KernelChange]
+    figures: list[ModeFigures]
+    added: list[tuple[str, str]]  # instances (preset, workload) only head measured
+    removed: list[tuple[str, str]]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def best_changes(self) -> list[InstanceChange]:
+        return [i for i in self.instances if i.best_changed]
+
+    @property
+    def regressions(self) -> list[CellChange]:
+        return [c for c in self.cells if c.verdict in REGRESSION_VERDICTS]
+
+    @property
+    def improvements(self) -> list[CellChange]:
+        return [c for c in self.cells if c.verdict in IMPROVEMENT_VERDICTS]
+
+    @property
+    def noisy(self) -> list[CellChange]:
+        return [c for c in self.cells if c.verdict == NOISY]
+
+    @property
+    def kernel_changes(self) -> list[KernelChange]:
+        return [k for k in self.kernels if k.changed]
+
+    @property
+    def changed(self) -> bool:
+        """Anything worth a notification: a best baseline, a significant cell or a kernel's speedup."""
+        return bool(self.best_changes or self.regressions or self.improvements or self.kernel_changes)
+
+    def fails(self, fail_on: str) -> bool:
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
+        return {"best-change": bool(self.best_changes), "regression": bool(self.regressions),
+                "never": False}[fail_on]
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+
+
+def _pick(runs: list[RunFile], machine: str | None, commit: str, other: str) -> RunFile:
+    """The one run of `commit` (on `machine`, or the one machine that has both commits)."""
+    chosen = select_runs(runs, machine, commit)
+    if machine is None:
+        theirs = {r.machine for r in select_runs(runs, None, other)}
+        both = sorted({r.machine for r in chosen} & theirs)
+        if len(both) > 1:
+            raise CompareError(f"several machines measured both {commit} and {other} ({', '.join(both)}): "
+                               "pass --machine")
+        if both:
+            chosen = [r for r in chosen if r.machine == both[0]]
+        elif len({r.machine for r in chosen}) > 1:
+            machines = ", ".join(sorted({r.machine for r in chosen}))
+            raise CompareError(f"{commit} was measured on several machines ({machines}) and none of them measured "
+                               f"{other}: pass --machine")
+    torches = sorted({r.torch for r in chosen})
+    if len(torches) > 1:
+        raise CompareError(f"{commit} on {chosen[0].machine} was measured with several torch versions "
+                           f"({', '.join(torches)}): keep one machine name per torch version")
+    return chosen[-1]
+
+
+def _run_info(table: pd.DataFrame, params: dict[str, str] | None = None) -> RunInfo:
+    row = table.iloc[0]
+    params = params or {}
+    launch = float(row["launch_us"]) if "launch_us" in table and pd.notna(row["launch_us"]) else None
+    return RunInfo(str(row["commit"]), str(row["machine"]), pd.Timestamp(row["date"]).isoformat(), str(row["gpu"]),
+                   str(row["torch"]), str(row["triton"]), params.get("cuda", "unknown"),
+                   params.get("driver", "unknown"), launch)
+
+
+def _split(table: pd.DataFrame, machine: str | None, commit: str) -> pd.DataFrame:
+    t = table[table["commit"].astype(str).str.lower().str.startswith(commit.lower())]
+    if machine is not None:
+        t = t[t["machine"].astype(str) == machine]
+    if t.empty:
+        raise CompareError(f"no results for commit {commit!r}" + (f" on {machine}" if machine else ""))
+    for key in ("commit", "machine", "torch"):
+        if t[key].nunique() > 1:
+            values = ", ".join(sorted(t[key].astype(str).unique()))
+            raise CompareError(f"{commit!r} matches several runs ({key}: {values}): pass a longer commit or --machine")
+    return t.reset_index(drop=True)
+
+
+def load_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
+              allow_cross_versions: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, RunInfo, RunInfo, list[str]]:
+    """The two runs' cells with their samples (only those two files are read), their RunInfo and the warnings.
+    Versions are checked on the files' headers first, so a refusal costs no parsing of the samples."""
+    runs, warnings = list_runs(results_dir)
+    b, h = _pick(runs, machine, base, head), _pick(runs, machine, head, base)
+    if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
+        raise CompareError(f"base and head are the same run ({b.commit[:12]} on {b.machine}): nothing to compare")
+
+    def header(r: RunFile) -> RunInfo:
+        return RunInfo(r.commit, r.machine, "", *(r.params.get(k, "unknown") for k in ("gpu", "torch", "triton")))
+
+    check_versions(header(b), header(h), allow_cross_versions)
+    loaded = load_runs([b, h], with_samples=True, cells_dir=default_cells_dir(results_dir))
+    t = loaded.table
+    tb = t[(t["commit"] == b.commit) & (t["machine"] == b.machine)].reset_index(drop=True)
+    th = t[(t["commit"] == h.commit) & (t["machine"] == h.machine)].reset_index(drop=True)
+    for side, frame, run in (("base", tb, b), ("head", th, h)):
+        if frame.empty:
+            raise CompareError(f"the {side} run {run.commit[:12]} on {run.machine} has no readable cells ({run.path})")
+    return tb, th, _run_info(tb, b.params), _run_info(th, h.params), warnings + loaded.warnings
+
+
+# ---------------------------------------------------------------------------------------------------- judging
+
+
+def _spread(row: Any) -> float:
+    """Relative IQR of one measurement (from asv's stored quartiles, else from the samples)."""
+    q25, q75, med = row.q25, row.q75, row.median_ms
+    if (pd.isna(q25) or pd.isna(q75)) and isinstance(row.samples, list) and row.samples:
+        q25, q75 = np.percentile(row.samples, [25, 75])
+    return float((q75 - q25) / med) if med and pd.notna(q25) and pd.notna(q75) else math.nan
+
+
+def _p_value(b: Any, h: Any) -> float | None:
+    """Mann-Whitney U on the samples; without samples, disjoint 99% CIs stand for p < 0.01."""
+    sb = b.samples if isinstance(b.samples, list) else None
+    sh = h.samples if isinstance(h.samples, list) else None
+    if sb and sh:
+        sb, sh = [x for x in sb if x is not None], [x for x in sh if x is not None]
+        if sb and sh:
+            return float(mannwhitneyu(sb, sh, alternative="two-sided", method="asymptotic").pvalue)
+    if all(pd.notna(x) for x in (b.ci_low, b.ci_high, h.ci_low, h.ci_high)):
+        return 0.0 if (b.ci_high < h.ci_low or h.ci_high < b.ci_low) else 1.0
+    return None
+
+
+def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: float) -> dict[str, Any]:
+    """Ratio, p-value, threshold, spread and verdict for two ok measurements (rows of the results table)."""
+    ratio = float(h.median_ms / b.median_ms)
+    fast = min(b.median_ms, h.median_ms)
+    threshold = max(rule.threshold(m, fast, launch_us) for m in modes)
+    spread = max(_spread(b), _spread(h))
+    p = _p_value(b, h)
+    if abs(math.log(ratio)) < math.log1p(threshold):
+        verdict = SAME
+    elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
+        verdict = NOISY
+    elif p is None:
+        verdict = UNKNOWN
+    elif p < rule.p_value:
+        verdict = SLOWER if ratio > 1 else FASTER
+    else:
+        verdict = SAME
+    return {"ratio": ratio, "p_value": p, "threshold": threshold, "spread": None if math.isnan(spread) else spread,
+            "verdict": verdict}
+
+
+def _status_verdict(b: Any, h: Any) -> str | None:
+    """The verdict when either side is missing or failed; None when both are ok."""
+    if b is None:
+        return ADDED
+    if h is None:
+        return REMOVED
+    bf, hf = b.status == "failed", h.status == "failed"
+    if bf and hf:
+        return FAILS
+    return NOW_FAILS if hf else NOW_OK if bf else None
+
+
+def _cell(key: tuple[str, str, str], b: Any, h: Any, rule: ChangeRule, launch_us: float) -> CellChange:
+    verdict = _status_verdict(b, h)
+    base_ms = float(b.median_ms) if b is not None and b.status == "ok" else None
+    head_ms = float(h.median_ms) if h is not None and h.status == "ok" else None
+    if verdict is not None:
+        return CellChange(*key, base_ms, head_ms, None, None, None, None, verdict)
+    return CellChange(*key, base_ms, head_ms, **_judge(b, h, [key[2]], rule, launch_us))
+
+
+def _measured(t: pd.DataFrame) -> dict[tuple[str, str, str], Any]:
+    """Rows measured ok or failed (skipped cells were not measured), by (preset, workload, mode)."""
+    t = t[t["status"].astype(str) != "skipped"]
+    return {(str(r.preset), str(r.workload), str(r.mode)): r for r in t.itertuples(index=False)}
+
+
+def _order(key: tuple[str, ...]) -> tuple[Any, ...]:
+    preset, workload, *rest = key
+    w = WORKLOAD_NAMES.index(workload) if workload in WORKLOAD_NAMES else len(WORKLOAD_NAMES)
+    p = PRESET_NAMES.index(preset) if preset in PRESET_NAMES else len(PRESET_NAMES)
+    m = [(MODES.index(x), x) if x in MODES else (len(MODES), x) for x in rest]
+    return (p, w, workload, *m)
+
+
+# ---------------------------------------------------------------------------------------------------- comparing
+
+
+def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, head_info: RunInfo,
+                   rule: ChangeRule | None = None, workloads: Collection[str] | None = None) -> Comparison:
+    """Compare two runs' tables (results-table columns, samples included; each one run)."""
+    rule = rule or ChangeRule()
+    if workloads is not None:
+        base = base[base["workload"].astype(str).isin(workloads)]
+        head = head[head["workload"].astype(str).isin(workloads)]
+    launch = max(x for x in (base_info.launch_us, head_info.launch_us, 0.0) if x is not None)
+    bc, hc = _measured(base), _measured(head)
+    cells = {k: _cell(k, bc.get(k), hc.get(k), rule, launch) for k in sorted(bc.keys() | hc.keys(), key=_order)}
+
+    def modes_only(t: pd.DataFrame) -> pd.DataFrame:  # the analysis' input: the five modes, as categories
+        t = t[t["mode"].astype(str).isin(MODES)].copy()
+        t["mode"] = pd.Categorical(t["mode"].astype(str), categories=list(MODES))
+        return t
+
+    bi = {(str(r.preset), str(r.workload)): r for r in instance_table(modes_only(base), rule.noise,
+                                                                      rule.host).itertuples(index=False)}
+    hi = {(str(r.preset), str(r.workload)): r for r in instance_table(modes_only(head), rule.noise,
+                                                                      rule.host).itertuples(index=False)}
+    common = sorted(bi.keys() & hi.keys(), key=_order)
+    instances = [_instance(k, bi[k], hi[k], bc, hc, cells, rule, launch) for k in common]
+    kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, rule, launch)
+               for k in cells if k[2].startswith(KERNEL_PREFIX)]
+    notes = _version_notes(base_info, head_info)
+    return Comparison(base_info, head_info, rule, list(cells.values()), instances, kernels,
+                      _figures(modes_only(base), modes_only(head), common, rule),
+                      sorted(hi.keys() - bi.keys(), key=_order), sorted(bi.keys() - hi.keys(), key=_order), notes)
+
+
+def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, rule: ChangeRule,
+              launch: float) -> InstanceChange:
+    bw, hw = b.winner if isinstance(b.winner, str) else None, h.winner if isinstance(h.winner, str) else None
+    base_ms, head_ms = (float(b.winner_ms) if bw else None), (float(h.winner_ms) if hw else None)
+    common = {"base_ties": tuple(b.ties), "head_ties": tuple(h.ties), "base_ms": base_ms, "head_ms": head_ms,
+              "host_bound": bool(h.host_bound if hw else b.host_bound)}
+    if bw is None or hw is None:
+        changed = bw != hw
+        reason = "no mode measured ok at " + ("base" if bw is None else "head") if changed else "no mode measured ok"
+        return InstanceChange(*key, bw, hw, ratio=None, p_value=None, threshold=None, latency_verdict=UNKNOWN,
+                              mode_changed=changed,
+                              best_changed=changed, reason=reason, **common)
+    old, new = cells[(*key, bw)], cells.get((*key, hw))
+    if bw == hw:
+        latency = {"ratio": old.ratio, "p_value": old.p_value, "threshold": old.threshold, "verdict": old.verdict}
+    else:
+        latency = _judge(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch)
+        if NOISY in (old.verdict, new.verdict if new else None) and latency["verdict"] in (SLOWER, FASTER):
+            # A disturbed measurement of either winner decides which mode wins, and so the best latency.
+            latency["verdict"] = NOISY
+    mode_changed = bw != hw and bw not in h.ties
+    backed = old.verdict in (SLOWER, NOW_FAILS) or (new is not None and new.verdict in (FASTER, ADDED, NOW_OK))
+    reasons = []
+    if mode_changed and backed:
+        why = [f"{bw} {old.verdict}"] if old.verdict in (SLOWER, NOW_FAILS) else []
+        why += [f"{hw} {new.verdict}"] if new is not None and new.verdict in (FASTER, ADDED, NOW_OK) else []
+        reasons.append(f"{hw} now wins beyond noise ({', '.join(why)})")
+    if latency["verdict"] in (SLOWER, FASTER):
+        reasons.append(f"best latency {latency['verdict']}")
+    if not reasons and mode_changed:
+        noisy = NOISY in (old.verdict, new.verdict if new else None, latency["verdict"])
+        reasons.append(f"{hw} now wins, but " + ("the cells are too noisy to judge" if noisy else
+                                                  "no cell changed beyond noise"))
+    return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
+                          threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
+                          best_changed=(mode_changed and backed) or latency["verdict"] in (SLOWER, FASTER),
+                          reason="; ".join(reasons), **common)
+
+
+def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, rule: ChangeRule,
+            launch: float) -> KernelChange:
+    name = key[2].removeprefix(KERNEL_PREFIX)
+
+    def speedup(inst: Any, ms: float | None) -> float | None:
+        if inst is None or ms is None or not isinstance(inst.winner, str):
+            return None
+        return float(inst.winner_ms) / ms
+
+    sb, sh = speedup(b, cell.base_ms), speedup(h, cell.head_ms)
+    change = sh / sb if sb and sh else None
+    if cell.verdict in (ADDED, REMOVED, NOW_FAILS, NOW_OK, FAILS):
+        return KernelChange(*key[:2], name, sb, sh, change, cell.verdict)
+    if change is None:
+        return KernelChange(*key[:2], name, sb, sh, None, UNKNOWN)
+    # The speedup moves when the kernel or the best baseline moves: judge both, each with its own noise.
+    bw, hw = b.winner, h.winner
+    best = _judge(bc[(*key[:2], bw)], hc[(*key[:2], hw)], {bw, hw}, rule, launch)
+    threshold = max(cell.threshold or 0.0, best["threshold"])
+    if abs(math.log(change)) < math.log1p(threshold):
+        verdict = SAME
+    elif NOISY in (cell.verdict, best["verdict"]):
+        verdict = NOISY
+    elif cell.verdict in (SLOWER, FASTER) or best["verdict"] in (SLOWER, FASTER):
+        verdict = GAINED if change > 1 else LOST
+    else:
+        verdict = SAME
+    return KernelChange(*key[:2], name, sb, sh, change, verdict)
+
+
+def _figures(base: pd.DataFrame, head: pd.DataFrame, common: list[tuple[str, str]],
+             rule: ChangeRule) -> list[ModeFigures]:
+    """Wins and geomeans per preset and mode, over the instances both runs measured (else they mislead)."""
+    def figures(t: pd.DataFrame) -> dict[str, Any]:
+        t = t[pd.MultiIndex.from_frame(t[["preset", "workload"]].astype(str)).isin(common)]
+        f = analyse(t, rule.noise, rule.host).figures
+        return {str(r["preset"]): r for _, r in f.iterrows()}
+
+    fb, fh = figures(base), figures(head)
+    out = []
+    for preset in sorted(fb.keys() & fh.keys(), key=lambda p: _order((p, ""))):
+        for m in MODES:
+            geo = (None, None) if m not in COMPILED else tuple(
+                _num(f[preset][f"geomean_{m}"]) for f in (fb, fh))
+            out.append(ModeFigures(preset, m, int(fb[preset][f"wins_{m}"]), int(fh[preset][f"wins_{m}"]), *geo))
+    return out
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None or pd.isna(x) else float(x)
+
+
+def _version_notes(b: RunInfo, h: RunInfo) -> list[str]:
+    return [f"{key} differs: {getattr(b, key)} (base) vs {getattr(h, key)} (head)"
+            for key in ("gpu", "torch", "triton", "cuda", "driver") if getattr(b, key) != getattr(h, key)]
+
+
+def check_versions(b: RunInfo, h: RunInfo, allow_cross_versions: bool) -> None:
+    """Refuse to compare across GPUs or library versions: the PR's effect would mix with theirs."""
+    differ = [k for k in ("gpu", "torch", "triton") if getattr(b, k) != getattr(h, k)]
+    if differ and not allow_cross_versions:
+        what = ", ".join(f"{k} {getattr(b, k)} vs {getattr(h, k)}" for k in differ)
+        raise CompareError(f"base {b.commit[:8]} and head {h.commit[:8]} on {h.machine} were measured with different "
+                           f"versions ({what}): the difference would mix with the code's; pass "
+                           "--allow-cross-versions to compare anyway")
+
+
+def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head: str, machine: str | None = None,
+                 allow_cross_versions: bool = False, rule: ChangeRule | None = None,
+                 workloads: Collection[str] | None = None) -> Comparison:
+    """Compare the runs of commits `base` and `head` (hashes or prefixes) of one machine: from a results directory
+    (only those two files are read), or from a results table with samples. CompareError across versions unless
+    `allow_cross_versions`; `workloads` restricts the comparison (the PR flow measures only some)."""
+    if isinstance(source, pd.DataFrame):
+        tb, th = _split(source, machine, base), _split(source, machine, head)
+        bi, hi, warnings = _run_info(tb), _run_info(th), []
+        if (bi.commit, bi.machine, bi.torch) == (hi.commit, hi.machine, hi.torch):
+            raise CompareError(f"base and head are the same run ({bi.commit[:12]}): nothing to compare")
+    else:
+        tb, th, bi, hi, warnings = load_pair(source, base, head, machine, allow_cross_versions)
+    if bi.machine != hi.machine:
+        raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
+                           "(pass --machine)")
+    check_versions(bi, hi, allow_cross_versions)
+    comparison = compare_tables(tb, th, bi, hi, rule, workloads)
+    comparison.warnings = warnings
+    return comparison
+
+
+# ---------------------------------------------------------------------------------------------------- JSON
+
+
+def _round(x: Any) -> Any:
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else float(f"{x:.6g}")
+    if isinstance(x, dict):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_round(v) for v in x]
+    return x
+
+
+def comparison_json(c: Comparison) -> dict[str, Any]:
+    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none)."""
+    rule = asdict(c.rule)
+    return _round({
+        "base": asdict(c.base), "head": asdict(c.head),
+        "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
+                    "improvements": len(c.improvements), "noisy": len(c.noisy),
+                    "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances)},
+        "rule": {k: rule[k] for k in ("p_value", "min_change", "small_change", "autotuned_change", "autotuned_modes",
+                                      "max_spread")} | {"small_below_ms": c.rule.noise.small_below_ms,
+                                                        "host_bound_k": c.rule.host.k},
+        "instances": [asdict(i) for i in c.instances],
+        "cells": [asdict(x) for x in c.cells],
+        "kernels": [asdict(k) for k in c.kernels],
+        "figures": [asdict(f) for f in c.figures],
+        "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
+        "notes": c.notes, "warnings": c.warnings,
+    })
+
+
+# ---------------------------------------------------------------------------------------------------- markdown
+
+
+DASH, TIMES = "\u2013", "\u00d7"  # what a missing value and a ratio look like in the comment
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return DASH
+    return f"{x * 1000:.3g} µs" if x < 1 else f"{x:.3g} ms"
+
+
+def _ratio(x: float | None) -> str:
+    return DASH if x is None else f"{x:.2f}{TIMES}"
+
+
+def _p(x: float | None) -> str:
+    return DASH if x is None else "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _p_is(x: float | None) -> str:
+    return "p < 0.001" if x is not None and x < 0.001 else f"p = {_p(x)}"
+
+
+def _pct(x: float | None) -> str:
+    return DASH if x is None else f"±{x:.0%}"
+
+
+def _speedup(x: float | None) -> str:
+    return DASH if x is None else f"{x:.2f}{TIMES}"
+
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                          keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
+_ENV.filters.update(ms=_ms, ratio=_ratio, p=_p, p_is=_p_is, pct=_pct, speedup=_speedup,
+                    md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
+
+
+def _headline(c: Comparison) -> str:
+    if not c.changed:
+        return "No change"
+    parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
+             f"improvements: {len(c.improvements)}"]
+    if c.kernel_changes:
+        parts.append(f"kernel speedups changed: {len(c.kernel_changes)}")
+    return " · ".join(parts)
+
+
+def _view(c: Comparison, scope: str | None = None) -> dict[str, Any]:
+    explained = {(i.preset, i.workload) for i in c.best_changes}
+    significant = [x for x in c.cells if x.significant and not x.mode.startswith(KERNEL_PREFIX)]
+    significant.sort(key=lambda x: (x.verdict not in REGRESSION_VERDICTS, (x.preset, x.workload) in explained))
+    geomeans: dict[str, list[ModeFigures]] = {}
+    for f in c.figures:
+        geomeans.setdefault(f.preset, []).append(f)
+    return {
+        "skipped": False, "scope": scope,
+        "c": c, "headline": _headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
+        "best": c.best_changes, "cells": significant, "kernels": c.kernels, "details": c.cells,
+        "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
+        "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
+    }
+
+
+def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
+    return _ENV.get_template("comment.md.j2").render(**view, limits=limits)
+
+
+def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | None = None) -> str:
+    """The PR comment (markdown with the hidden markers), fitted into `max_chars` by cutting rows: every cell's
+    details first, then the significant cells, the kernels and the changed instances; never the headline.
+    `scope` says what was measured (the PR flow: which workloads, and why)."""
+    view = _view(c, scope)
+    limits: dict[str, int | None] = {"details": None, "cells": None, "kernels": None, "best": None}
+    text = _render(view, limits)
+    for section in limits:
+        if len(text) <= max_chars:
+            break
+        lo, hi = 0, len(view[section])  # the most rows of this section that still fit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if len(_render(view, {**limits, section: mid})) <= max_chars:
+                lo = mid
+            else:
+                hi = mid - 1
+        limits[section] = lo
+        text = _render(view, limits)
+    if len(text) > max_chars:  # only the fixed parts are left: cut the end, the headline is at the top
+        cut = "\n\n… (cut at GitHub's comment size limit)\n"
+        text = text[: max_chars - len(cut)].rsplit("\n", 1)[0] + cut
+    return text
+
+
+def render_skipped(base: str, head: str, files: list[str]) -> str:
+    """The PR comment when no file that affects a measurement changed: nothing was measured."""
+    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=MARKER, changed="false", base=base,
+                                                     head=head, files=files)
+
+
+# ---------------------------------------------------------------------------------------------------- CLI
+
+
+def compare_main(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
+                 fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
+                 allow_cross_versions: bool = False) -> int:
+    """`compile-baselines compare`: the comparison as markdown (the PR comment's body) or JSON, to `out` or
+    stdout. Exit 0, or EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
+    c = compare_runs(results_dir, base, head, machine, allow_cross_versions)
+    for w in c.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    text = render_comment(c) if fmt == "md" else json.dumps(comparison_json(c), indent=1) + "\n"
+    if out is not None:
+        atomic.write_text(out, text)
+    else:
+        sys.stdout.write(text)
+    failed = c.fails(fail_on)
+    print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {_headline(c)}"
+          + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
+    return EXIT_FAIL_ON if failed else EXIT_OK
+
+
+__all__ = ["EXIT_FAIL_ON", "FAIL_ON", "FORMATS", "CellChange", "ChangeRule", "CompareError", "Comparison",
+           "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "compare_main", "compare_runs",
+           "compare_tables", "comparison_json", "render_comment"]
