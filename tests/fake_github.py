@@ -1,8 +1,8 @@
-"""A local HTTP server that behaves like the parts of GitHub's REST API the PR comment uses.
+"""A local HTTP server that behaves like the parts of GitHub's REST API the PR comment and the tracking issue use.
 
-In-memory comments per (owner, repo, issue), real pagination (per_page, page, Link with rel="next"/"last"),
-token check (401), 404 for unknown repos, issues and comments, 422 for empty or too long bodies, and a queue of
-injected faults answered before normal handling. Every request is recorded for assertions.
+In-memory comments per (owner, repo, issue) and issues per repository, real pagination (per_page, page, Link with
+rel="next"/"last"), token check (401), 404 for unknown repos, issues and comments, 422 for empty or too long bodies,
+and a queue of injected faults answered before normal handling. Every request is recorded for assertions.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 MAX_BODY = 65536
 _ISSUE_COMMENTS = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
 _COMMENT = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
+_ISSUES = re.compile(r"^/repos/([^/]+)/([^/]+)/issues$")
+_ISSUE = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)$")
 
 
 @dataclass
@@ -60,6 +62,8 @@ class FakeGitHub:
         self.requests: list[Recorded] = []
         self._comments: dict[int, dict[str, Any]] = {}  # id -> comment, with its issue key under "_issue"
         self._next_id = 1000
+        self._issues: dict[tuple[str, str, int], dict[str, Any]] = {}  # issues and PRs made by add_issue/POST
+        self._next_number = 100
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.fake = self  # type: ignore[attr-defined]
@@ -87,6 +91,16 @@ class FakeGitHub:
     def add_comment(self, owner: str, repo: str, issue: int, body: str) -> dict[str, Any]:
         with self._lock:
             return self._add(owner, repo, issue, body)
+
+    def add_issue(self, owner: str, repo: str, title: str, body: str, state: str = "open",
+                  pull_request: bool = False) -> dict[str, Any]:
+        """An issue (or, with pull_request, a PR: GitHub lists both under /issues) of a known repository."""
+        with self._lock:
+            return self._add_issue(owner, repo, title, body, state, pull_request)
+
+    def issue_list(self, owner: str = "octo", repo: str = "widgets") -> list[dict[str, Any]]:
+        with self._lock:
+            return [_public(i) for k, i in sorted(self._issues.items()) if k[:2] == (owner, repo)]
 
     def comments(self, owner: str = "octo", repo: str = "widgets", issue: int = 7) -> list[dict[str, Any]]:
         with self._lock:
@@ -134,7 +148,58 @@ class FakeGitHub:
             if method == "DELETE":
                 del self._comments[comment["id"]]
                 return _Response(204)
+        elif m := _ISSUES.match(url.path):
+            owner, repo = m.group(1), m.group(2)
+            if (owner, repo) not in {k[:2] for k in self.issues}:
+                return _not_found()
+            if method == "GET":
+                state = parse_qs(url.query).get("state", ["open"])[0]
+                items = [_public(i) for k, i in sorted(self._issues.items())
+                         if k[:2] == (owner, repo) and state in ("all", i["state"])]
+                return self._page(items, url.path, parse_qs(url.query))
+            if method == "POST":
+                if not isinstance(body, dict) or not body.get("title"):
+                    errors = [{"resource": "Issue", "code": "missing_field", "field": "title"}]
+                    return _Response(422, {"message": "Validation Failed", "errors": errors})
+                if len(body.get("body") or "") > MAX_BODY:
+                    return _invalid({"body": body["body"]})
+                return _Response(201, _public(self._add_issue(owner, repo, body["title"], body.get("body") or "")))
+        elif m := _ISSUE.match(url.path):
+            issue = self._issues.get((m.group(1), m.group(2), int(m.group(3))))
+            if issue is None:
+                return _not_found()
+            if method == "PATCH" and isinstance(body, dict):
+                if "body" in body and (error := _invalid(body)):
+                    return error
+                issue.update({k: body[k] for k in ("title", "body", "state") if k in body})
+                return _Response(200, _public(issue))
         return _not_found()
+
+    def _add_issue(self, owner: str, repo: str, title: str, body: str, state: str = "open",
+                   pull_request: bool = False) -> dict[str, Any]:
+        self._next_number += 1
+        number = self._next_number
+        issue = {
+            "number": number, "title": title, "body": body, "state": state,
+            "html_url": f"https://github.com/{owner}/{repo}/{'pull' if pull_request else 'issues'}/{number}",
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + number)),
+        }
+        if pull_request:
+            issue["pull_request"] = {"url": f"{self.url}/repos/{owner}/{repo}/pulls/{number}"}
+        self._issues[(owner, repo, number)] = issue
+        return issue
+
+    def _page(self, items: list[dict[str, Any]], path: str, query: dict[str, list[str]]) -> _Response:
+        per_page = max(1, min(100, int(query.get("per_page", ["30"])[0])))
+        page = max(1, int(query.get("page", ["1"])[0]))
+        last = max(1, math.ceil(len(items) / per_page))
+        links = {"first": 1, "prev": page - 1} if page > 1 else {}
+        if page < last:
+            links |= {"next": page + 1, "last": last}
+        extra = "".join(f"&{k}={v[0]}" for k, v in sorted(query.items()) if k not in ("per_page", "page"))
+        link = ", ".join(f'<{self.url}{path}?per_page={per_page}&page={n}{extra}>; rel="{rel}"'
+                         for rel, n in links.items())
+        return _Response(200, items[(page - 1) * per_page : page * per_page], {"Link": link} if link else {})
 
     def _list(self, owner: str, repo: str, issue: int, path: str, query: dict[str, list[str]]) -> _Response:
         per_page = max(1, min(100, int(query.get("per_page", ["30"])[0])))

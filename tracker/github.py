@@ -1,4 +1,5 @@
-"""GitHub REST client on `requests`: the issue-comment endpoints the PR comment needs, with retries.
+"""GitHub REST client on `requests`: the issue-comment endpoints the PR comment needs and the issue endpoints the
+tracking issue needs, with retries.
 
 Transient failures (5xx, timeouts, connection errors, 429, secondary and primary rate limits) are retried
 with capped exponential backoff, honouring Retry-After and X-RateLimit-Reset. Failures a retry cannot fix
@@ -37,6 +38,16 @@ class Comment:
     body: str
     html_url: str
     created_at: str
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    body: str
+    html_url: str
+    created_at: str
+    state: str
 
 
 class _Retry(Exception):
@@ -104,6 +115,35 @@ class GitHubClient:
     def delete_issue_comment(self, owner: str, repo: str, comment_id: int) -> None:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues/comments/{comment_id}"
         self._request("DELETE", url, f"comment {comment_id} of {owner}/{repo}")
+
+    # -- issues (the nightly tracking issue) ---------------------------------------------------------------
+
+    def list_issues(self, owner: str, repo: str, state: str = "open") -> list[Issue]:
+        """The repository's issues in `state`, following pagination; pull requests (which GitHub lists among
+        issues, marked by a "pull_request" key) are left out."""
+        what = f"issues of {owner}/{repo}"
+        url: str | None = f"{self.api_url}/repos/{owner}/{repo}/issues?state={state}&per_page=100"
+        seen: set[str] = set()
+        issues: list[Issue] = []
+        while url:
+            if url in seen:
+                raise GitHubError(f"GitHub pagination loops at {_path(url)} while listing {what}")
+            seen.add(url)
+            response = self._request("GET", url, what)
+            issues += [_issue(item) for item in _json(response, what) if "pull_request" not in item]
+            url = response.links.get("next", {}).get("url")
+        return issues
+
+    def create_issue(self, owner: str, repo: str, title: str, body: str) -> Issue:
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues"
+        what = f"issues of {owner}/{repo}"
+        return _issue(_json(self._request("POST", url, what, {"title": title, "body": body}), what))
+
+    def update_issue(self, owner: str, repo: str, number: int, **fields: str) -> Issue:
+        """Edit an issue's `title`, `body` or `state` ("open", "closed")."""
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}"
+        what = f"issue {owner}/{repo}#{number}"
+        return _issue(_json(self._request("PATCH", url, what, dict(fields)), what))
 
     # -- transport -------------------------------------------------------------------------------------
 
@@ -225,6 +265,11 @@ def _json(response: requests.Response, what: str) -> Any:
 
 def _comment(item: Mapping[str, Any]) -> Comment:
     return Comment(int(item["id"]), item.get("body") or "", item.get("html_url", ""), item.get("created_at", ""))
+
+
+def _issue(item: Mapping[str, Any]) -> Issue:
+    return Issue(int(item["number"]), item.get("title") or "", item.get("body") or "", item.get("html_url", ""),
+                 item.get("created_at", ""), item.get("state", ""))
 
 
 def _github_message(response: requests.Response) -> str:

@@ -1,0 +1,94 @@
+"""The nightly tracking issue: one issue found by its hidden marker, edited in place, against the fake GitHub."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_github import FakeGitHub, Fault
+
+from tracker.github import GitHubClient
+from tracker.tracking import MAX_BODY_CHARS, TRACKING_MARKER, issue_main, tracking_body, upsert_issue
+
+OWNER, REPO = "octo", "widgets"
+TITLE = "Nightly: the best torch.compile baseline changed"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        yield server
+
+
+@pytest.fixture
+def client(fake: FakeGitHub) -> GitHubClient:
+    return GitHubClient(fake.url, fake.token, timeout=2.0, sleep=lambda s: None)
+
+
+def env_for(fake: FakeGitHub) -> dict[str, str]:
+    return {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
+
+
+def test_creates_one_issue_with_the_marker_then_edits_it_in_place(fake: FakeGitHub, client: GitHubClient) -> None:
+    first = upsert_issue(client, OWNER, REPO, TITLE, "## h100-torch-stable\nllm_rmsnorm decode: default -> eager")
+    [issue] = fake.issue_list()
+    assert (first.action, first.number, issue["title"]) == ("created", issue["number"], TITLE)
+    assert issue["body"].startswith(TRACKING_MARKER + "\n## h100-torch-stable")
+    second = upsert_issue(client, OWNER, REPO, TITLE + " (2)", "## h100-torch-nightly\nnew body")
+    [issue] = fake.issue_list()
+    assert (second.action, second.number) == ("updated", first.number)
+    assert (issue["title"], issue["body"]) == (TITLE + " (2)", f"{TRACKING_MARKER}\n## h100-torch-nightly\nnew body")
+    assert [c.method for c in fake.calls()] == ["GET", "POST", "GET", "GET", "PATCH"]
+
+
+def test_finds_the_issue_on_a_later_page_and_ignores_prs_and_closed_issues(fake: FakeGitHub,
+                                                                          client: GitHubClient) -> None:
+    fake.add_issue(OWNER, REPO, "a PR quoting the marker", f"see {TRACKING_MARKER}", pull_request=True)
+    fake.add_issue(OWNER, REPO, "old, closed", TRACKING_MARKER, state="closed")
+    for i in range(150):
+        fake.add_issue(OWNER, REPO, f"issue {i}", "unrelated")
+    ours = fake.add_issue(OWNER, REPO, TITLE, f"{TRACKING_MARKER}\nold body")
+    outcome = upsert_issue(client, OWNER, REPO, TITLE, "new body")
+    assert (outcome.action, outcome.number) == ("updated", ours["number"])
+    gets = [c.path for c in fake.calls("GET")]
+    assert gets[0].endswith("/issues?state=open&per_page=100") and "page=2" in gets[1] and len(gets) == 2
+    bodies = {i["title"]: i["body"] for i in fake.issue_list()}
+    assert bodies["old, closed"] == TRACKING_MARKER and bodies["a PR quoting the marker"].startswith("see")
+
+
+def test_duplicate_tracking_issues_converge_on_the_oldest(fake: FakeGitHub, client: GitHubClient) -> None:
+    older = fake.add_issue(OWNER, REPO, TITLE, TRACKING_MARKER)
+    newer = fake.add_issue(OWNER, REPO, TITLE, TRACKING_MARKER)
+    outcome = upsert_issue(client, OWNER, REPO, TITLE, "body")
+    assert (outcome.number, outcome.note) == (older["number"], f"closed duplicate tracking issue(s) #{newer['number']}")
+    states = {i["number"]: i["state"] for i in fake.issue_list()}
+    assert states == {older["number"]: "open", newer["number"]: "closed"}
+
+
+def test_a_body_over_githubs_limit_is_cut_at_a_line_keeping_the_marker() -> None:
+    body = tracking_body("\n".join(f"| row {i} | {'x' * 60} |" for i in range(2000)))
+    assert len(body) <= MAX_BODY_CHARS and body.startswith(TRACKING_MARKER)
+    assert body.endswith("(cut at GitHub's issue size limit: the workflow log has the full comparison)\n")
+
+
+def test_issue_main_posts_prints_without_a_token_and_fails_in_one_line(
+        fake: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = tmp_path / "issue.md"
+    body.write_text("## h100\nchanged")
+    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), env_for(fake)) == 0
+    number = fake.issue_list()[0]["number"]
+    assert capsys.readouterr().out.startswith(f"created tracking issue #{number} of octo/widgets")
+    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), {}) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# {TITLE}\n\n{TRACKING_MARKER}\n## h100") and "GITHUB_TOKEN is not set" in out
+    assert issue_main("not a repo", TITLE, str(body), {}) == 2
+    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(tmp_path / "missing.md"), {}) == 2
+    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), {**env_for(fake), "GITHUB_TOKEN": "wrong"}) == 1
+    assert issue_main(f"{OWNER}/nope", TITLE, str(body), env_for(fake)) == 1
+    fake.inject(Fault(status=403, body={"message": "Resource not accessible by integration"}))
+    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), env_for(fake)) == 1
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 5 and all(e.startswith("compile-baselines issue: error: ") for e in errors)
+    assert "401" in errors[2] and "404" in errors[3] and "issues: write" in errors[4]
+    assert fake.token not in "".join(errors)

@@ -1,0 +1,102 @@
+"""`compile-baselines issue`: open or update the one tracking issue of nightly best-baseline changes.
+
+The issue is recognised by a hidden marker in its body, TRACKING_MARKER (added to any body); among the open
+issues the oldest carrying it is edited in place (title and body), else one is created. Closed issues are not
+searched: closing the issue acknowledges it, and the next change opens a fresh one. Without a token nothing is
+posted: the body is printed and the command succeeds.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tracker.github import GitHubClient, GitHubError, Issue, from_env
+
+TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
+MAX_BODY_CHARS = 65536  # GitHub rejects longer issue bodies with a 422
+_REPO = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/([A-Za-z0-9._-]+)$")
+_CUT = "\n\n… (cut at GitHub's issue size limit: the workflow log has the full comparison)\n"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Literal["created", "updated", "printed"]
+    number: int | None = None
+    url: str | None = None
+    note: str = ""
+
+
+def tracking_body(body: str, max_chars: int = MAX_BODY_CHARS) -> str:
+    """The body with the marker first, cut at a line boundary to fit GitHub's limit (the nightly body joins one
+    comparison per machine, each of which fits on its own)."""
+    if TRACKING_MARKER not in body:
+        body = f"{TRACKING_MARKER}\n{body}"
+    if len(body) > max_chars:
+        body = body[: max_chars - len(_CUT)].rsplit("\n", 1)[0] + _CUT
+    return body
+
+
+def upsert_issue(client: GitHubClient | None, owner: str, repo: str, title: str, body: str) -> Outcome:
+    body = tracking_body(body)
+    if client is None:
+        return Outcome("printed")
+    ours = _marked(client.list_issues(owner, repo))
+    if ours:
+        issue = client.update_issue(owner, repo, ours[0].number, title=title, body=body)
+        return Outcome("updated", issue.number, issue.html_url, _close_duplicates(client, owner, repo, ours))
+    created = client.create_issue(owner, repo, title, body)
+    # Two runs can both find none and both create one (listing lags, a retried POST): list again and keep
+    # the oldest, as commenting does for PR comments. The nightly workflow's concurrency group makes it rare.
+    ours = _marked(client.list_issues(owner, repo))
+    if len(ours) <= 1 or ours[0].number == created.number:
+        note = _close_duplicates(client, owner, repo, ours) if ours else ""
+        return Outcome("created", created.number, created.html_url, note)
+    kept = client.update_issue(owner, repo, ours[0].number, title=title, body=body)
+    return Outcome("updated", kept.number, kept.html_url, _close_duplicates(client, owner, repo, ours))
+
+
+def _marked(issues: list[Issue]) -> list[Issue]:
+    return sorted((i for i in issues if TRACKING_MARKER in i.body), key=lambda i: (i.created_at, i.number))
+
+
+def _close_duplicates(client: GitHubClient, owner: str, repo: str, ours: list[Issue]) -> str:
+    for extra in ours[1:]:
+        client.update_issue(owner, repo, extra.number, state="closed")
+    closed = [f"#{i.number}" for i in ours[1:]]
+    return f"closed duplicate tracking issue(s) {', '.join(closed)}" if closed else ""
+
+
+def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) -> int:
+    """`compile-baselines issue`: open or update the tracking issue; one line of outcome. Exit 0 ok (also when
+    printed), 1 if the GitHub API failed, 2 for a usage error."""
+    match = _REPO.match(repo)
+    if not match:
+        return _fail(f"--repo must be OWNER/NAME, got {repo!r}", 2)
+    if not title.strip():
+        return _fail("--title must not be empty", 2)
+    try:
+        body = Path(body_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _fail(f"cannot read the issue body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
+    owner, name = match.groups()
+    try:
+        outcome = upsert_issue(from_env(env), owner, name, title, body)
+    except GitHubError as exc:
+        return _fail(str(exc), 1)
+    if outcome.action == "printed":
+        print(f"# {title}\n\n{tracking_body(body)}")
+        print(f"not posted to {owner}/{name}: GITHUB_TOKEN is not set (the issue is printed above)")
+    else:
+        note = f" ({outcome.note})" if outcome.note else ""
+        print(f"{outcome.action} tracking issue #{outcome.number} of {owner}/{name}: {outcome.url}{note}")
+    return 0
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"compile-baselines issue: error: {message}", file=sys.stderr)
+    return code
