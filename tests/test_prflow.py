@@ -1,0 +1,156 @@
+"""The `pr` flow: which workloads a change selects, measuring each side in a worktree (a fake runner writes
+modified copies of the H100 fixture), the comparison, the comment on the fake GitHub and the job summary."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_github import FakeGitHub
+from test_compare import MACHINE, SCENARIOS, write_run
+
+from tracker.commenting import MARKER
+from tracker.compare import EXIT_FAIL_ON
+from tracker.prflow import PrFlowError, pr_main, select_workloads, workloads_at
+from workloads.names import WORKLOAD_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+LLM = [w for w in WORKLOAD_NAMES if w.startswith("llm_")]  # what workloads/llm.py defines
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A small repository: base, head (workloads/llm.py changed), docs (README only, on top of head), and an old
+    commit whose workloads/names.py lacks llm_qk_norm."""
+    r = tmp_path_factory.mktemp("repo")
+    git(r, "init", "-q")
+    (r / "workloads").mkdir()
+    names = (ROOT / "workloads" / "names.py").read_text()
+    (r / "workloads" / "names.py").write_text(names.replace('"llm_qk_norm",', ""))
+    (r / "workloads" / "llm.py").write_text("# llm workloads v0\n")
+    old = commit_all(r, "old")
+    (r / "workloads" / "names.py").write_text(names)
+    (r / "README.md").write_text("docs\n")
+    base = commit_all(r, "base")
+    (r / "workloads" / "llm.py").write_text("# llm workloads v1: a faster rmsnorm\n")
+    head = commit_all(r, "head")
+    (r / "README.md").write_text("more docs\n")
+    docs = commit_all(r, "docs")
+    return r, {"old": old, "base": base, "head": head, "docs": docs}
+
+
+class FakeRunner:
+    """Stands in for `compile-baselines run` in the worktree: checks where it runs, writes the fixture (head:
+    the best_change scenario) for the requested workloads."""
+
+    def __init__(self, head: str, rc: int = 0) -> None:
+        self.head, self.rc, self.calls = head, rc, []
+
+    def __call__(self, command: list[str], cwd: Path) -> int:
+        self.calls.append(command)
+        assert command[:4] == [sys.executable, "-m", "tracker.cli", "run"]
+        commit = command[command.index("--commit") + 1]
+        assert git(cwd, "rev-parse", "HEAD") == commit  # a worktree of exactly that commit
+        results = Path(command[command.index("--results-dir") + 1])
+        assert command[command.index("--machine") + 1] == MACHINE
+        workloads = set(command[command.index("--workload") + 1:])
+        changes = SCENARIOS["best_change"] if commit == self.head else {}
+        write_run(results, commit, changes, keep=lambda p, w, m: w in workloads, hours=2 if commit == self.head else 1)
+        return self.rc
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as server:
+        yield server
+
+
+def test_a_change_selects_the_workloads_it_can_affect() -> None:
+    assert select_workloads(["workloads/llm.py", "README.md"]).workloads == tuple(LLM)
+    assert select_workloads(["workloads/rl.py"]).workloads == ("rl_ppo_clipped_loss", "rl_dpo_loss", "rl_grpo_loss")
+    assert select_workloads(["kernels/triton_rmsnorm.py"]).workloads == ("llm_rmsnorm",)
+    assert select_workloads(["kernels/registry.py"]).workloads == ("llm_rmsnorm", "diff_cfg_blend")
+    for harness in ("tracker/measure.py", "benchmarks/baselines.py", "workloads/spec.py", "workloads/presets.py",
+                    "pyproject.toml", "workloads/new_helper.py"):
+        s = select_workloads([harness, "workloads/llm.py"])
+        assert s.everything and s.workloads == WORKLOAD_NAMES, harness
+    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/report.py", "tests/test_x.py"])
+    assert nothing.workloads == () and nothing.describe() == "nothing to measure"
+
+
+def test_each_side_measures_only_the_workloads_it_has(repo: tuple[Path, dict[str, str]]) -> None:
+    r, c = repo
+    assert "llm_qk_norm" not in workloads_at(c["old"], r) and workloads_at(c["base"], r) == WORKLOAD_NAMES
+    assert workloads_at("0" * 40, r) is None  # unreadable: every selected workload is measured
+
+
+def test_pr_flow_measures_both_sides_compares_and_comments_once(
+        repo: tuple[Path, dict[str, str]], fake: FakeGitHub, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    r, c = repo
+    summary = tmp_path / "summary.md"
+    env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url, "GITHUB_STEP_SUMMARY": str(summary)}
+    runner = FakeRunner(c["head"])
+    rc = pr_main(c["base"][:10], c["head"], "octo/widgets", 7, tmp_path / "results", jobs=4, machine=MACHINE,
+                 env=env, runner=runner, repo_dir=r, fail_on="best-change")
+    assert rc == EXIT_FAIL_ON
+    assert [cmd[cmd.index("--commit") + 1] for cmd in runner.calls] == [c["base"], c["head"]]
+    assert all(cmd[cmd.index("--workload") + 1:cmd.index("-j")] == LLM for cmd in runner.calls)
+    [comment] = fake.comments()
+    body = comment["body"]
+    assert body.startswith(f"{MARKER}\n<!-- compile-baselines:changed=true -->\n### compile-baselines: Best "
+                           "baselines changed: 2")
+    assert f"Measured {', '.join(LLM)} (workloads/llm.py changed)." in body
+    assert "diff_cfg_blend" not in body  # not measured, not compared
+    assert summary.read_text() == body + "\n"
+    assert capsys.readouterr().out.startswith(f"created comment {comment['id']} on octo/widgets#7")
+    assert git(r, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
+
+    # A later push that changes only docs: nothing is measured, the comment is edited to say so.
+    runner = FakeRunner(c["docs"])
+    assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path / "results", machine=MACHINE, env=env,
+                   runner=runner, repo_dir=r) == 0
+    assert runner.calls == []
+    [comment] = fake.comments()
+    assert "no workload, kernel or measurement-harness file changed (1 other file)" in comment["body"]
+    assert "<!-- compile-baselines:changed=false -->" in comment["body"]
+
+
+def test_no_change_creates_no_comment_and_no_token_prints(
+        repo: tuple[Path, dict[str, str]], fake: FakeGitHub, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    r, c = repo
+    env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
+    assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path, machine=MACHINE, env=env, repo_dir=r,
+                   runner=FakeRunner(c["docs"])) == 0
+    assert fake.comments() == [] and "no comment on octo/widgets#7" in capsys.readouterr().out
+    assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path, machine=MACHINE, env={}, repo_dir=r,
+                   runner=FakeRunner(c["docs"])) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(MARKER)
+    assert out.rstrip().endswith("GITHUB_TOKEN is not set (the comment body is printed above)")
+
+
+def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    with pytest.raises(PrFlowError, match="fetch-depth: 0"):
+        pr_main("no-such-ref", c["head"], results_dir=tmp_path, machine=MACHINE, env={}, repo_dir=r)
+    with pytest.raises(PrFlowError, match=r"measuring .* failed \(exit 2\)"):
+        pr_main(c["base"], c["head"], results_dir=tmp_path, machine=MACHINE, env={}, repo_dir=r,
+                runner=FakeRunner(c["head"], rc=2))
+    assert git(r, "worktree", "list").count("\n") == 0
+    with pytest.raises(ValueError, match="--repo and --pr go together"):
+        pr_main(c["base"], c["head"], repo="octo/widgets", env={}, repo_dir=r)

@@ -1,0 +1,266 @@
+"""`compile-baselines pr`: a pull request's whole flow on a GPU host: find what it changed, measure that at its
+base and at its head, compare, render, and post (or update) the one PR comment.
+
+Only the workloads whose code changed are measured (a domain module: the workloads it defines; a kernel module:
+the workloads of its candidates, whose modes they are judged against), or all of them when the harness or the
+dependency pins changed. Each side is measured in a temporary git worktree of its commit, so the code measured is
+that commit's, whatever is checked out here. The measuring step takes a runner callable, so tests inject a fake.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracker import compare
+from tracker.commenting import upsert_comment
+from tracker.errors import ToolError
+from tracker.github import GitHubError, from_env
+from workloads.names import WORKLOAD_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+# Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
+HARNESS = ("tracker/measure.py", "tracker/worker.py", "tracker/runner.py", "tracker/gpulock.py", "benchmarks/",
+           "workloads/spec.py", "workloads/presets.py", "workloads/names.py", "workloads/registry.py",
+           "workloads/__init__.py", "pyproject.toml", "asv.conf.json")
+# Files that change which candidates exist or how they load: every workload that has a candidate.
+KERNEL_HARNESS = ("kernels/registry.py", "kernels/__init__.py")
+
+# runner(command, cwd) -> exit code: runs `compile-baselines run ...` inside a worktree.
+Runner = Callable[[list[str], Path], int]
+
+
+class PrFlowError(ToolError):
+    pass
+
+
+@dataclass(frozen=True)
+class Selection:
+    workloads: tuple[str, ...]  # in the study's order
+    everything: bool
+    reasons: tuple[str, ...]  # one per changed file that selected something: "path: what"
+
+    def describe(self) -> str:
+        if not self.workloads:
+            return "nothing to measure"
+        what = "all workloads" if self.everything else ", ".join(self.workloads)
+        return f"measured {what} ({'; '.join(self.reasons)})"
+
+
+# ---------------------------------------------------------------------------------------------------- selection
+
+
+def _module_path(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def workload_modules() -> dict[str, list[str]]:
+    """Source file -> the workloads it defines (each Workload's builder lives in its domain module)."""
+    from workloads.registry import WORKLOADS
+
+    out: dict[str, list[str]] = {}
+    for w in WORKLOADS:
+        out.setdefault(_module_path(w.builder.__module__), []).append(w.name)
+    return out
+
+
+def kernel_modules() -> dict[str, list[str]]:
+    """Source file -> the workloads of the candidates it declares."""
+    from kernels.registry import candidates
+
+    out: dict[str, list[str]] = {}
+    for c in candidates():
+        out.setdefault(_module_path(c.fn.__module__), []).append(c.workload)
+    return out
+
+
+def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, list[str]] | None = None,
+                     kernels_by_file: Mapping[str, list[str]] | None = None) -> Selection:
+    """The workloads a change to `changed` (repository paths) can affect."""
+    workloads_by_file = workload_modules() if workloads_by_file is None else workloads_by_file
+    kernels_by_file = kernel_modules() if kernels_by_file is None else kernels_by_file
+    all_kernel_workloads = sorted({w for ws in kernels_by_file.values() for w in ws})
+    chosen: set[str] = set()
+    reasons: list[str] = []
+    everything = False
+    for path in sorted(set(changed)):
+        if any(path == h or (h.endswith("/") and path.startswith(h)) for h in HARNESS):
+            everything = True
+            reasons.append(f"{path}: the harness, all workloads")
+        elif path in workloads_by_file:
+            chosen.update(workloads_by_file[path])
+            reasons.append(f"{path} changed")
+        elif path in kernels_by_file:
+            chosen.update(kernels_by_file[path])
+            reasons.append(f"{path} changed")
+        elif path in KERNEL_HARNESS or (path.startswith("kernels/") and path.endswith(".py")):
+            chosen.update(all_kernel_workloads)  # a new or unknown kernel module: every workload with a kernel
+            reasons.append(f"{path}: all workloads with kernels under test")
+        elif path.startswith("workloads/") and path.endswith(".py"):
+            everything = True  # a helper the domain modules may share
+            reasons.append(f"{path}: shared by workloads, all workloads")
+    names = WORKLOAD_NAMES if everything else tuple(w for w in WORKLOAD_NAMES if w in chosen)
+    return Selection(tuple(names), everything, tuple(reasons))
+
+
+# ---------------------------------------------------------------------------------------------------- git
+
+
+def _git(args: list[str], repo_dir: Path) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise PrFlowError(f"git {args[0]} failed in {repo_dir}: {e}") from None
+    if out.returncode != 0:
+        err = out.stderr.strip().splitlines()
+        raise PrFlowError(f"git {' '.join(args)} failed in {repo_dir}: {err[-1] if err else out.returncode}")
+    return out.stdout
+
+
+def resolve(ref: str, repo_dir: Path) -> str:
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], repo_dir).strip()
+    except PrFlowError:
+        raise PrFlowError(f"{ref!r} is not a commit of the repository at {repo_dir}: fetch it (actions/checkout "
+                          "with fetch-depth: 0) or pass a commit hash") from None
+
+
+def changed_files(base: str, head: str, repo_dir: Path) -> list[str]:
+    """What head changed since it left base (three dots: the merge base, so base's own later commits do not count)."""
+    return [line for line in _git(["diff", "--name-only", f"{base}...{head}"], repo_dir).splitlines() if line]
+
+
+def workloads_at(commit: str, repo_dir: Path) -> tuple[str, ...] | None:
+    """WORKLOAD_NAMES as of `commit` (None when it cannot be read): a side measures only what exists there."""
+    try:
+        source = _git(["show", f"{commit}:workloads/names.py"], repo_dir)
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.AnnAssign | ast.Assign):
+                targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+                if any(isinstance(t, ast.Name) and t.id == "WORKLOAD_NAMES" for t in targets) and node.value:
+                    return tuple(ast.literal_eval(node.value))
+    except (PrFlowError, SyntaxError, ValueError):
+        pass
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- measuring
+
+
+def run_command(command: list[str], cwd: Path) -> int:
+    """The real runner: the command in `cwd`, its output streamed to ours."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
+    return subprocess.run(command, cwd=cwd, env=env).returncode
+
+
+def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
+                     presets: Sequence[str] | None) -> list[str]:
+    # `python -m tracker.cli` rather than the `compile-baselines` script: the script imports the installed
+    # (head) checkout, this imports the worktree's code (cwd first on sys.path), whose workers do the same.
+    command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
+               "--results-dir", str(results_dir), "--workload", *workloads]
+    if presets:
+        command += ["--preset", *presets]
+    if jobs:
+        command += ["-j", str(jobs)]
+    return command
+
+
+def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: Path, machine: str,
+            jobs: int | None, presets: Sequence[str] | None, runner: Runner) -> None:
+    """Measure `workloads` at `commit` in a temporary worktree, recording into `results_dir`."""
+    with tempfile.TemporaryDirectory(prefix="compile-baselines-pr-") as tmp:
+        tree = Path(tmp) / commit[:12]
+        _git(["worktree", "add", "--detach", "--quiet", str(tree), commit], repo_dir)
+        try:
+            rc = runner(run_command_line(commit, workloads, results_dir, machine, jobs, presets), tree)
+        finally:
+            _git(["worktree", "remove", "--force", str(tree)], repo_dir)
+    if rc != 0:
+        raise PrFlowError(f"measuring {commit[:12]} failed (exit {rc}); its log is above")
+
+
+# ---------------------------------------------------------------------------------------------------- the flow
+
+
+def _split_repo(repo: str | None, pr: int | None) -> tuple[str, str] | None:
+    if repo is None and pr is None:
+        return None
+    if repo is None or pr is None:
+        raise ValueError("--repo and --pr go together (or leave both out to print the comment)")
+    owner, sep, name = repo.partition("/")
+    if not sep or not owner or not name or "/" in name:
+        raise ValueError(f"--repo must be OWNER/NAME, got {repo!r}")
+    if pr <= 0:
+        raise ValueError(f"--pr must be a positive PR number, got {pr}")
+    return owner, name
+
+
+def publish(body: str, changed: bool, target: tuple[str, str] | None, pr: int | None, env: Mapping[str, str],
+            only_on_change: bool = True) -> None:
+    """Append to the job summary when in Actions, then comment (or print without a token or a PR)."""
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(body + "\n")
+    if target is None:
+        sys.stdout.write(body)
+        return
+    owner, name = target
+    where = f"{owner}/{name}#{pr}"
+    try:
+        outcome = upsert_comment(from_env(env), owner, name, int(pr or 0), body, only_on_change, changed)
+    except GitHubError as e:
+        raise PrFlowError(f"could not comment on {where}: {e}") from None
+    if outcome.action == "printed":
+        sys.stdout.write(body)
+        print(f"not posted to {where}: GITHUB_TOKEN is not set (the comment body is printed above)")
+    elif outcome.action == "skipped":
+        print(f"no comment on {where}: nothing changed and there is no earlier comment to update")
+    else:
+        print(f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}")
+
+
+def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | None = None,
+            results_dir: str | os.PathLike[str] = ".asv/results", jobs: int | None = None,
+            machine: str | None = None, presets: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
+            runner: Runner | None = None, repo_dir: str | os.PathLike[str] = ROOT, only_on_change: bool = True,
+            fail_on: str = "never") -> int:
+    """`compile-baselines pr`: exit 0, or 3 when `fail_on` holds; errors raise (CLI: 1, usage 2).
+
+    A comment is created only when something changed (`only_on_change`), an earlier one is always updated."""
+    if fail_on not in compare.FAIL_ON:
+        raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
+    target = _split_repo(repo, pr)
+    env = os.environ if env is None else env
+    repo_dir, results = Path(repo_dir).resolve(), Path(results_dir).resolve()
+    machine = machine or socket.gethostname()
+    base, head = resolve(base_ref, repo_dir), resolve(head_ref, repo_dir)
+    files = changed_files(base, head, repo_dir)
+    selection = select_workloads(files)
+    log = sys.stderr
+    print(f"pr: base {base[:12]} ({base_ref}), head {head[:12]} ({head_ref}), {len(files)} changed files; "
+          f"{selection.describe()}", file=log)
+    if not selection.workloads:
+        publish(compare.render_skipped(base, head, files), False, target, pr, env, only_on_change)
+        return compare.EXIT_OK
+    for commit in (base, head):
+        there = workloads_at(commit, repo_dir)
+        names = [w for w in selection.workloads if there is None or w in there]
+        if names:
+            print(f"pr: measuring {len(names)} workloads at {commit[:12]}", file=log)
+            measure(commit, names, repo_dir, results, machine, jobs, presets, runner or run_command)
+    comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads)
+    for w in comparison.warnings:
+        print(f"warning: {w}", file=log)
+    body = compare.render_comment(comparison, scope=selection.describe().capitalize() + ".")
+    publish(body, comparison.changed, target, pr, env, only_on_change)
+    return compare.EXIT_FAIL_ON if comparison.fails(fail_on) else compare.EXIT_OK
