@@ -68,7 +68,8 @@ _TEXT: dict[Path, str] = {}
 
 def write_run(dest: Path, commit: str, changes: Mapping[tuple[str, str, str], float | str] | None = None, *,
               scale: float = 1.0, keep: Callable[[str, str, str], bool] | None = None,
-              params: Mapping[str, str] | None = None, source: str = BASE, hours: float = 1.0) -> Path:
+              params: Mapping[str, str] | None = None, source: str = BASE, hours: float = 1.0,
+              machine: str = MACHINE) -> Path:
     """A copy of a fixture run as run `commit` in results dir `dest`: every time (result, CI, quartiles, samples)
     of a cell scaled by `scale` and by changes[cell] (a factor, or "fail"); cells not `keep`-ed not run."""
     src = result_file(source)
@@ -104,8 +105,8 @@ def write_run(dest: Path, commit: str, changes: Mapping[tuple[str, str, str], fl
                     values[i] = values[i] * scale * change
     data["commit_hash"] = commit
     data["date"] = int(data["date"] + hours * 3_600_000)
-    data["params"].update(params or {})
-    out = dest / MACHINE / f"{commit[:8]}-{src.name.split('-', 1)[1]}"
+    data["params"].update({**(params or {}), "machine": machine})
+    out = dest / machine / f"{commit[:8]}-{src.name.split('-', 1)[1]}"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data))
     shutil.copy(H100 / MACHINE / "machine.json", out.parent / "machine.json")
@@ -272,6 +273,13 @@ def test_other_torch_or_gpu_is_refused_unless_asked(tmp_path: Path) -> None:
     c = compare_runs(tmp_path, BASE, fake_commit("torch"), allow_cross_versions=True)
     assert c.notes == ["torch differs: 2.11.0+cu130 (base) vs 2.12.0.dev20261122+cu130 (head)"]
     assert "**Versions differ**" in render_comment(c)
+    # One machine per PyTorch version: the versions at one commit, across machine names.
+    write_run(tmp_path, BASE, params={"torch": "2.12.0.dev20261122+cu130"}, machine="h100-torch-nightly", hours=0)
+    with pytest.raises(CompareError, match="--allow-cross-versions"):
+        compare_runs(tmp_path, BASE, BASE, MACHINE, head_machine="h100-torch-nightly")
+    c = compare_runs(tmp_path, BASE, BASE, MACHINE, True, head_machine="h100-torch-nightly")
+    assert (c.base.machine, c.head.machine, c.changed) == (MACHINE, "h100-torch-nightly", False)
+    assert f"`54a7e406` on {MACHINE} → `54a7e406` on **h100-torch-nightly**" in render_comment(c)
 
 
 def test_added_and_removed_instances_and_cells_are_listed_not_errors(tmp_path: Path) -> None:

@@ -255,11 +255,12 @@ def _split(table: pd.DataFrame, machine: str | None, commit: str) -> pd.DataFram
 
 
 def load_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
-              allow_cross_versions: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, RunInfo, RunInfo, list[str]]:
+              allow_cross_versions: bool = False,
+              head_machine: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, RunInfo, RunInfo, list[str]]:
     """The two runs' cells with their samples (only those two files are read), their RunInfo and the warnings.
     Versions are checked on the files' headers first, so a refusal costs no parsing of the samples."""
     runs, warnings = list_runs(results_dir)
-    b, h = _pick(runs, machine, base, head), _pick(runs, machine, head, base)
+    b, h = _pick(runs, machine, base, head), _pick(runs, head_machine or machine, head, base)
     if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
         raise CompareError(f"base and head are the same run ({b.commit[:12]} on {b.machine}): nothing to compare")
 
@@ -498,18 +499,19 @@ def check_versions(b: RunInfo, h: RunInfo, allow_cross_versions: bool) -> None:
 
 def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head: str, machine: str | None = None,
                  allow_cross_versions: bool = False, rule: ChangeRule | None = None,
-                 workloads: Collection[str] | None = None) -> Comparison:
+                 workloads: Collection[str] | None = None, head_machine: str | None = None) -> Comparison:
     """Compare the runs of commits `base` and `head` (hashes or prefixes) of one machine: from a results directory
     (only those two files are read), or from a results table with samples. CompareError across versions unless
-    `allow_cross_versions`; `workloads` restricts the comparison (the PR flow measures only some)."""
+    `allow_cross_versions`; `workloads` restricts the comparison (the PR flow measures only some). `head_machine`
+    names another machine for the head run (one machine per PyTorch version: compare the versions at one commit)."""
     if isinstance(source, pd.DataFrame):
-        tb, th = _split(source, machine, base), _split(source, machine, head)
+        tb, th = _split(source, machine, base), _split(source, head_machine or machine, head)
         bi, hi, warnings = _run_info(tb), _run_info(th), []
         if (bi.commit, bi.machine, bi.torch) == (hi.commit, hi.machine, hi.torch):
             raise CompareError(f"base and head are the same run ({bi.commit[:12]}): nothing to compare")
     else:
-        tb, th, bi, hi, warnings = load_pair(source, base, head, machine, allow_cross_versions)
-    if bi.machine != hi.machine:
+        tb, th, bi, hi, warnings = load_pair(source, base, head, machine, allow_cross_versions, head_machine)
+    if bi.machine != hi.machine and head_machine is None:
         raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
                            "(pass --machine)")
     check_versions(bi, hi, allow_cross_versions)
@@ -655,14 +657,14 @@ def render_skipped(base: str, head: str, files: list[str]) -> str:
 
 def compare_main(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
                  fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
-                 allow_cross_versions: bool = False) -> int:
+                 allow_cross_versions: bool = False, head_machine: str | None = None) -> int:
     """`compile-baselines compare`: the comparison as markdown (the PR comment's body) or JSON, to `out` or
     stdout. Exit 0, or EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
-    c = compare_runs(results_dir, base, head, machine, allow_cross_versions)
+    c = compare_runs(results_dir, base, head, machine, allow_cross_versions, head_machine=head_machine)
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
     text = render_comment(c) if fmt == "md" else json.dumps(comparison_json(c), indent=1) + "\n"
