@@ -506,11 +506,12 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> lis
     if row is not None:
         grid = _candidate_grid(_column(row, columns, "params"))
         arrays = _metric_arrays(results, columns, CANDIDATE_METRICS, len(grid.preset))
-        # A candidate with no result is kept (skipped, with the cell store's reason) where its instance's modes
-        # were run: "runs on cuda only" is worth showing; a grid cell of an instance never run here is not.
+        # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
+        # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
+        # existing file's grid with failures (null) in the presets this run did not select.
         run_here = np.fromiter(((p, w) in measured for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
                                                                   strict=True)), dtype=bool, count=len(grid.preset))
-        present = (arrays["status"] != 2) | run_here
+        present = (arrays["status"] == 0) | run_here
         chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
     return chunks
 
