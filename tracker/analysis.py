@@ -384,10 +384,26 @@ def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, pr
 
     fig = pick(analysis.figures)
     fig_rec = _records(fig, list(fig.columns))[0] if len(fig) else None
-    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)))
+    kernels = [kernel_json(k) for k in _records(pick(kernel_rows(analysis)), _KERNEL_FIELDS)]
+    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels)
 
 
-def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]]) -> dict[str, Any]:
+_KERNEL_FIELDS = ["workload", "candidate", "status", "reason", "median_ms", "best_baseline", "speedup_vs_best",
+                  "speedup_vs_eager", "within_noise", "host_bound"]
+
+
+def kernel_json(k: dict[str, Any]) -> dict[str, Any]:
+    """One candidate in the summary JSON: the issue's fields, then the noise-aware qualifiers and the reason."""
+    return {
+        "workload": k["workload"], "candidate": k["candidate"], "median_ms": _number(k["median_ms"], 6),
+        "best_baseline": k["best_baseline"], "speedup_vs_best": _number(k["speedup_vs_best"], 3),
+        "speedup_vs_eager": _number(k["speedup_vs_eager"], 3), "correct": k["status"] == "ok",
+        "within_noise": bool(k["within_noise"]), "host_bound": bool(k["host_bound"]), "reason": k["reason"] or None,
+    }
+
+
+def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]],
+                 kernels: list[dict[str, Any]]) -> dict[str, Any]:
     won = [x for x in inst if isinstance(x["winner"], str)]
     domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
     for x in won:
@@ -408,6 +424,7 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]]) -> dict[s
         "domain_wins": domain_wins,
         "host_bound": [x["workload"] for x in won if x["host_bound"]],
         "notes": _notes(inst),
+        "kernels": kernels,
     }
 
 
@@ -441,6 +458,9 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
     inst: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for x in _records(analysis.instances, [*keys, *_INSTANCE_FIELDS]):
         inst.setdefault(tuple(x[k] for k in keys), []).append(x)
+    kernels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for k in _records(kernel_rows(analysis), [*keys, *_KERNEL_FIELDS]):
+        kernels.setdefault(tuple(k[c] for c in keys), []).append(kernel_json(k))
     runs: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
         key = (r["commit"], r["machine"], r["torch"])
@@ -448,9 +468,10 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
             "commit": r["commit"], "machine": r["machine"], "gpu": r["gpu"], "torch": r["torch"],
             "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
             "launch_us": _number(r["launch_us"], 2), "presets": {}})
-        run["presets"][r["preset"]] = _preset_dict(r, inst.get((*key, r["preset"]), []))
+        preset_key = (*key, r["preset"])
+        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []))
     return {"runs": list(runs.values())}
 
 
-__all__ = ["CELL_KEYS", "Analysis", "HostBound", "NoiseModel", "analyse", "best_mode_timeline", "history",
-           "instance_table", "preset_summary", "summary_json"]
+__all__ = ["CELL_KEYS", "KERNEL_COLUMNS", "Analysis", "HostBound", "NoiseModel", "analyse", "best_mode_timeline",
+           "history", "instance_table", "kernel_json", "kernel_rows", "preset_summary", "summary_json"]

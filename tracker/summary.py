@@ -2,10 +2,14 @@
 
 The JSON form is a stable interface (issue 5):
 `{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "ties",
-"geomean_vs_eager", "head_to_head", "domain_wins", "host_bound", "notes"}}}]}`, runs also carrying "triton",
-"date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and `head_to_head` follow the study's definitions
-exactly (fastest median wins); `ties` lists, for instances where more than one mode is within noise of the winner,
-those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
+"geomean_vs_eager", "head_to_head", "domain_wins", "host_bound", "notes", "kernels"}}}]}`, runs also carrying
+"triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and `head_to_head` follow the study's
+definitions exactly (fastest median wins); `ties` lists, for instances where more than one mode is within noise of
+the winner, those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
+`kernels` lists the kernels under test measured in the run (skipped ones left out), each against the run's best
+baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best", "speedup_vs_eager",
+"correct", "within_noise", "host_bound", "reason"}` (tracker.analysis.kernel_json); a failed or incorrect one has
+`correct` false and null median and speedups.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ TEXT = """\
 {% for line in p.lines %}
 {{ line }}
 {% endfor %}
+{% if p.kernel_lines %}
+  kernels vs best baseline:
+{% for line in p.kernel_lines %}
+{{ line }}
+{% endfor %}
+{% endif %}
 {% endfor %}
 {% endfor %}
 {% for w in warnings %}
@@ -88,6 +98,14 @@ Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 {% for line in p.md_lines %}
 - {{ line }}
 {% endfor %}
+{% if p.md_kernel_lines %}
+
+Kernels vs best baseline:
+
+{% for line in p.md_kernel_lines %}
+- {{ line }}
+{% endfor %}
+{% endif %}
 {% endfor %}
 
 {% endfor %}
@@ -111,6 +129,26 @@ def _wrap(items: list[str], indent: int, prefix: str = "") -> str:
     return ("\n" + " " * indent).join(lines)
 
 
+def _times(x: float) -> str:
+    return f"{x:.3g}x"
+
+
+def kernel_line(k: dict[str, Any], code: Any = str) -> str:
+    """One kernel under test against the run's best baseline, from its summary JSON entry: "llm_rmsnorm
+    triton_rmsnorm: 1.02x vs best (max-autotune-no-cudagraphs), 5.4x vs eager". `code` formats names (markdown)."""
+    head = f"{k['workload']} {code(k['candidate'])}: "
+    if not k["correct"]:
+        return head + f"failed, not counted: {k['reason'] or 'no reason recorded'}"
+    if k["speedup_vs_best"] is None:
+        return head + f"{k['median_ms']:.4g} ms, no baseline measured ok"
+    parts = [f"{_times(k['speedup_vs_best'])} vs best ({k['best_baseline']})"]
+    if k["speedup_vs_eager"] is not None and k["best_baseline"] != "eager":
+        parts.append(f"{_times(k['speedup_vs_eager'])} vs eager")
+    # why a speedup may not be a real one
+    notes = [n for n, on in (("within noise", k.get("within_noise")), ("host-bound", k.get("host_bound"))) if on]
+    return head + ", ".join(parts) + (f"; {', '.join(notes)}" if notes else "")
+
+
 def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
     winners: dict[str, list[str]] = {}
     for workload, mode in p["winners"].items():
@@ -131,7 +169,11 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
                f"host-bound ({len(p['host_bound'])}): " + (", ".join(p["host_bound"]) or "none")]
         return out + [f"note: {n}" for n in p["notes"]]
 
+    kernels = p.get("kernels", [])
     return {"instances": p["instances"], "rows": rows, "domain_wins": p["domain_wins"], "md_lines": lines(str),
+            "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`") for k in kernels],
+            "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
+                                           break_on_hyphens=False) for k in kernels],
             "h2h": f"head-to-head: {side('default')} vs {side('max-autotune-no-cudagraphs')}",
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                                     break_on_hyphens=False) for line in lines(lambda m: SHORT.get(m, m))]}
