@@ -1,6 +1,6 @@
 """`compile-baselines report`: a static, self-contained HTML page answering "which baseline should I beat, and
-did that change?": per preset the latest run's table, history plots, best-mode timelines, compile cost, and
-how close each cell comes to the GPU's roofline.
+did that change?": per preset the latest run's table, history plots, best-mode timelines, compile cost, how
+close each cell comes to the GPU's roofline, and the kernels under test against the best baseline.
 
 The figures (best mode, ties, wins, geomeans) are the analysis layer's, the same the terminal summary prints;
 this module only arranges them. Plots are inline SVG (tracker/plots.py); nothing is loaded from elsewhere.
@@ -152,6 +152,24 @@ class Row:
     asv_link: str | None
 
 
+@dataclass(frozen=True)
+class KernelRow:
+    """A kernel under test in the latest run, against that run's best baseline (analysis.kernel_rows)."""
+
+    workload: str
+    candidate: str
+    status: str  # ok | failed | skipped
+    median_ms: float | None
+    best_baseline: str | None
+    best_ms: float | None
+    speedup_vs_best: float | None
+    speedup_vs_eager: float | None
+    within_noise: bool
+    host_bound: bool
+    reason: str  # why a failed or skipped kernel did not measure
+    title: str  # hover text: the figures behind the row, or the reason
+
+
 @dataclass
 class PresetSection:
     preset: str
@@ -159,6 +177,7 @@ class PresetSection:
     figures: dict[str, Any]  # analysis.preset_summary: the numbers `compile-baselines summary` prints
     plots: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    kernels: list[KernelRow] = field(default_factory=list)
 
 
 @dataclass
@@ -258,6 +277,44 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
             winner, ties, bool(v.get("host_bound", False)), work.intensity if work else None,
             asv_link(asv_index, str(cells["machine"].iloc[0]), preset, workload)))
     return rows
+
+
+def _kernel_title(k: Mapping[str, Any], median: float | None, best: float | None) -> str:
+    if k["status"] == "skipped":
+        return f"skipped: {k['reason'] or 'not measured in this preset'}"
+    if k["status"] != "ok":
+        return f"failed, never counted as fast: {k['reason'] or 'no reason recorded'}"
+    lo, hi = _num(k["ci_low"]), _num(k["ci_high"])
+    lines = [f"median {median:.4g} ms" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
+                                          else "")]
+    if best is not None:
+        lines.append(f"best baseline {k['best_baseline']}: {best:.4g} ms")
+    if k["within_noise"]:
+        lines.append("within noise of the best baseline: the two are tied")
+    if k["host_bound"]:
+        lines.append("host-bound: the faster of the two is within a few launch floors, so it measures the host")
+    compile_s = _num(k["compile_s"])
+    if compile_s is not None:
+        lines.append(f"first call (compile) {compile_s:.3g} s")
+    return "\n".join(lines)
+
+
+def kernel_section(a: Any, run: RunKey, preset: str) -> list[KernelRow]:
+    """The kernels under test of one run and preset, in workload then candidate order; skipped ones included,
+    with their reason (the summary leaves them out)."""
+    from tracker import analysis
+
+    rows = analysis.kernel_rows(a, commit=run.commit, machine=run.machine, include_skipped=True)
+    rows = rows[(rows["torch"] == run.torch) & (rows["preset"] == preset)]
+    out = []
+    for k in rows.to_dict("records"):
+        median, best = _num(k["median_ms"]), _num(k["best_ms"])
+        out.append(KernelRow(
+            str(k["workload"]), str(k["candidate"]), str(k["status"]), median, k["best_baseline"], best,
+            _num(k["speedup_vs_best"]), _num(k["speedup_vs_eager"]), bool(k["within_noise"]),
+            bool(k["host_bound"]), str(k["reason"] or ("no reason recorded" if k["status"] != "ok" else "")),
+            _kernel_title(k, median, best)))
+    return out
 
 
 # --- history over runs and PyTorch versions --------------------------------------------------------------
@@ -396,7 +453,7 @@ def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
         for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
             figures = analysis.preset_summary(a, run.commit, machine, run.torch, preset)
-            section = PresetSection(preset, rows, figures)
+            section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset))
             section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
             cost = cost_plot(rows, modes, preset)
             if cost:
