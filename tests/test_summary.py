@@ -18,7 +18,7 @@ CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
 STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "study_results.csv"
 MANCG = "max-autotune-no-cudagraphs"
 PRESET_KEYS = {"instances", "wins", "winners", "ties", "geomean_vs_eager", "head_to_head", "domain_wins",
-               "host_bound", "notes"}
+               "host_bound", "notes", "kernels"}
 
 
 @pytest.fixture(scope="module")
