@@ -582,7 +582,9 @@ def _pct(x: float | None) -> str:
 
 
 def _speedup(x: float | None) -> str:
-    return DASH if x is None else f"{x:.2f}{TIMES}"
+    if x is None:
+        return DASH
+    return f"{x:.2f}{TIMES}" if x >= 0.1 else f"{x:.2g}{TIMES}"  # two digits even for a kernel far behind
 
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
