@@ -260,7 +260,8 @@ CONTRACT = {
     "merge": Command({"--results-dir": 1}, frozenset({"--results-dir"}), positional=True),
     "summary": Command({"--results-dir": 1, "--commit": 1, "--machine": 1, "--format": 1},
                        choices={"--format": ("table", "md", "json")}),
-    "compare": Command({"--base": 1, "--head": 1, "--machine": 1, "--format": 1, "--fail-on": 1, "--out": 1},
+    "compare": Command({"--base": 1, "--head": 1, "--machine": 1, "--format": 1, "--fail-on": 1, "--out": 1,
+                        "--head-machine": 1, "--allow-cross-versions": 0},
                        frozenset({"--base", "--head"}),
                        choices={"--format": ("md", "json"), "--fail-on": ("best-change", "regression", "never")}),
     "comment": Command({"--repo": 1, "--pr": 1, "--body-file": 1, "--only-on-change": 0},
@@ -455,16 +456,22 @@ def test_track_compares_each_machine_with_its_previous_measured_commit(
 echo "$*" >> {tmp_path}/calls
 while (( $# )); do case $1 in --machine) m=$2;; --out) out=$2;; esac; shift; done
 [[ $m == h100-torch-stable ]] || exit 0
-echo "llm_rmsnorm: max-autotune -> default" > "$out"; exit 1
+echo "llm_rmsnorm: max-autotune -> default" > "$out"; exit 3
 """)
     done = run_step(script, work, tmp_path, {})
     assert done.returncode == 0, done.stdout + done.stderr
     calls = sorted((tmp_path / "calls").read_text().splitlines())
+    flags = "--format md --fail-on best-change --allow-cross-versions"
     assert calls == sorted([
-        f"compare --base {c1} --head {c2} --machine h100-torch-nightly --format md --fail-on best-change "
+        f"compare --base {c1} --head {c2} --machine h100-torch-nightly {flags} "
         f"--out {tmp_path}/temp/compare-h100-torch-nightly.md",
-        f"compare --base {c0} --head {c2} --machine h100-torch-stable --format md --fail-on best-change "
+        f"compare --base {c0} --head {c2} --machine h100-torch-stable {flags} "
         f"--out {tmp_path}/temp/compare-h100-torch-stable.md",
+        # tonight's commit across PyTorch lines: each other machine against the first
+        f"compare --base {c2} --head {c2} --machine h100-torch-new --head-machine h100-torch-nightly {flags} "
+        f"--out {tmp_path}/temp/versions-h100-torch-nightly.md",
+        f"compare --base {c2} --head {c2} --machine h100-torch-new --head-machine h100-torch-stable {flags} "
+        f"--out {tmp_path}/temp/versions-h100-torch-stable.md",
     ])
     assert "changed=true" in (tmp_path / "github_output").read_text()
     body = (tmp_path / "temp" / "issue.md").read_text()

@@ -191,9 +191,32 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return publish_main(_results_dir(args), None, args.out, config=args.config)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tracker.compare import compare_main
+
+    return compare_main(_results_dir(args), args.base, args.head, args.machine, args.format, args.fail_on, args.out,
+                        args.allow_cross_versions, head_machine=args.head_machine)
+
+
+def cmd_pr(args: argparse.Namespace) -> int:
+    from tracker.prflow import pr_main
+
+    if (args.repo is None) != (args.pr is None):
+        raise UsageError("--repo and --pr go together")
+    return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), args.jobs, args.machine,
+                   args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on)
+
+
+def cmd_issue(args: argparse.Namespace) -> int:
+    from tracker.tracking import issue_main
+
+    return issue_main(args.repo, args.title, args.body_file, os.environ)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
+    "compare": cmd_compare, "pr": cmd_pr, "issue": cmd_issue,
 }
 
 
@@ -268,6 +291,35 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--driver")
     c.add_argument("--cuda")
     c.add_argument("--launch-us", type=float, help="the measuring host's launch floor, if known (us)")
+
+    fail_on = ("best-change", "regression", "never")
+    d = sub.add_parser("compare", help="base vs head: per-cell changes with significance, best-mode changes")
+    reading(d)
+    d.add_argument("--base", required=True, help="base commit (hash or prefix)")
+    d.add_argument("--head", required=True, help="head commit (hash or prefix)")
+    d.add_argument("--machine", help="asv machine name (needed when several are present)")
+    d.add_argument("--head-machine", help="the head's machine, when it differs (e.g. one machine per PyTorch version)")
+    d.add_argument("--format", choices=("md", "json"), default="md")
+    d.add_argument("--fail-on", choices=fail_on, default="never", help="exit 3 when this happens")
+    d.add_argument("--out", help="write the comparison here instead of standard output")
+    d.add_argument("--allow-cross-versions", action="store_true", help="compare across GPUs or PyTorch versions")
+
+    q = sub.add_parser("pr", help="GPU host: measure what a PR changed at base and head, compare, comment")
+    reading(q)
+    q.add_argument("--base", required=True, help="base ref")
+    q.add_argument("--head", required=True, help="head ref")
+    q.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
+    q.add_argument("--pr", type=int, help="pull request number (with --repo)")
+    q.add_argument("-j", "--jobs", type=int)
+    q.add_argument("--machine", help="asv machine name (default: hostname)")
+    q.add_argument("--preset", nargs="+", choices=PRESET_NAMES)
+    q.add_argument("--fail-on", choices=fail_on, default="never", help="exit 3 when this happens")
+    q.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
+
+    i = sub.add_parser("issue", help="open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)")
+    i.add_argument("--repo", required=True, help="OWNER/NAME")
+    i.add_argument("--title", required=True)
+    i.add_argument("--body-file", required=True)
 
     k = sub.add_parser("comment", help="post or update the one PR comment (GITHUB_TOKEN, GITHUB_API_URL)")
     k.add_argument("--repo", required=True, help="OWNER/NAME")
