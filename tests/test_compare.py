@@ -40,9 +40,9 @@ from tracker.compare import (
     compare_main,
     compare_runs,
     comparison_json,
-    render_comment,
 )
 from tracker.errors import ToolError
+from tracker.prcomment import render_comment
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "tests" / "fixtures" / "h100" / "results"

@@ -28,17 +28,14 @@ import os
 import sys
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from tracker import atomic
 from tracker.analysis import COMPILED, HostBound, NoiseModel, analyse, instance_table
-from tracker.commenting import MARKER, MAX_BODY_CHARS
 from tracker.errors import ToolError
 from tracker.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
@@ -47,7 +44,6 @@ FAIL_ON = ("best-change", "regression", "never")
 FORMATS = ("md", "json")
 EXIT_OK, EXIT_FAIL_ON = 0, 3  # 1 and 2 are the CLI's: a tool error, a usage error
 KERNEL_PREFIX = "kernel:"
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # Cell verdicts. Counted as regressions: SLOWER, NOW_FAILS; as improvements: FASTER, NOW_OK.
 SLOWER, FASTER, SAME, NOISY, UNKNOWN = "slower", "faster", "same", "noisy", "unknown"
@@ -553,107 +549,6 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
     })
 
 
-# ---------------------------------------------------------------------------------------------------- markdown
-
-
-DASH, TIMES = "\u2013", "\u00d7"  # what a missing value and a ratio look like in the comment
-
-
-def _ms(x: float | None) -> str:
-    if x is None:
-        return DASH
-    return f"{x * 1000:.3g} µs" if x < 1 else f"{x:.3g} ms"
-
-
-def _ratio(x: float | None) -> str:
-    return DASH if x is None else f"{x:.2f}{TIMES}"
-
-
-def _p(x: float | None) -> str:
-    return DASH if x is None else "<0.001" if x < 0.001 else f"{x:.3f}"
-
-
-def _p_is(x: float | None) -> str:
-    return "p < 0.001" if x is not None and x < 0.001 else f"p = {_p(x)}"
-
-
-def _pct(x: float | None) -> str:
-    return DASH if x is None else f"±{x:.0%}"
-
-
-def _speedup(x: float | None) -> str:
-    if x is None:
-        return DASH
-    return f"{x:.2f}{TIMES}" if x >= 0.1 else f"{x:.2g}{TIMES}"  # two digits even for a kernel far behind
-
-
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                          keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=_ms, ratio=_ratio, p=_p, p_is=_p_is, pct=_pct, speedup=_speedup,
-                    md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
-
-
-def _headline(c: Comparison) -> str:
-    if not c.changed:
-        return "No change"
-    parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
-             f"improvements: {len(c.improvements)}"]
-    if c.kernel_changes:
-        parts.append(f"kernel speedups changed: {len(c.kernel_changes)}")
-    return " · ".join(parts)
-
-
-def _view(c: Comparison, scope: str | None = None) -> dict[str, Any]:
-    explained = {(i.preset, i.workload) for i in c.best_changes}
-    significant = [x for x in c.cells if x.significant and not x.mode.startswith(KERNEL_PREFIX)]
-    significant.sort(key=lambda x: (x.verdict not in REGRESSION_VERDICTS, (x.preset, x.workload) in explained))
-    geomeans: dict[str, list[ModeFigures]] = {}
-    for f in c.figures:
-        geomeans.setdefault(f.preset, []).append(f)
-    return {
-        "skipped": False, "scope": scope,
-        "c": c, "headline": _headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
-        "best": c.best_changes, "cells": significant, "kernels": c.kernels, "details": c.cells,
-        "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
-        "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
-    }
-
-
-def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
-    return _ENV.get_template("comment.md.j2").render(**view, limits=limits)
-
-
-def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | None = None) -> str:
-    """The PR comment (markdown with the hidden markers), fitted into `max_chars` by cutting rows: every cell's
-    details first, then the significant cells, the kernels and the changed instances; never the headline.
-    `scope` says what was measured (the PR flow: which workloads, and why)."""
-    view = _view(c, scope)
-    limits: dict[str, int | None] = {"details": None, "cells": None, "kernels": None, "best": None}
-    text = _render(view, limits)
-    for section in limits:
-        if len(text) <= max_chars:
-            break
-        lo, hi = 0, len(view[section])  # the most rows of this section that still fit
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if len(_render(view, {**limits, section: mid})) <= max_chars:
-                lo = mid
-            else:
-                hi = mid - 1
-        limits[section] = lo
-        text = _render(view, limits)
-    if len(text) > max_chars:  # only the fixed parts are left: cut the end, the headline is at the top
-        cut = "\n\n… (cut at GitHub's comment size limit)\n"
-        text = text[: max_chars - len(cut)].rsplit("\n", 1)[0] + cut
-    return text
-
-
-def render_skipped(base: str, head: str, files: list[str]) -> str:
-    """The PR comment when no file that affects a measurement changed: nothing was measured."""
-    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=MARKER, changed="false", base=base,
-                                                     head=head, files=files)
-
-
 # ---------------------------------------------------------------------------------------------------- CLI
 
 
@@ -669,17 +564,19 @@ def compare_main(results_dir: str | os.PathLike[str], base: str, head: str, mach
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, head_machine=head_machine)
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    from tracker.prcomment import headline, render_comment  # rendering sits downstream of the comparison
+
     text = render_comment(c) if fmt == "md" else json.dumps(comparison_json(c), indent=1) + "\n"
     if out is not None:
         atomic.write_text(out, text)
     else:
         sys.stdout.write(text)
     failed = c.fails(fail_on)
-    print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {_headline(c)}"
+    print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {headline(c)}"
           + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
     return EXIT_FAIL_ON if failed else EXIT_OK
 
 
 __all__ = ["EXIT_FAIL_ON", "FAIL_ON", "FORMATS", "CellChange", "ChangeRule", "CompareError", "Comparison",
            "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "compare_main", "compare_runs",
-           "compare_tables", "comparison_json", "render_comment"]
+           "compare_tables", "comparison_json"]

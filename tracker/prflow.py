@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker import compare
+from tracker import compare, prcomment
 from tracker.commenting import upsert_comment
 from tracker.errors import ToolError
 from tracker.github import GitHubError, from_env
@@ -250,7 +250,7 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     print(f"pr: base {base[:12]} ({base_ref}), head {head[:12]} ({head_ref}), {len(files)} changed files; "
           f"{selection.describe()}", file=log)
     if not selection.workloads:
-        publish(compare.render_skipped(base, head, files), False, target, pr, env, only_on_change)
+        publish(prcomment.render_skipped(base, head, files), False, target, pr, env, only_on_change)
         return compare.EXIT_OK
     for commit in (base, head):
         there = workloads_at(commit, repo_dir)
@@ -261,6 +261,6 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads)
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
-    body = compare.render_comment(comparison, scope=selection.describe().capitalize() + ".")
+    body = prcomment.render_comment(comparison, scope=selection.describe().capitalize() + ".")
     publish(body, comparison.changed, target, pr, env, only_on_change)
     return compare.EXIT_FAIL_ON if comparison.fails(fail_on) else compare.EXIT_OK
