@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from tracker import merge, results
+from tracker import asvfiles, merge, results
+from tracker.hostinfo import host_info
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "tracker.cli"]
@@ -55,9 +57,9 @@ def test_asv_check_passes(tmp_path: Path, env: dict[str, str]) -> None:
 def test_plain_asv_run_stores_samples_stats_and_version_keys(tmp_path: Path, env: dict[str, str]) -> None:
     conf = asv_conf(tmp_path)
     env["COMPILE_BASELINES_CELLS"] = str(tmp_path / "cells")
-    out = subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--machine", "cpu-box",
-                          "--config", str(conf)], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    # the machine file as `compile-baselines run` writes it: asv's fields plus the version keys
+    asvfiles.write_machine_file(asvfiles.machine_entry("cpu-box", host_info("cpu").as_dict()),
+                                Path(env["HOME"]) / ".asv-machine.json")
     out = subprocess.run([sys.executable, "-m", "asv", "run", "-E", f"existing:{sys.executable}",
                           "--machine", "cpu-box", "--set-commit-hash", head(), "--config", str(conf),
                           "--record-samples", "-b", BENCH],
@@ -69,6 +71,8 @@ def test_plain_asv_run_stores_samples_stats_and_version_keys(tmp_path: Path, env
     row = dict(zip(cols, data["results"]["baselines.Baseline.track_latency"], strict=False))
     idx = [i for i, v in enumerate(row["result"]) if v is not None and v == v]
     assert len(idx) == 1 and len(row["samples"][idx[0]]) >= 5 and row["stats_q_25"][idx[0]] <= row["result"][idx[0]]
+    assert data["params"]["torch"] == torch.__version__ and data["params"]["gpu"] == "cpu"
+    assert {"driver", "cuda", "triton"} <= set(data["params"])
     # one measurement fed both metrics: the cell store holds exactly that cell
     assert len(list((tmp_path / "cells").rglob("*.json"))) == 1
 
@@ -91,7 +95,7 @@ def test_run_records_cells_with_versions_and_resumes_without_remeasuring(tmp_pat
     loaded = results.load_results(res)
     t = loaded.table[loaded.table["status"] != "skipped"]  # asv marks cells it did not run as n/a
     assert loaded.warnings == [] and len(t) == 3 and (t["status"] == "ok").all()
-    assert set(t["torch"].astype(str)) == {__import__("torch").__version__}
+    assert set(t["torch"].astype(str)) == {torch.__version__}
     machine = json.loads((res / "cpu-box" / "machine.json").read_text())
     assert {"gpu", "driver", "cuda", "torch", "triton"} <= set(machine)
 
