@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kernels import registry as kernel_registry
-from tracker import gpulock
-from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore, torch_version
+from tracker import asvfiles, gpulock
+from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
+from tracker.hostinfo import host_info
 from tracker.measure import FAILED, Settings
 from tracker.worker import ENV_SETTINGS
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
@@ -281,9 +282,6 @@ class RunOutcome:
 
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
-    from tracker import asvfiles
-    from tracker.cells import RunKey
-
     start = time.monotonic()
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
     done = sum(store.get(c.preset, c.workload, c.mode) is not None for c in cells)
@@ -291,12 +289,9 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
           f"{cfg.jobs} at a time", file=out, flush=True)
     progress = Progress(len(cells) - done, out)
     measured = measure_cells(cells, cfg, store, progress.cell_done)
-    results_file = None
     cell_list = list(measured.values())
     host = asvfiles.host_of(cell_list)
-    if host is None:
-        from tracker.hostinfo import host_info
-
+    if host is None:  # every cell was skipped: describe this host
         host = host_info(cfg.device).as_dict()
     results_file = asvfiles.record_run(conf, sys.executable, cfg.machine, cfg.commit, date_ms, cell_list, host)
     return RunOutcome(measured, results_file, time.monotonic() - start)
