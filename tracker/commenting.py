@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracker.github import Comment, GitHubClient, GitHubError, from_env
+from tracker.github import Comment, GitHubClient, GitHubError, from_env, parse_repo
 
 MARKER = "<!-- compile-baselines:pr-comment -->"
 MAX_BODY_CHARS = 65536  # GitHub rejects longer comment bodies with a 422
 _CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
-_REPO = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/([A-Za-z0-9._-]+)$")
 
 Action = Literal["created", "updated", "skipped", "printed"]
 
@@ -109,8 +108,8 @@ def comment_main(
 ) -> int:
     """`compile-baselines comment`: post or update the PR comment; one line of outcome. Exit 0 ok (also when
     printed or skipped), 1 if the GitHub API failed, 2 for a usage error."""
-    match = _REPO.match(repo)
-    if not match:
+    parsed = parse_repo(repo)
+    if parsed is None:
         return _fail(f"--repo must be OWNER/NAME, got {repo!r}", 2)
     if pr <= 0:
         return _fail(f"--pr must be a positive PR number, got {pr}", 2)
@@ -118,7 +117,7 @@ def comment_main(
         body = Path(body_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return _fail(f"cannot read the comment body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
-    owner, name = match.groups()
+    owner, name = parsed
     if changed is None:
         changed = changed_in_body(body)
     client = from_env(env)

@@ -10,6 +10,7 @@ failed and what to do; the token never appears in it.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -239,6 +240,15 @@ class GitHubClient:
         if self._token:
             message = message.replace(self._token, "***")  # belt and braces: GitHub could echo input back
         return GitHubError(message, status)
+
+
+_REPO = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/([A-Za-z0-9._-]+)$")
+
+
+def parse_repo(repo: str) -> tuple[str, str] | None:
+    """(owner, name) of an OWNER/NAME string as GitHub allows them, or None."""
+    match = _REPO.match(repo)
+    return (match[1], match[2]) if match else None
 
 
 def from_env(env: Mapping[str, str], **options: Any) -> GitHubClient | None:

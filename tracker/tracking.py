@@ -8,18 +8,16 @@ posted: the body is printed and the command succeeds.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracker.github import GitHubClient, GitHubError, Issue, from_env
+from tracker.github import GitHubClient, GitHubError, Issue, from_env, parse_repo
 
 TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
 MAX_BODY_CHARS = 65536  # GitHub rejects longer issue bodies with a 422
-_REPO = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/([A-Za-z0-9._-]+)$")
 _CUT = "\n\n… (cut at GitHub's issue size limit: the workflow log has the full comparison)\n"
 
 
@@ -74,8 +72,8 @@ def _close_duplicates(client: GitHubClient, owner: str, repo: str, ours: list[Is
 def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) -> int:
     """`compile-baselines issue`: open or update the tracking issue; one line of outcome. Exit 0 ok (also when
     printed), 1 if the GitHub API failed, 2 for a usage error."""
-    match = _REPO.match(repo)
-    if not match:
+    parsed = parse_repo(repo)
+    if parsed is None:
         return _fail(f"--repo must be OWNER/NAME, got {repo!r}", 2)
     if not title.strip():
         return _fail("--title must not be empty", 2)
@@ -83,7 +81,7 @@ def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) ->
         body = Path(body_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return _fail(f"cannot read the issue body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
-    owner, name = match.groups()
+    owner, name = parsed
     try:
         outcome = upsert_issue(from_env(env), owner, name, title, body)
     except GitHubError as exc:
