@@ -34,15 +34,13 @@ from kernels.registry import mode_of, split_key
 from tracker.asvfiles import CANDIDATE_METRIC_BENCHMARKS, HOST_BENCHMARK, METRIC_BENCHMARKS
 from tracker.cells import CellStore, RunKey
 from tracker.errors import ToolError
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads.names import DOMAINS, MODES, PRESET_NAMES, WORKLOAD_NAMES, domain_of
 
 ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
 METRIC_ORDER = ("latency", "compile_time", "peak_memory")
 LATENCY, COMPILE, MEMORY = (METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
 CANDIDATE_METRICS = tuple(CANDIDATE_METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
 
-DOMAIN_PREFIXES = {"llm_": "llm", "vlm_": "vlm", "diff_": "diffusion", "rl_": "rl"}
-DOMAINS = ("llm", "vlm", "diffusion", "rl")
 STATUSES = ("ok", "failed", "skipped")
 RUN_KEYS = ["commit", "machine", "torch"]
 CELL_KEYS = ["preset", "workload", "mode"]
@@ -56,13 +54,6 @@ NOT_RUN = "not run or not applicable"
 
 class ResultsError(ToolError):
     pass
-
-
-def domain_of(workload: str) -> str:
-    for prefix, domain in DOMAIN_PREFIXES.items():
-        if workload.startswith(prefix):
-            return domain
-    raise KeyError(f"workload {workload!r} has no known domain prefix ({', '.join(DOMAIN_PREFIXES)})")
 
 
 @dataclass(frozen=True)

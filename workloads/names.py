@@ -26,6 +26,19 @@ DECODE_INVARIANT: frozenset[str] = frozenset(
 )
 
 
+DOMAINS: tuple[str, ...] = ("llm", "vlm", "diffusion", "rl")
+# A workload's name says its domain (the study's naming; its CE and KL losses are llm_): the tracker reads
+# domains from result files without importing the workloads, and each Workload's declared domain must agree.
+DOMAIN_PREFIXES: dict[str, str] = {"llm_": "llm", "vlm_": "vlm", "diff_": "diffusion", "rl_": "rl"}
+
+
+def domain_of(workload: str) -> str:
+    for prefix, domain in DOMAIN_PREFIXES.items():
+        if workload.startswith(prefix):
+            return domain
+    raise KeyError(f"workload {workload!r} has no known domain prefix ({', '.join(DOMAIN_PREFIXES)})")
+
+
 def check_name(kind: str, name: str, known: tuple[str, ...]) -> str:
     if name not in known:
         raise KeyError(f"unknown {kind} {name!r}; choose from {', '.join(known)}")

@@ -6,10 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.names import DECODE_INVARIANT, applies
+from workloads.names import DECODE_INVARIANT, applies, domain_of
 from workloads.presets import Preset
-
-DOMAINS = ("llm", "vlm", "diffusion", "rl")
 
 # fn(*args, **kwargs) is the timed call; args are built once, outside the timed region.
 Built = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -29,8 +27,8 @@ class Workload:
     decode_invariant: bool = False
 
     def __post_init__(self) -> None:
-        if self.domain not in DOMAINS:
-            raise ValueError(f"{self.name}: unknown domain {self.domain!r}")
+        if self.domain != domain_of(self.name):
+            raise ValueError(f"{self.name}: domain {self.domain!r} disagrees with its name's ({domain_of(self.name)})")
         if self.decode_invariant != (self.name in DECODE_INVARIANT):
             raise ValueError(f"{self.name}: decode_invariant disagrees with workloads.names.DECODE_INVARIANT")
 
