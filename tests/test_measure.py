@@ -95,3 +95,12 @@ def test_cpu_timer_has_do_bench_shape_all_samples_in_ms() -> None:
     samples = measure.cpu_bench(lambda: sum(range(100)), warmup_ms=1, rep_ms=5)
     assert len(samples) >= 5 and all(0 < s < 5 for s in samples)
     assert measure.quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+
+
+def test_the_l2_flush_grows_until_the_gpu_outlasts_the_host_twice() -> None:
+    flush_us = 80.0  # one 256 MiB flush on an H100
+    assert measure.flush_multiple(20.0, flush_us) == 1  # the host is well ahead: do_bench as it is
+    assert measure.flush_multiple(67.0, flush_us) == 2  # a compiled wrapper on a slow host
+    assert measure.flush_multiple(160.0, flush_us) == 5  # CUDA-graph bookkeeping
+    assert measure.flush_multiple(5000.0, flush_us) == measure.MAX_FLUSH
+    assert measure.flush_multiple(160.0, flush_us, free_bytes=2**30 + 2 * measure.FLUSH_BYTES) == 2

@@ -6,7 +6,8 @@
 
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
-the launch floor each run recorded (CPU contention from compiling neighbours shows up there first).
+the launch floor, and the host time per call of each cell in both runs (CPU contention from compiling
+neighbours shows there; the latency itself is GPU time, see tracker.measure.flush_multiple).
 """
 
 from __future__ import annotations
@@ -52,28 +53,41 @@ def cmd_agree(a: argparse.Namespace) -> None:
               f"max {absd[-1]:.2%}")
         for lim in (0.01, 0.03, 0.05, 0.10):
             print(f"  within {lim:.0%}: {sum(d <= lim for d in absd)}/{len(absd)}")
-    for k in sorted(diffs, key=lambda k: -abs(diffs[k]))[:8]:
-        print(f"  {' '.join(k)}: serial {serial[k]['median_ms']:.4f} ms, parallel {parallel[k]['median_ms']:.4f} ms "
-              f"({diffs[k]:+.1%})")
+    for k in sorted(diffs, key=lambda k: -abs(diffs[k])):
+        s, p = serial[k], parallel[k]
+        print(f"  {' '.join(k)}: serial {s['median_ms']:.4f} ms, parallel {p['median_ms']:.4f} ms ({diffs[k]:+.1%}); "
+              f"host {s.get('host_us') or 0:.0f}/{p.get('host_us') or 0:.0f} us a call, "
+              f"flush {s.get('flush_mib') or 0}/{p.get('flush_mib') or 0} MiB")
     instances = sorted({k[:2] for k in both})
-    differ = 0
+    differ = incomplete = 0
     for inst in instances:
         s_modes = {m: serial[(*inst, m)]["median_ms"] for m in MODES if (*inst, m) in both}
         p_modes = {m: parallel[(*inst, m)]["median_ms"] for m in MODES if (*inst, m) in both}
-        if len(s_modes) < 2:
+        if len(s_modes) < len(MODES):
+            incomplete += 1  # a best mode over some of the modes is not the instance's best mode
             continue
         s_rank = sorted(s_modes, key=s_modes.get)
         p_best = min(p_modes, key=p_modes.get)
         margin = s_modes[s_rank[1]] / s_modes[s_rank[0]] - 1
-        if p_best != s_rank[0]:
-            differ += 1
-            print(f"  best mode differs: {' '.join(inst)}: serial {s_rank[0]} (margin {margin:.2%} over "
-                  f"{s_rank[1]}), parallel {p_best}{'  <-- margin > 3%' if margin > 0.03 else ''}")
-    print(f"instances: {len(instances)}, best mode differs in {differ}")
+        same = "same" if p_best == s_rank[0] else f"DIFFERS: parallel {p_best}"
+        differ += p_best != s_rank[0]
+        print(f"  best mode {' '.join(inst)}: serial {s_rank[0]} by {margin:.1%} over {s_rank[1]}; {same}"
+              f"{'  <-- margin > 3%' if p_best != s_rank[0] and margin > 0.03 else ''}")
+    print(f"instances: {len(instances)} ({incomplete} without every mode in both runs, not ranked), "
+          f"best mode differs in {differ}")
+    host = sorted(abs(parallel[k]["host_us"] / serial[k]["host_us"] - 1) for k in both
+                  if serial[k].get("host_us") and parallel[k].get("host_us"))
+    if host:  # CPU contention from compiling neighbours shows in the host's time per call
+        print(f"host time per call |parallel/serial - 1|: median {quantile(host, .5):.1%}, "
+              f"p90 {quantile(host, .9):.1%}, max {host[-1]:.1%} over {len(host)} cells")
     for name, cells in (("serial", serial), ("parallel", parallel)):
         launch = [c["launch_us"] for c in cells.values() if c.get("launch_us")]
+        flush = [c["flush_mib"] for c in cells.values() if c.get("flush_mib")]
         if launch:
             print(f"launch floor ({name}): median {statistics.median(launch):.2f} us, max {max(launch):.2f} us")
+        if flush:
+            print(f"L2 flush ({name}): {sum(f > 256 for f in flush)}/{len(flush)} cells above do_bench's 256 MiB, "
+                  f"largest {max(flush)} MiB")
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 from kernels import registry as kernel_registry
 from tracker.hostinfo import host_info
@@ -56,6 +56,8 @@ class CellResult:
     correct: bool | None = None
     error_vs_eager: float | None = None  # relative L2 error (floats) or mismatch fraction (integers)
     launch_us: float | None = None  # this host's launch floor: a one-element add under the same timer
+    host_us: float | None = None  # CUDA: host (CPU) time per call, calls issued back to back
+    flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
     host: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -70,6 +72,31 @@ class CellResult:
     def from_dict(cls, d: dict[str, Any]) -> CellResult:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class GpuGuard(Protocol):
+    """What a cell needs from the parallel runner's cross-process GPU lock (tracker.gpulock.GpuLock)."""
+
+    waited_s: float  # time spent waiting for other processes' GPU work
+
+    def held(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    def after_compile(self) -> contextlib.AbstractContextManager[Any]: ...
+
+
+class NoGuard:
+    """One cell at a time: nothing to wait for."""
+
+    waited_s = 0.0
+
+    def held(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def after_compile(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+
+NO_GUARD = NoGuard()
 
 
 class CellTimeout(Exception):
@@ -122,14 +149,79 @@ def cpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float, min_samp
     return samples
 
 
-def gpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float) -> list[float]:
+FLUSH_BYTES = 256 * 2**20  # do_bench's L2 flush buffer (triton's get_empty_cache_for_benchmark)
+HOST_HEADROOM = 2.0  # the GPU's work per timed call (flush + call) is kept at least this many times the host's
+LOOP_US = 10.0  # do_bench's own host work per timed call: the flush launch and two event records
+MAX_FLUSH = 8
+
+
+def flush_multiple(host_us: float, flush_us: float, free_bytes: int | None = None) -> int:
+    """How many of do_bench's flush buffers to write before each timed call.
+
+    do_bench flushes L2 (256 MiB, ~80 us on an H100) and then records an event, calls, records another.
+    While the host issues a call faster than the GPU flushes, the host runs ahead and the events time the
+    GPU alone. When the host is slower (compiled wrappers, CUDA-graph bookkeeping and eager op chains take
+    40-160 us a call on a slow host CPU), the events also time part of the host's work: near that edge a
+    4 us kernel reads anywhere from 4 to 40 us, differently in every process. A flush that outlasts the
+    host's work twice over keeps the figure the GPU's time, which is what do_bench gives on a fast host."""
+    need = math.ceil(HOST_HEADROOM * (host_us + LOOP_US) / flush_us)
+    if free_bytes is not None:
+        need = min(need, max(1, (free_bytes - 2**30) // FLUSH_BYTES))
+    return max(1, min(MAX_FLUSH, need))
+
+
+def gpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float, flush: int = 1) -> list[float]:
+    """do_bench(warmup, rep, return_mode="all"), with `flush` times its L2 flush buffer when asked."""
+    import torch
+    import triton
     import triton.testing
 
-    return [float(t) for t in triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="all")]
+    driver = triton.runtime.driver.active
+    if flush > 1:
+        driver.get_empty_cache_for_benchmark = lambda: torch.empty(flush * FLUSH_BYTES // 4, dtype=torch.int,
+                                                                   device="cuda")
+    try:
+        return [float(t) for t in triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="all")]
+    finally:
+        if flush > 1:
+            del driver.get_empty_cache_for_benchmark
 
 
-def bench(call: Callable[[], Any], device: str, warmup_ms: float, rep_ms: float) -> list[float]:
-    return gpu_bench(call, warmup_ms, rep_ms) if device == "cuda" else cpu_bench(call, warmup_ms, rep_ms)
+def bench(call: Callable[[], Any], device: str, warmup_ms: float, rep_ms: float, flush: int = 1) -> list[float]:
+    return gpu_bench(call, warmup_ms, rep_ms, flush) if device == "cuda" else cpu_bench(call, warmup_ms, rep_ms)
+
+
+def host_time_us(call: Callable[[], Any], calls: int = 50) -> float:
+    """Host time per call, calls issued back to back without waiting for the GPU (it keeps up: the launch
+    queue holds far more than `calls` calls' kernels)."""
+    import torch
+
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    host = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+_FLUSH_US: list[float] = []
+
+
+def flush_time_us() -> float:
+    """GPU time of one do_bench L2 flush on this device (measured once per process)."""
+    if not _FLUSH_US:
+        import torch
+
+        buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.int, device="cuda")
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        buf.zero_()
+        start.record()
+        for _ in range(20):
+            buf.zero_()
+        end.record()
+        torch.cuda.synchronize()
+        _FLUSH_US.append(start.elapsed_time(end) / 20 * 1e3)
+    return _FLUSH_US[0]
 
 
 _LAUNCH_US: dict[str, float] = {}
@@ -229,13 +321,13 @@ def measure_cell(
     mode: str,
     device: str | None = None,
     settings: Settings = Settings(),
-    exclusive: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    guard: GpuGuard = NO_GUARD,
     fn_override: Callable[..., Any] | None = None,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
-    `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
-    eager reference, warm-up and timing); the parallel runner passes its cross-process GPU lock.
+    `guard` keeps the GPU work (input building, the eager reference, the first call once compiled, warm-up
+    and timing) from overlapping another process's; the parallel runner passes its cross-process GPU lock.
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
     callable with the workload's signature on its inputs, in eager, under `mode` as its label."""
@@ -262,8 +354,9 @@ def measure_cell(
     result.host = host_info(device).as_dict()
     try:
         with time_limit(settings.time_limit_s):
-            result.launch_us = launch_overhead_us(device)
-            _measure_into(result, spec, p, mode, device, settings, exclusive, fn_override)
+            with guard.held():
+                result.launch_us = launch_overhead_us(device)
+            _measure_into(result, spec, p, mode, device, settings, guard, fn_override)
     except Exception as exc:
         result.status, result.reason = FAILED, _reason(exc)
     finally:
@@ -280,10 +373,10 @@ def _skip(result: CellResult, reason: str, start: float) -> CellResult:
 
 
 def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, device: str,
-                  settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
+                  settings: Settings, guard: GpuGuard, fn_override: Callable[..., Any] | None) -> None:
     import torch
 
-    with exclusive():
+    with guard.held():
         fn, args, kwargs = spec.build(p, device)
         ref = _clone(fn(*args, **kwargs))
         _sync(device)
@@ -301,24 +394,31 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
             torch.compiler.cudagraph_mark_step_begin()
         return call_fn(*args, **kwargs)
 
-    t0 = time.perf_counter()
-    out = _clone(call())
-    _sync(device)
-    result.compile_s = time.perf_counter() - t0
-    if fn_override is not None or mode != "eager":
+    compiles = fn_override is None and mode != "eager"
+    t0, waited = time.perf_counter(), guard.waited_s
+    with guard.after_compile() if compiles else guard.held():
+        out = _clone(call())
+        _sync(device)
+    # Compile seconds leave out the wait for another cell's timing before the first run.
+    result.compile_s = time.perf_counter() - t0 - (guard.waited_s - waited)
+    if compiles or fn_override is not None:
         result.correct, result.error_vs_eager, why = compare_outputs(out, ref)
         if not result.correct:
             raise IncorrectOutput(f"incorrect: {why}")
     else:
         result.correct, result.error_vs_eager = True, 0.0
     del out, ref
-    with exclusive():
+    with guard.held():
         for _ in range(settings.warmup_calls):
             call()
         _sync(device)
+        flush = 1
         if device == "cuda":
+            result.host_us = host_time_us(call)
+            flush = flush_multiple(result.host_us, flush_time_us(), torch.cuda.mem_get_info()[0])
+            result.flush_mib = flush * FLUSH_BYTES // 2**20
             torch.cuda.reset_peak_memory_stats()
-        samples = bench(call, device, settings.warmup_ms, settings.rep_ms)
+        samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
         if device == "cuda":
             result.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
     result.samples_ms = samples
