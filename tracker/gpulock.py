@@ -13,7 +13,6 @@ import fcntl
 import functools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,110 +35,38 @@ def keep_off_timing_cpus(timing_cpus: frozenset[int]) -> None:
 
 
 class GpuLock:
-    """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock).
-
-    `waited_s` adds up the time spent waiting for other processes, so a cell's compile seconds can leave
-    out the time its first call queued behind another cell's timing."""
+    """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock)."""
 
     def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset()) -> None:
         self.path = path
         self.timing_cpus = timing_cpus
-        self.waited_s = 0.0
         self._saved_cpus: set[int] | None = None
         self._depth = 0
         self._fd: int | None = None
         self._mutex = threading.RLock()
-        self._first_call = False  # inside after_compile(): take the lock when the compiler returns
-        self._compiling = 0
-
-    def _acquire(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        t0 = time.perf_counter()
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        self.waited_s += time.perf_counter() - t0
-        if self.timing_cpus:
-            # pid 0 is the calling thread: the one that launches the timed kernels
-            self._saved_cpus = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, self.timing_cpus)
-
-    def _release(self) -> None:
-        if self._saved_cpus:
-            os.sched_setaffinity(0, self._saved_cpus)
-            self._saved_cpus = None
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         with self._mutex:
             if self._depth == 0:
-                self._acquire()
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+                if self.timing_cpus:
+                    # pid 0 is the calling thread: the one that launches the timed kernels
+                    self._saved_cpus = os.sched_getaffinity(0)
+                    os.sched_setaffinity(0, self.timing_cpus)
             self._depth += 1
             try:
                 yield
             finally:
                 self._depth -= 1
-                if self._depth == 0:
-                    self._release()
-
-    @contextlib.contextmanager
-    def released(self) -> Iterator[None]:
-        """Let other processes time while this one compiles (CPU work), then take the lock back.
-        The mutex is not held across the yield: the compiler may start threads that benchmark."""
-        with self._mutex:
-            depth, self._depth = self._depth, 0
-            if depth:
-                self._release()
-        try:
-            yield
-        finally:
-            with self._mutex:
-                if depth and self._depth == 0:
-                    self._acquire()
-                self._depth += depth
-
-    @contextlib.contextmanager
-    def after_compile(self) -> Iterator[None]:
-        """A first call of a compiled function: unlocked while the compiler works, locked from the moment
-        it returns, because the rest (the compiled graph's first run, CUDA-graph recording) is GPU work."""
-        with self._mutex:
-            depth, self._first_call = self._depth, True
-        try:
-            yield
-        finally:
-            with self._mutex:
-                self._first_call = False
-                if self._depth > depth:
-                    self._depth = depth
-                    if depth == 0:
-                        self._release()
-
-    def compiler_returned(self) -> None:
-        with self._mutex:
-            if self._first_call and self._depth == 0:
-                self._acquire()
-                self._depth = 1
-
-    def compiling(self, compile_fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Wrap inductor's compile_fx (which calls itself): the lock is released around the outermost call."""
-
-        @functools.wraps(compile_fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if self._compiling:
-                return compile_fn(*args, **kwargs)
-            self._compiling += 1
-            try:
-                with self.released():
-                    out = compile_fn(*args, **kwargs)
-            finally:
-                self._compiling -= 1
-            self.compiler_returned()
-            return out
-
-        wrapper.__compile_baselines_locked__ = True  # type: ignore[attr-defined]
-        return wrapper
+                if self._depth == 0 and self._fd is not None:
+                    if self._saved_cpus:
+                        os.sched_setaffinity(0, self._saved_cpus)
+                        self._saved_cpus = None
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                    os.close(self._fd)
+                    self._fd = None
 
 
 def _locked(lock: GpuLock, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -168,13 +95,6 @@ def install(lock: GpuLock) -> list[str]:
                 if callable(fn) and not getattr(fn, "__compile_baselines_locked__", False):
                     setattr(cls, attr, _locked(lock, fn))
                     patched.append(f"{cls.__name__}.{attr}")
-    try:
-        from torch._inductor import compile_fx
-    except ImportError:
-        compile_fx = None
-    if compile_fx is not None and not getattr(compile_fx.compile_fx, "__compile_baselines_locked__", False):
-        compile_fx.compile_fx = lock.compiling(compile_fx.compile_fx)
-        patched.append("compile_fx.compile_fx")
     try:
         import triton.testing
     except ImportError:

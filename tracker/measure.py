@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Protocol
+from typing import Any
 
 from kernels import registry as kernel_registry
 from tracker.hostinfo import host_info
@@ -72,31 +72,6 @@ class CellResult:
     def from_dict(cls, d: dict[str, Any]) -> CellResult:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
-
-
-class GpuGuard(Protocol):
-    """What a cell needs from the parallel runner's cross-process GPU lock (tracker.gpulock.GpuLock)."""
-
-    waited_s: float  # time spent waiting for other processes' GPU work
-
-    def held(self) -> contextlib.AbstractContextManager[Any]: ...
-
-    def after_compile(self) -> contextlib.AbstractContextManager[Any]: ...
-
-
-class NoGuard:
-    """One cell at a time: nothing to wait for."""
-
-    waited_s = 0.0
-
-    def held(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
-
-    def after_compile(self) -> contextlib.AbstractContextManager[Any]:
-        return contextlib.nullcontext()
-
-
-NO_GUARD = NoGuard()
 
 
 class CellTimeout(Exception):
@@ -236,7 +211,7 @@ def launch_overhead_us(device: str) -> float:
         import torch
 
         x = torch.zeros(1, device=device)
-        samples = bench(lambda: x.add_(1), device, warmup_ms=25, rep_ms=100)
+        samples = bench(lambda: x.add_(1), device, warmup_ms=10, rep_ms=50)
         _LAUNCH_US[device] = quantile(samples, 0.5) * 1e3
     return _LAUNCH_US[device]
 
@@ -321,13 +296,15 @@ def measure_cell(
     mode: str,
     device: str | None = None,
     settings: Settings = Settings(),
-    guard: GpuGuard = NO_GUARD,
+    exclusive: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     fn_override: Callable[..., Any] | None = None,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
-    `guard` keeps the GPU work (input building, the eager reference, the first call once compiled, warm-up
-    and timing) from overlapping another process's; the parallel runner passes its cross-process GPU lock.
+    `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
+    eager reference, the launch floor, warm-up and timing); the parallel runner passes its cross-process GPU
+    lock. The first call, which compiles, runs outside it: holding the lock through the lazy parts of
+    compiling (Triton configs compiled at their first launch) made a full parallel run twice as long.
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
     callable with the workload's signature on its inputs, in eager, under `mode` as its label."""
@@ -354,9 +331,9 @@ def measure_cell(
     result.host = host_info(device).as_dict()
     try:
         with time_limit(settings.time_limit_s):
-            with guard.held():
+            with exclusive():
                 result.launch_us = launch_overhead_us(device)
-            _measure_into(result, spec, p, mode, device, settings, guard, fn_override)
+            _measure_into(result, spec, p, mode, device, settings, exclusive, fn_override)
     except Exception as exc:
         result.status, result.reason = FAILED, _reason(exc)
     finally:
@@ -373,10 +350,10 @@ def _skip(result: CellResult, reason: str, start: float) -> CellResult:
 
 
 def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, device: str,
-                  settings: Settings, guard: GpuGuard, fn_override: Callable[..., Any] | None) -> None:
+                  settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
     import torch
 
-    with guard.held():
+    with exclusive():
         fn, args, kwargs = spec.build(p, device)
         ref = _clone(fn(*args, **kwargs))
         _sync(device)
@@ -394,21 +371,18 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
             torch.compiler.cudagraph_mark_step_begin()
         return call_fn(*args, **kwargs)
 
-    compiles = fn_override is None and mode != "eager"
-    t0, waited = time.perf_counter(), guard.waited_s
-    with guard.after_compile() if compiles else guard.held():
-        out = _clone(call())
-        _sync(device)
-    # Compile seconds leave out the wait for another cell's timing before the first run.
-    result.compile_s = time.perf_counter() - t0 - (guard.waited_s - waited)
-    if compiles or fn_override is not None:
+    t0 = time.perf_counter()
+    out = _clone(call())
+    _sync(device)
+    result.compile_s = time.perf_counter() - t0
+    if fn_override is not None or mode != "eager":
         result.correct, result.error_vs_eager, why = compare_outputs(out, ref)
         if not result.correct:
             raise IncorrectOutput(f"incorrect: {why}")
     else:
         result.correct, result.error_vs_eager = True, 0.0
     del out, ref
-    with guard.held():
+    with exclusive():
         for _ in range(settings.warmup_calls):
             call()
         _sync(device)

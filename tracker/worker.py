@@ -7,13 +7,14 @@ the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELIN
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 
 from tracker import gpulock
 from tracker.cells import CellStore, RunKey, default_root, stored_form
-from tracker.measure import NO_GUARD, Settings, measure_cell
+from tracker.measure import Settings, measure_cell
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
 
@@ -22,11 +23,13 @@ def main(argv: list[str]) -> int:
     preset, workload, mode = argv
     settings = Settings(**json.loads(os.environ.get(ENV_SETTINGS) or "{}"))
     lock = gpulock.from_env()
+    exclusive = contextlib.nullcontext
     if lock is not None:
         gpulock.keep_off_timing_cpus(lock.timing_cpus)
         gpulock.install(lock)
+        exclusive = lock.held
     cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
-                        settings=settings, guard=lock or NO_GUARD)
+                        settings=settings, exclusive=exclusive)
     CellStore(default_root(), RunKey.from_env()).put(stored_form(cell.as_dict()))
     return 0
 
