@@ -103,4 +103,9 @@ def test_the_l2_flush_grows_until_the_gpu_outlasts_the_host_twice() -> None:
     assert measure.flush_multiple(67.0, flush_us) == 2  # a compiled wrapper on a slow host
     assert measure.flush_multiple(160.0, flush_us) == 5  # CUDA-graph bookkeeping
     assert measure.flush_multiple(5000.0, flush_us) == measure.MAX_FLUSH
-    assert measure.flush_multiple(160.0, flush_us, free_bytes=2**30 + 2 * measure.FLUSH_BYTES) == 2
+
+
+def test_the_flush_takes_only_free_gpu_memory_and_at_least_do_bench_s_own() -> None:
+    assert measure.affordable_flush(5, free_bytes=2**30 + 2 * measure.FLUSH_BYTES) == 2
+    assert measure.affordable_flush(5, free_bytes=2**40) == 5
+    assert measure.affordable_flush(5, free_bytes=0) == 1

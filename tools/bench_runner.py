@@ -3,6 +3,7 @@
     python tools/bench_runner.py measure --jobs 1 --store /tmp/serial  --preset prefill decode --workload ...
     python tools/bench_runner.py measure --jobs 8 --store /tmp/parallel --preset prefill decode --workload ...
     python tools/bench_runner.py agree /tmp/serial /tmp/parallel
+    python tools/bench_runner.py agree /tmp/serial .asv/cells/MACHINE/COMMIT/torch-VERSION   # a full run
 
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
@@ -36,9 +37,14 @@ def cmd_measure(a: argparse.Namespace) -> None:
     print(json.dumps({"cells": len(cells), "jobs": a.jobs, "wall_s": round(wall, 1), "store": a.store}))
 
 
-def _load(root: str) -> dict[tuple[str, str, str], dict]:
-    return {(c["preset"], c["workload"], c["mode"]): c
-            for c in CellStore(root, RunKey("bench", "bench", torch_version())).all()}
+def _load(path: str) -> dict[tuple[str, str, str], dict]:
+    """The cells of a `measure --store` directory (any torch version), or of a run's cell directory
+    (.asv/cells/MACHINE/COMMIT/torch-VERSION), so a full `run` can be compared with a serial subset."""
+    root = Path(path)
+    store = CellStore(root, RunKey("bench", "bench", torch_version()))
+    store.dir = next((d for d in [root, *sorted(root.glob("bench/bench/torch-*"))] if any(d.glob("*/*/*.json"))),
+                     store.dir)
+    return {(c["preset"], c["workload"], c["mode"]): c for c in store.all()}
 
 
 def cmd_agree(a: argparse.Namespace) -> None:

@@ -139,7 +139,7 @@ def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> Non
 
 def default_jobs(device: str) -> int:
     """Workers at once: on a GPU host 3 per 4 cores up to 12 (compiles overlap, GPU timing is serialized; 12 on
-    the 16-core H100 host ran the suite in 529 s cold); on a CPU host one, since the timing itself runs on the
+    the 16-core H100 host ran the suite in 529-623 s cold); on a CPU host one, since the timing itself runs on the
     cores that compilation would take."""
     if device != "cuda":
         return 1

@@ -58,6 +58,7 @@ class CellResult:
     launch_us: float | None = None  # this host's launch floor: a one-element add under the same timer
     host_us: float | None = None  # CUDA: host (CPU) time per call, calls issued back to back
     flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
+    flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
     host: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -130,7 +131,7 @@ LOOP_US = 10.0  # do_bench's own host work per timed call: the flush launch and 
 MAX_FLUSH = 8
 
 
-def flush_multiple(host_us: float, flush_us: float, free_bytes: int | None = None) -> int:
+def flush_multiple(host_us: float, flush_us: float) -> int:
     """How many of do_bench's flush buffers to write before each timed call.
 
     do_bench flushes L2 (256 MiB, ~80 us on an H100) and then records an event, calls, records another.
@@ -139,10 +140,12 @@ def flush_multiple(host_us: float, flush_us: float, free_bytes: int | None = Non
     40-160 us a call on a slow host CPU), the events also time part of the host's work: near that edge a
     4 us kernel reads anywhere from 4 to 40 us, differently in every process. A flush that outlasts the
     host's work twice over keeps the figure the GPU's time, which is what do_bench gives on a fast host."""
-    need = math.ceil(HOST_HEADROOM * (host_us + LOOP_US) / flush_us)
-    if free_bytes is not None:
-        need = min(need, max(1, (free_bytes - 2**30) // FLUSH_BYTES))
-    return max(1, min(MAX_FLUSH, need))
+    return max(1, min(MAX_FLUSH, math.ceil(HOST_HEADROOM * (host_us + LOOP_US) / flush_us)))
+
+
+def affordable_flush(wanted: int, free_bytes: int) -> int:
+    """At most what fits in free GPU memory with 1 GiB to spare (other cells' tensors share the GPU)."""
+    return max(1, min(wanted, (free_bytes - 2**30) // FLUSH_BYTES))
 
 
 def gpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float, flush: int = 1) -> list[float]:
@@ -389,7 +392,9 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
         flush = 1
         if device == "cuda":
             result.host_us = host_time_us(call)
-            flush = flush_multiple(result.host_us, flush_time_us(), torch.cuda.mem_get_info()[0])
+            wanted = flush_multiple(result.host_us, flush_time_us())
+            flush = affordable_flush(wanted, torch.cuda.mem_get_info()[0])
+            result.flush_capped = flush < wanted
             result.flush_mib = flush * FLUSH_BYTES // 2**20
             torch.cuda.reset_peak_memory_stats()
         samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)

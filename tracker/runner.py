@@ -154,11 +154,14 @@ class Progress:
         self.total, self.done, self.failed, self.out = total, 0, 0, out
         self.start = time.monotonic()
         self._lock = threading.Lock()
+        self._failed: dict[CellId, bool] = {}  # a cell re-run alone replaces its first result
 
     def cell_done(self, cell: CellId, result: dict[str, Any]) -> None:
         with self._lock:
-            self.done += 1
-            self.failed += result.get("status") == FAILED
+            if cell not in self._failed:
+                self.done += 1
+            self._failed[cell] = result.get("status") == FAILED
+            self.failed = sum(self._failed.values())
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)
             status = result.get("status", "?")
@@ -249,9 +252,8 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
         for fut in as_completed(futures):
             _finish(futures[fut], fut.result(), results, progress)
         if cfg.jobs > 1:
-            # Other cells' tensors shared the GPU: a cell that ran out of memory then gets a run of its own.
             for cell in todo:
-                if results[cell].get("reason", "").startswith("out of memory"):
+                if needs_gpu_alone(results[cell]):
                     store.path(cell.preset, cell.workload, cell.mode).unlink(missing_ok=True)
                     _finish(cell, _run_one(cell, cfg, store, workers), results, progress)
     except BaseException:
@@ -260,6 +262,12 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return {c: results[c] for c in cells}
+
+
+def needs_gpu_alone(result: dict[str, Any]) -> bool:
+    """Other cells' tensors shared the GPU: a cell that ran out of memory, or whose L2 flush had to be cut
+    short for lack of free memory (so its timing may include host time), gets a run of its own."""
+    return result.get("reason", "").startswith("out of memory") or bool(result.get("flush_capped"))
 
 
 def _finish(cell: CellId, result: dict[str, Any] | None, results: dict[CellId, dict[str, Any]],
