@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 from tracker.runner import CellId, Progress, expected_cost, needs_gpu_alone, plan, shard
 from workloads.names import MODES
@@ -33,3 +36,13 @@ def test_cells_that_shared_the_gpu_short_of_memory_run_again_alone() -> None:
     assert needs_gpu_alone({"status": "ok", "flush_capped": True})  # its timing may include host time
     assert not needs_gpu_alone({"status": "ok", "flush_capped": False})
     assert not needs_gpu_alone({"status": "failed", "reason": "incorrect: output 0 differs"})
+
+
+def test_the_agreement_benchmark_reproduces_its_recorded_h100_figures() -> None:
+    # tools/bench_runner.py agree on the committed serial and parallel cell stores (see their PROVENANCE.md)
+    root = Path(__file__).resolve().parent.parent
+    fixture = root / "tests" / "fixtures" / "h100-runner"
+    out = subprocess.run([sys.executable, "tools/bench_runner.py", "agree", str(fixture / "serial"),
+                          str(fixture / "cold")], capture_output=True, text=True, check=True, cwd=root).stdout
+    assert out == (fixture / "agree-serial-vs-cold.txt").read_text()
+    assert "cells compared: 40 (serial 40, parallel 205)" in out
