@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tracker.runner import CellId, Progress, expected_cost, needs_gpu_alone, plan, shard
+import pytest
+
+from tracker import gpulock
+from tracker.cli import default_jobs
+from tracker.runner import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, shard
 from workloads.names import MODES
 
 
@@ -46,3 +51,14 @@ def test_the_agreement_benchmark_reproduces_its_recorded_h100_figures() -> None:
                           str(fixture / "cold")], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out == (fixture / "agree-serial-vs-cold.txt").read_text()
     assert "cells compared: 40 (serial 40, parallel 205)" in out
+
+
+def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=7)
+    env = cfg.worker_env(CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "cache"))
+    assert env[gpulock.ENV_TIMING_CPUS] == "16,17"  # not the other shard's timing cores 0,1
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == str((16 - 2) // 7)
+    assert default_jobs("cuda") == 12 and default_jobs("cpu") == 1

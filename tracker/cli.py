@@ -143,7 +143,9 @@ def default_jobs(device: str) -> int:
     cores that compilation would take."""
     if device != "cuda":
         return 1
-    return max(1, min(12, (os.cpu_count() or 2) * 3 // 4))
+    from tracker.runner import usable_cpus
+
+    return max(1, min(12, len(usable_cpus()) * 3 // 4))
 
 
 def _cuda_available() -> bool:

@@ -108,6 +108,14 @@ def shard(cells: list[CellId], index: int, count: int) -> list[CellId]:
     return [c for c in cells if owner[c] == index - 1]
 
 
+def usable_cpus() -> list[int]:
+    """The cores this process may run on: a shard started under `taskset` (one per GPU of a host) counts only
+    its own, so shards do not reserve the same timing cores or oversubscribe the compilers."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
 @dataclass(frozen=True)
 class RunConfig:
     store_root: Path
@@ -122,13 +130,13 @@ class RunConfig:
 
     def timing_cpus(self) -> list[int]:
         """Two cores reserved for the process that holds the GPU lock, when cells run in parallel."""
-        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        cpus = usable_cpus()
         return cpus[:2] if self.jobs > 1 and len(cpus) >= 6 else []
 
     def worker_env(self, cell: CellId, cache_dir: str) -> dict[str, str]:
         env = dict(os.environ)
         timing = self.timing_cpus()
-        compile_cores = (os.cpu_count() or 2) - len(timing)
+        compile_cores = len(usable_cpus()) - len(timing)
         env.update({
             ENV_ROOT: str(self.store_root),
             ENV_MACHINE: self.machine,
