@@ -17,6 +17,7 @@ needs), which makes a file cost ~1 ms instead of ~90 ms. Result files are only e
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import mmap
 import os
@@ -355,57 +356,52 @@ class _Grid:
     unknown: tuple[str, ...]
 
 
-_GRIDS: dict[tuple[tuple[str, ...], ...], _Grid] = {}
-_CANDIDATE_GRIDS: dict[tuple[tuple[str, ...], ...], _Grid] = {}
+Params = tuple[tuple[str, ...], ...]  # asv's "params" of a benchmark, hashable: each grid is decoded once
 
 
-def _grid(params: list[list[str]]) -> _Grid:
-    key = tuple(tuple(p) for p in params)
-    grid = _GRIDS.get(key)
-    if grid is None:
-        if len(key) != 3:
-            raise ValueError(f"expected (preset, workload, mode) parameters, found {len(key)} parameter lists")
-        unknown: list[str] = []
-        codes = []
-        for kind, values, known in zip(("preset", "workload", "mode"), key, (PRESET_NAMES, WORKLOAD_NAMES, MODES),
-                                       strict=True):
-            decoded = [ast.literal_eval(v) for v in values]  # asv stores repr()s: "'prefill'"
-            unknown += [f"{kind} {v!r}" for v in decoded if v not in known]
-            codes.append(np.array([known.index(v) if v in known else -1 for v in decoded], dtype=np.int16))
-        p, w, m = np.meshgrid(*codes, indexing="ij")  # asv orders combinations as itertools.product
-        grid = _Grid(p.ravel(), w.ravel(), m.ravel(), MODES, len(codes[2]), tuple(unknown))
-        _GRIDS[key] = grid
-    return grid
+def _params(row: list[Any], columns: dict[str, int]) -> Params:
+    return tuple(tuple(p) for p in _column(row, columns, "params"))
 
 
-def _candidate_grid(params: list[list[str]]) -> _Grid:
+@functools.cache
+def _grid(key: Params) -> _Grid:
+    if len(key) != 3:
+        raise ValueError(f"expected (preset, workload, mode) parameters, found {len(key)} parameter lists")
+    unknown: list[str] = []
+    codes = []
+    for kind, values, known in zip(("preset", "workload", "mode"), key, (PRESET_NAMES, WORKLOAD_NAMES, MODES),
+                                   strict=True):
+        decoded = [ast.literal_eval(v) for v in values]  # asv stores repr()s: "'prefill'"
+        unknown += [f"{kind} {v!r}" for v in decoded if v not in known]
+        codes.append(np.array([known.index(v) if v in known else -1 for v in decoded], dtype=np.int16))
+    p, w, m = np.meshgrid(*codes, indexing="ij")  # asv orders combinations as itertools.product
+    return _Grid(p.ravel(), w.ravel(), m.ravel(), MODES, len(codes[2]), tuple(unknown))
+
+
+@functools.cache
+def _candidate_grid(key: Params) -> _Grid:
     """The grid of candidates.Candidate: (preset, "workload:name") pairs; a candidate's mode is "kernel:<name>"."""
-    key = tuple(tuple(p) for p in params)
-    grid = _CANDIDATE_GRIDS.get(key)
-    if grid is None:
-        if len(key) != 2:
-            raise ValueError(f"expected (preset, candidate) parameters, found {len(key)} parameter lists")
-        presets = [ast.literal_eval(v) for v in key[0]]
-        unknown = [f"preset {p!r}" for p in presets if p not in PRESET_NAMES]
-        pairs: list[tuple[str, str] | None] = []
-        for value in (ast.literal_eval(v) for v in key[1]):
-            try:
-                workload, name = split_key(value)
-            except KeyError:
-                workload = name = ""
-            # A candidate of a workload no longer in the suite is dropped; an unregistered name is history: kept.
-            pairs.append((workload, mode_of(name)) if workload in WORKLOAD_NAMES else None)
-            if pairs[-1] is None:
-                unknown.append(f"candidate {value!r}")
-        modes = tuple(sorted({pair[1] for pair in pairs if pair}))
-        p_codes = np.array([PRESET_NAMES.index(p) if p in PRESET_NAMES else -1 for p in presets], dtype=np.int16)
-        w_codes = np.array([WORKLOAD_NAMES.index(x[0]) if x else -1 for x in pairs], dtype=np.int16)
-        m_codes = np.array([modes.index(x[1]) if x else -1 for x in pairs], dtype=np.int16)
-        p, w = np.meshgrid(p_codes, w_codes, indexing="ij")
-        m = np.broadcast_to(m_codes, p.shape)
-        grid = _Grid(p.ravel(), w.ravel(), m.ravel(), modes, 1, tuple(unknown))
-        _CANDIDATE_GRIDS[key] = grid
-    return grid
+    if len(key) != 2:
+        raise ValueError(f"expected (preset, candidate) parameters, found {len(key)} parameter lists")
+    presets = [ast.literal_eval(v) for v in key[0]]
+    unknown = [f"preset {p!r}" for p in presets if p not in PRESET_NAMES]
+    pairs: list[tuple[str, str] | None] = []
+    for value in (ast.literal_eval(v) for v in key[1]):
+        try:
+            workload, name = split_key(value)
+        except KeyError:
+            workload = name = ""
+        # A candidate of a workload no longer in the suite is dropped; an unregistered name is history: kept.
+        pairs.append((workload, mode_of(name)) if workload in WORKLOAD_NAMES else None)
+        if pairs[-1] is None:
+            unknown.append(f"candidate {value!r}")
+    modes = tuple(sorted({pair[1] for pair in pairs if pair}))
+    p_codes = np.array([PRESET_NAMES.index(p) if p in PRESET_NAMES else -1 for p in presets], dtype=np.int16)
+    w_codes = np.array([WORKLOAD_NAMES.index(x[0]) if x else -1 for x in pairs], dtype=np.int16)
+    m_codes = np.array([modes.index(x[1]) if x else -1 for x in pairs], dtype=np.int16)
+    p, w = np.meshgrid(p_codes, w_codes, indexing="ij")
+    m = np.broadcast_to(m_codes, p.shape)
+    return _Grid(p.ravel(), w.ravel(), m.ravel(), modes, 1, tuple(unknown))
 
 
 def _column(row: list[Any], columns: dict[str, int], name: str) -> Any:
@@ -486,7 +482,7 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> lis
     measured: set[tuple[int, int]] = set()  # the (preset, workload) instances of the modes run here
     row = results.get(LATENCY)
     if row is not None:
-        grid = _grid(_column(row, columns, "params"))
+        grid = _grid(_params(row, columns))
         arrays = _metric_arrays(results, columns, (LATENCY, COMPILE, MEMORY), len(grid.preset))
         # Keep every mode of an instance that has any result; an instance with none was not run here.
         has_result = arrays["status"] != 2
@@ -495,7 +491,7 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> lis
         measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
     row = results.get(CANDIDATE_METRICS[0])
     if row is not None:
-        grid = _candidate_grid(_column(row, columns, "params"))
+        grid = _candidate_grid(_params(row, columns))
         arrays = _metric_arrays(results, columns, CANDIDATE_METRICS, len(grid.preset))
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
