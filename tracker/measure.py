@@ -9,6 +9,7 @@ shape (all samples, in ms) stands in for do_bench. A cell that fails returns a f
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 import signal
@@ -182,24 +183,20 @@ def host_time_us(call: Callable[[], Any], calls: int = 50) -> float:
     return host
 
 
-_FLUSH_US: list[float] = []
-
-
+@functools.cache
 def flush_time_us() -> float:
     """GPU time of one do_bench L2 flush on this device (measured once per process)."""
-    if not _FLUSH_US:
-        import torch
+    import torch
 
-        buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.int, device="cuda")
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    buf = torch.empty(FLUSH_BYTES // 4, dtype=torch.int, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    buf.zero_()
+    start.record()
+    for _ in range(20):
         buf.zero_()
-        start.record()
-        for _ in range(20):
-            buf.zero_()
-        end.record()
-        torch.cuda.synchronize()
-        _FLUSH_US.append(start.elapsed_time(end) / 20 * 1e3)
-    return _FLUSH_US[0]
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 20 * 1e3
 
 
 _LAUNCH_US: dict[str, float] = {}

@@ -166,10 +166,8 @@ class Progress:
 
     def cell_done(self, cell: CellId, result: dict[str, Any]) -> None:
         with self._lock:
-            if cell not in self._failed:
-                self.done += 1
             self._failed[cell] = result.get("status") == FAILED
-            self.failed = sum(self._failed.values())
+            self.done, self.failed = len(self._failed), sum(self._failed.values())
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)
             status = result.get("status", "?")
