@@ -33,6 +33,21 @@ def test_a_cell_records_its_environment_and_the_host_launch_floor() -> None:
     assert cell.peak_mem_bytes is None  # device memory is a CUDA figure
 
 
+def test_a_cell_reuses_its_run_s_launch_floor_and_records_where_its_time_went() -> None:
+    cell = measure_cell("tiny", "diff_cfg_blend", "default", device="cpu", settings=QUICK, launch_us=7.25)
+    assert cell.launch_us == 7.25 and "launch_floor" not in cell.phase_s  # measured once a run, not again
+    assert {"inputs", "first_call", "warmup", "timing"} <= set(cell.phase_s)
+    assert cell.compile_s == cell.phase_s["first_call"]
+    assert sum(cell.phase_s.values()) <= cell.wall_s
+
+
+def test_host_time_is_taken_over_about_20_ms_of_calls_5_to_50_of_them() -> None:
+    assert measure.host_calls(0.005) == 50  # a 5 us kernel: the most calls
+    assert measure.host_calls(1.0) == 20
+    assert measure.host_calls(12.0) == 5  # a 12 ms prefill cell: not 0.6 s of the GPU lock
+    assert measure.host_calls(None) == 50  # no warm-up calls to estimate from
+
+
 def test_a_workload_that_raises_is_a_failed_result_not_a_crash() -> None:
     def broken(*args: object) -> None:
         raise RuntimeError("kernel exploded\nsecond line")

@@ -23,6 +23,7 @@ from tracker import atomic
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
 ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset
+LAUNCH_FLOOR = "launch-floor.json"  # beside the cells: {"launch_us": ...}
 
 
 def torch_version() -> str:
@@ -83,6 +84,17 @@ class CellStore:
 
     def put(self, cell: dict[str, Any]) -> None:
         atomic.write_json(self.path(cell["preset"], cell["workload"], cell["mode"]), cell)
+
+    def launch_floor(self) -> float | None:
+        """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
+        try:
+            value = json.loads((self.dir / LAUNCH_FLOOR).read_text(encoding="utf-8"))["launch_us"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    def set_launch_floor(self, launch_us: float) -> None:
+        atomic.write_json(self.dir / LAUNCH_FLOOR, {"launch_us": launch_us})
 
     def all(self) -> list[dict[str, Any]]:
         out = []

@@ -13,6 +13,7 @@ import fcntl
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,11 +36,16 @@ def keep_off_timing_cpus(timing_cpus: frozenset[int]) -> None:
 
 
 class GpuLock:
-    """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock)."""
+    """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock).
+
+    Counts the seconds this process held it and waited for it: the GPU-bound share of a parallel run."""
 
     def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset()) -> None:
         self.path = path
         self.timing_cpus = timing_cpus
+        self.held_s = 0.0
+        self.wait_s = 0.0
+        self._since = 0.0
         self._saved_cpus: set[int] | None = None
         self._depth = 0
         self._fd: int | None = None
@@ -50,7 +56,10 @@ class GpuLock:
         with self._mutex:
             if self._depth == 0:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                asked = time.perf_counter()
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
+                self._since = time.perf_counter()
+                self.wait_s += self._since - asked
                 if self.timing_cpus:
                     # pid 0 is the calling thread: the one that launches the timed kernels
                     self._saved_cpus = os.sched_getaffinity(0)
@@ -67,6 +76,7 @@ class GpuLock:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
+                    self.held_s += time.perf_counter() - self._since
 
 
 def _locked(lock: GpuLock, fn: Callable[..., Any]) -> Callable[..., Any]:

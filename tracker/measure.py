@@ -60,6 +60,11 @@ class CellResult:
     host_us: float | None = None  # CUDA: host (CPU) time per call, calls issued back to back
     flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
     flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
+    # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "timing"),
+    # lock waits excluded; and, in a parallel run, the seconds this process held and waited for the GPU lock.
+    phase_s: dict[str, float] = field(default_factory=dict)
+    lock_held_s: float | None = None
+    lock_wait_s: float | None = None
     host: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -216,6 +221,32 @@ def launch_overhead_us(device: str) -> float:
     return _LAUNCH_US[device]
 
 
+def init_cuda() -> None:
+    """Create the CUDA context and the cuBLAS handle: host work of a few hundred ms and no kernels, so it
+    is done before taking the GPU lock rather than under it."""
+    import torch
+
+    torch.empty(1, device="cuda")
+    torch.cuda.current_blas_handle()
+
+
+def host_calls(per_call_ms: float | None, budget_ms: float = 20.0) -> int:
+    """Calls for host_time_us: about `budget_ms` of them, 5 to 50 (each one's GPU work is waited for)."""
+    return 50 if not per_call_ms else max(5, min(50, int(budget_ms / per_call_ms)))
+
+
+@contextlib.contextmanager
+def _phase(result: CellResult, name: str,
+           guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> Iterator[None]:
+    """Record the seconds `name` took inside `guard` (the GPU lock: its wait is not counted)."""
+    with guard():
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            result.phase_s[name] = round(time.perf_counter() - t0, 4)
+
+
 def pick_device(device: str | None = None) -> str:
     import torch
 
@@ -298,6 +329,7 @@ def measure_cell(
     settings: Settings = Settings(),
     exclusive: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     fn_override: Callable[..., Any] | None = None,
+    launch_us: float | None = None,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
@@ -307,7 +339,8 @@ def measure_cell(
     end of that call made a full parallel run on the H100 twice as long.
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
-    callable with the workload's signature on its inputs, in eager, under `mode` as its label."""
+    callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`, when
+    given, is this run's launch floor, already measured by another cell (the runner's workers share one)."""
     import torch
 
     spec, p = registry.get(workload), get_preset(preset)
@@ -331,8 +364,13 @@ def measure_cell(
     result.host = host_info(device).as_dict()
     try:
         with time_limit(settings.time_limit_s):
-            with exclusive():
-                result.launch_us = launch_overhead_us(device)
+            if device == "cuda":
+                with _phase(result, "cuda_init"):
+                    init_cuda()
+            if launch_us is None:
+                with _phase(result, "launch_floor", exclusive):
+                    launch_us = launch_overhead_us(device)
+            result.launch_us = launch_us
             _measure_into(result, spec, p, mode, device, settings, exclusive, fn_override)
     except Exception as exc:
         result.status, result.reason = FAILED, _reason(exc)
@@ -353,7 +391,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
                   settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
     import torch
 
-    with exclusive():
+    with _phase(result, "inputs", exclusive):
         fn, args, kwargs = spec.build(p, device)
         ref = _clone(fn(*args, **kwargs))
         _sync(device)
@@ -371,11 +409,13 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
             torch.compiler.cudagraph_mark_step_begin()
         return call_fn(*args, **kwargs)
 
-    t0 = time.perf_counter()
-    out = _clone(call())
-    _sync(device)
-    result.compile_s = time.perf_counter() - t0
-    if fn_override is not None or mode != "eager":
+    # Eager compiles nothing: its first call runs its kernels, so it holds the lock like the rest.
+    compiles = fn_override is not None or mode != "eager"
+    with _phase(result, "first_call", contextlib.nullcontext if compiles else exclusive):
+        out = _clone(call())
+        _sync(device)
+    result.compile_s = result.phase_s["first_call"]
+    if compiles:
         result.correct, result.error_vs_eager, why = compare_outputs(out, ref)
         if not result.correct:
             raise IncorrectOutput(f"incorrect: {why}")
@@ -383,18 +423,23 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
         result.correct, result.error_vs_eager = True, 0.0
     del out, ref
     with exclusive():
-        for _ in range(settings.warmup_calls):
-            call()
-        _sync(device)
+        with _phase(result, "warmup"):
+            t0 = time.perf_counter()
+            for _ in range(settings.warmup_calls):
+                call()
+            _sync(device)
+            per_call_ms = (time.perf_counter() - t0) * 1e3 / settings.warmup_calls if settings.warmup_calls else None
         flush = 1
         if device == "cuda":
-            result.host_us = host_time_us(call)
+            with _phase(result, "host_time"):
+                result.host_us = host_time_us(call, host_calls(per_call_ms))
             wanted = flush_multiple(result.host_us, flush_time_us())
             flush = affordable_flush(wanted, torch.cuda.mem_get_info()[0])
             result.flush_capped = flush < wanted
             result.flush_mib = flush * FLUSH_BYTES // 2**20
             torch.cuda.reset_peak_memory_stats()
-        samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
+        with _phase(result, "timing"):
+            samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
         if device == "cuda":
             result.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
     result.samples_ms = samples

@@ -3,7 +3,8 @@
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 
 Measures with the cross-process GPU lock when the runner set one, and stores the result atomically in
-the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELINES_MACHINE)."""
+the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELINES_MACHINE). The first cell
+to finish records the host's launch floor there; later cells of the run reuse it instead of measuring it."""
 
 from __future__ import annotations
 
@@ -28,9 +29,15 @@ def main(argv: list[str]) -> int:
         gpulock.keep_off_timing_cpus(lock.timing_cpus)
         gpulock.install(lock)
         exclusive = lock.held
+    store = CellStore(default_root(), RunKey.from_env())
+    floor = store.launch_floor()
     cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
-                        settings=settings, exclusive=exclusive)
-    CellStore(default_root(), RunKey.from_env()).put(stored_form(cell.as_dict()))
+                        settings=settings, exclusive=exclusive, launch_us=floor)
+    if lock is not None:
+        cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
+    store.put(stored_form(cell.as_dict()))
+    if floor is None and cell.launch_us is not None:
+        store.set_launch_floor(cell.launch_us)
     return 0
 
 
