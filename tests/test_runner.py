@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from tracker import gpulock
+from tracker.cells import CellStore, RunKey
 from tracker.cli import default_jobs
-from tracker.runner import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, shard
+from tracker.runner import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, queue_order, shard
 from workloads.names import MODES
 
 
@@ -25,6 +28,17 @@ def test_shards_are_disjoint_cover_every_cell_and_balance_expected_cost() -> Non
     assert shard(cells, 1, 2) == parts[0]  # deterministic: every runner of a matrix agrees
 
 
+def test_the_queue_runs_longest_first_with_eager_cells_spread_evenly_from_the_start() -> None:
+    cells = plan(["prefill", "decode"])
+    queue = queue_order(cells)
+    assert sorted(queue) == sorted(cells) and queue[0].mode == "eager"
+    compiling = [c for c in queue if c.mode != "eager"]
+    assert [expected_cost(c) for c in compiling] == sorted((expected_cost(c) for c in compiling), reverse=True)
+    eager_at = [i for i, c in enumerate(queue) if c.mode == "eager"]
+    assert len(eager_at) == 41 and max(b - a for a, b in itertools.pairwise(eager_at)) <= 6  # 164 / 41 = 4 apart
+    assert queue_order(compiling) == compiling
+
+
 def test_a_cell_re_run_alone_replaces_its_first_result_in_the_progress_counts() -> None:
     out = io.StringIO()
     progress = Progress(2, out)
@@ -34,6 +48,44 @@ def test_a_cell_re_run_alone_replaces_its_first_result_in_the_progress_counts() 
     progress.cell_done(a, {"status": "ok", "median_ms": 0.5, "compile_s": 0.0})
     assert (progress.done, progress.failed) == (2, 0)
     assert out.getvalue().splitlines()[-1].startswith("[2/2]")
+
+
+def test_the_gpu_lock_excludes_a_second_holder_and_counts_held_and_waited_time(tmp_path: Path) -> None:
+    first, second = gpulock.GpuLock(str(tmp_path / "gpu.lock")), gpulock.GpuLock(str(tmp_path / "gpu.lock"))
+    inside = threading.Event()
+
+    def take_second() -> None:
+        with second.held():
+            inside.set()
+
+    with first.held(), first.held():  # re-entrant: do_bench inside a cell's held lock
+        waiter = threading.Thread(target=take_second)
+        waiter.start()
+        assert not inside.wait(0.3)  # flock on one file excludes it while the first holds it
+    waiter.join(5)
+    assert inside.is_set()
+    assert first.held_s >= 0.3 and first.wait_s < first.held_s
+    assert second.wait_s >= 0.2 and second.held_s < 0.3
+
+
+def test_a_run_reports_how_much_of_its_wall_time_the_gpu_lock_was_held() -> None:
+    progress = Progress(2, io.StringIO())
+    progress.start -= 10.0
+    progress.cell_done(CellId("decode", "llm_rmsnorm", "eager"), {"status": "ok", "median_ms": 0.1, "compile_s": 0.0,
+                                                                  "lock_held_s": 3.0})
+    progress.cell_done(CellId("decode", "llm_rmsnorm", "default"), {"status": "ok", "median_ms": 0.1, "compile_s": 1.0,
+                                                                    "lock_held_s": 4.0})
+    assert progress.lock_share().startswith("GPU lock held 7 s of 10 s (70%), 3.50 s a cell")
+    assert Progress(1, io.StringIO()).lock_share() == ""  # serial or CPU runs hold no lock
+
+
+def test_the_launch_floor_is_kept_once_per_run_beside_its_cells(tmp_path: Path) -> None:
+    store = CellStore(tmp_path, RunKey("m", "c", "2.11.0"))
+    assert store.launch_floor() is None
+    store.set_launch_floor(4.4)
+    assert store.launch_floor() == 4.4 and store.all() == []  # not a cell
+    (store.dir / "launch-floor.json").write_text("{not json")
+    assert store.launch_floor() is None  # unreadable: the next cell measures it again
 
 
 def test_cells_that_shared_the_gpu_short_of_memory_run_again_alone() -> None:

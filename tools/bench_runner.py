@@ -4,11 +4,14 @@
     python tools/bench_runner.py measure --jobs 8 --store /tmp/parallel --preset prefill decode --workload ...
     python tools/bench_runner.py agree /tmp/serial /tmp/parallel
     python tools/bench_runner.py agree /tmp/serial .asv/cells/MACHINE/COMMIT/torch-VERSION   # a full run
+    python tools/bench_runner.py phases .asv/cells/MACHINE/COMMIT/torch-VERSION
 
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
 the launch floor, and the host time per call of each cell in both runs (CPU contention from compiling
-neighbours shows there; the latency itself is GPU time, see tracker.measure.flush_multiple).
+neighbours shows there; the latency itself is GPU time, see tracker.measure.flush_multiple). `phases` prints
+where a run's cells spent their time, and how long each held the GPU lock: the lock-held seconds summed over
+the cells are the floor of a one-GPU run's wall time.
 """
 
 from __future__ import annotations
@@ -96,6 +99,18 @@ def cmd_agree(a: argparse.Namespace) -> None:
                   f"largest {max(flush)} MiB")
 
 
+def cmd_phases(a: argparse.Namespace) -> None:
+    cells = [c for c in _load(a.store).values() if c.get("status") == "ok"]
+    print(f"{len(cells)} ok cells; seconds per cell (median, mean, sum):")
+    names = sorted({n for c in cells for n in c.get("phase_s") or {}})
+    rows = [(n, [c["phase_s"][n] for c in cells if n in (c.get("phase_s") or {})]) for n in names]
+    rows += [(k, [c[k] for c in cells if c.get(k) is not None]) for k in ("lock_held_s", "lock_wait_s", "wall_s")]
+    for name, xs in rows:
+        if xs:
+            print(f"  {name:<14} {statistics.median(xs):7.3f} {statistics.fmean(xs):7.3f} {sum(xs):8.1f}"
+                  f"  ({len(xs)} cells)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -111,8 +126,10 @@ def main() -> None:
     g = sub.add_parser("agree")
     g.add_argument("serial")
     g.add_argument("parallel")
+    h = sub.add_parser("phases")
+    h.add_argument("store")
     a = p.parse_args()
-    {"measure": cmd_measure, "agree": cmd_agree}[a.cmd](a)
+    {"measure": cmd_measure, "agree": cmd_agree, "phases": cmd_phases}[a.cmd](a)
 
 
 if __name__ == "__main__":

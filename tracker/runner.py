@@ -29,7 +29,7 @@ from tracker.worker import ENV_SETTINGS
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
 # Rough seconds per cell on the H100 (DEVICE.md: eager 5-7 s, compiled 19-43 s, GEMM autotuning the most);
-# only the ratios matter: they balance shards and order the queue longest-first.
+# only the ratios matter: they balance shards and order the queue (queue_order).
 _MODE_COST = {"eager": 6.0, "default": 20.0, "reduce-overhead": 22.0, "max-autotune": 30.0,
               "max-autotune-no-cudagraphs": 28.0}
 _AUTOTUNED_WORKLOADS = frozenset({
@@ -108,6 +108,23 @@ def shard(cells: list[CellId], index: int, count: int) -> list[CellId]:
     return [c for c in cells if owner[c] == index - 1]
 
 
+def queue_order(cells: list[CellId]) -> list[CellId]:
+    """Longest first (the short ones fill the gaps at the end), with the eager cells spread evenly among the
+    rest from the very first: they compile nothing, so they are almost all GPU-lock time and keep the GPU
+    busy while the heaviest cells compile, rather than queueing for it at the end."""
+    by_cost = sorted(cells, key=lambda c: (-expected_cost(c), c))
+    light = [c for c in by_cost if c.mode == "eager"]
+    heavy = [c for c in by_cost if c.mode != "eager"]
+    if not light or not heavy:
+        return by_cost
+    step, out = len(heavy) / len(light), []
+    for i, cell in enumerate(heavy):
+        while len(out) - i < len(light) and (len(out) - i) * step <= i:
+            out.append(light[len(out) - i])
+        out.append(cell)
+    return out + light[len(out) - len(heavy):]
+
+
 def usable_cpus() -> list[int]:
     """The cores this process may run on: a shard started under `taskset` (one per GPU of a host) counts only
     its own, so shards do not reserve the same timing cores or oversubscribe the compilers."""
@@ -156,18 +173,20 @@ class RunConfig:
 
 
 class Progress:
-    """One line per finished cell: counts, failures, elapsed and ETA."""
+    """One line per finished cell: counts, failures, elapsed and ETA; at the end, how GPU-bound the run was."""
 
     def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
         self.total, self.done, self.failed, self.out = total, 0, 0, out
         self.start = time.monotonic()
         self._lock = threading.Lock()
         self._failed: dict[CellId, bool] = {}  # a cell re-run alone replaces its first result
+        self._held_s: dict[CellId, float] = {}  # seconds each cell held the GPU lock
 
     def cell_done(self, cell: CellId, result: dict[str, Any]) -> None:
         with self._lock:
             self._failed[cell] = result.get("status") == FAILED
             self.done, self.failed = len(self._failed), sum(self._failed.values())
+            self._held_s[cell] = result.get("lock_held_s") or 0.0
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)
             status = result.get("status", "?")
@@ -175,6 +194,16 @@ class Progress:
                       else result.get("reason", "")[:90])
             print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {cell}: {status} {detail} | "
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
+
+
+    def lock_share(self) -> str:
+        """The GPU lock's busy share of the wall time: near 100% the GPU is the limit and more -j cannot help;
+        well below it, compilation is, and more cores (or shards on more hosts) would."""
+        held, wall = sum(self._held_s.values()), time.monotonic() - self.start
+        if not held or not wall:
+            return ""
+        return (f"GPU lock held {held:.0f} s of {wall:.0f} s ({held / wall:.0%}), "
+                f"{held / len(self._held_s):.2f} s a cell")
 
 
 def _fmt(seconds: float) -> str:
@@ -249,7 +278,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
             todo.append(cell)
         else:
             results[cell] = stored
-    todo.sort(key=lambda c: -expected_cost(c))  # longest first: the short ones fill the gaps at the end
+    todo = queue_order(todo)
     store.dir.mkdir(parents=True, exist_ok=True)
     workers = _Workers()
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
@@ -303,6 +332,8 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
           f"{cfg.jobs} at a time", file=out, flush=True)
     progress = Progress(len(cells) - done, out)
     measured = measure_cells(cells, cfg, store, progress.cell_done)
+    if share := progress.lock_share():
+        print(share, file=out, flush=True)
     cell_list = list(measured.values())
     host = asvfiles.host_of(cell_list)
     if host is None:  # every cell was skipped: describe this host
