@@ -113,4 +113,4 @@ def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch:
     env = cfg.worker_env(CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "cache"))
     assert env[gpulock.ENV_TIMING_CPUS] == "16,17"  # not the other shard's timing cores 0,1
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == str((16 - 2) // 7)
-    assert default_jobs("cuda") == 12 and default_jobs("cpu") == 1
+    assert default_jobs("cuda") == 16 and default_jobs("cpu") == 1  # one worker per core of its own
