@@ -47,6 +47,11 @@ def head() -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
+def cell_files(root: Path) -> list[Path]:
+    """Measured cells: MACHINE/COMMIT/TORCH/PRESET/WORKLOAD/MODE.json (beside them, the run's launch floor)."""
+    return list(root.glob("*/*/*/*/*/*.json"))
+
+
 def test_asv_check_passes(tmp_path: Path, env: dict[str, str]) -> None:
     out = subprocess.run([sys.executable, "-m", "asv", "check", "-E", f"existing:{sys.executable}",
                           "--config", str(asv_conf(tmp_path))], env=env, capture_output=True, text=True, timeout=300)
@@ -74,7 +79,7 @@ def test_plain_asv_run_stores_samples_stats_and_version_keys(tmp_path: Path, env
     assert data["params"]["torch"] == torch.__version__ and data["params"]["gpu"] == "cpu"
     assert {"driver", "cuda", "triton"} <= set(data["params"])
     # one measurement fed both metrics: the cell store holds exactly that cell
-    assert len(list((tmp_path / "cells").rglob("*.json"))) == 1
+    assert len(cell_files(tmp_path / "cells")) == 1
 
 
 def test_run_records_cells_with_versions_and_resumes_without_remeasuring(tmp_path: Path, env: dict[str, str]) -> None:
@@ -84,7 +89,7 @@ def test_run_records_cells_with_versions_and_resumes_without_remeasuring(tmp_pat
     first = run_cli([*base, "--workload", "llm_rmsnorm", "diff_cfg_blend"], env)
     assert first.returncode == 0, first.stderr
     assert "2 cells: 2 ok, 0 failed, 0 skipped" in first.stdout
-    stored = sorted(cells.rglob("*.json"))
+    stored = sorted(cell_files(cells))
     mtimes = {p: p.stat().st_mtime_ns for p in stored}
 
     second = run_cli([*base, "--workload", "llm_rmsnorm", "diff_cfg_blend", "rl_dpo_loss"], env)
@@ -108,12 +113,12 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path, env: dict[s
     proc = subprocess.Popen([*CLI, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 300
-    while not list(cells.rglob("*.json")) and time.monotonic() < deadline:
+    while not cell_files(cells) and time.monotonic() < deadline:
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "run again to resume" in err
-    done = {p: p.stat().st_mtime_ns for p in cells.rglob("*.json")}
+    done = {p: p.stat().st_mtime_ns for p in cell_files(cells)}
     assert 1 <= len(done) < 4
     assert not list(res.rglob("*.tmp"))  # nothing half-written
 

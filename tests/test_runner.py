@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -93,6 +94,16 @@ def test_cells_that_shared_the_gpu_short_of_memory_run_again_alone() -> None:
     assert needs_gpu_alone({"status": "ok", "flush_capped": True})  # its timing may include host time
     assert not needs_gpu_alone({"status": "ok", "flush_capped": False})
     assert not needs_gpu_alone({"status": "failed", "reason": "incorrect: output 0 differs"})
+
+
+def test_a_timing_spread_like_a_disturbed_one_runs_again_alone() -> None:
+    fixture = Path(__file__).resolve().parent / "fixtures" / "h100-runner"
+    cold, warm = (json.loads((fixture / "logs" / f"h200x2-{run}-prefill-diff_cfg_blend-default.json").read_text())
+                  for run in ("cold", "warm"))
+    assert needs_gpu_alone(warm)  # 2-GPU warm run: p25 8.7 us, median 16.1 us (cold: 5.9 and 6.2 us)
+    assert not needs_gpu_alone(cold)
+    widest_clean = json.loads((fixture / "warm" / "decode" / "rl_ppo_clipped_loss" / "default.json").read_text())
+    assert not needs_gpu_alone(widest_clean)  # p25 10.7% under the median
 
 
 def test_the_agreement_benchmark_reproduces_its_recorded_h100_figures() -> None:
