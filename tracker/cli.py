@@ -109,6 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
     conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
     commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
     jobs = args.jobs or default_jobs(device)
     cfg = runner.RunConfig(
         store_root=Path(args.cells_dir or Path(conf.results_dir).parent / "cells"),
@@ -262,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--commit", help="record under this commit (default: HEAD)")
     r.add_argument("--date", type=int, help="commit date, ms since the epoch (default: from git, else now)")
     r.add_argument("-j", "--jobs", type=int,
-                   help="cells at once (default: 1 on CPU, one per core up to 16 on CUDA)")
+                   help="cells at once (default, or 0: 1 on CPU, one per core up to 16 on CUDA)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards")
     r.add_argument("--device", choices=("cpu", "cuda"))
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
