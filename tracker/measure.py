@@ -60,8 +60,8 @@ class CellResult:
     host_us: float | None = None  # CUDA: host (CPU) time per call, calls issued back to back
     flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
     flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
-    # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "timing"),
-    # lock waits excluded; and, in a parallel run, the seconds this process held and waited for the GPU lock.
+    # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "host_time",
+    # "timing"), lock waits excluded; in a parallel run, the seconds this process held and waited for the lock.
     phase_s: dict[str, float] = field(default_factory=dict)
     lock_held_s: float | None = None
     lock_wait_s: float | None = None
@@ -334,9 +334,10 @@ def measure_cell(
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
     `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
-    eager reference, the launch floor, warm-up and timing); the parallel runner passes its cross-process GPU
-    lock. The first call, which compiles, runs outside it: holding the lock from the compiler's return to the
-    end of that call made a full parallel run on the H100 twice as long.
+    eager reference, the launch floor, an eager first call, warm-up and timing); the parallel runner passes its
+    cross-process GPU lock. The CUDA context is created before it (no kernels). The first call of a compiled
+    mode runs outside it: holding the lock from the compiler's return to the end of that call made a full
+    parallel run on the H100 twice as long.
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
     callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`, when

@@ -195,7 +195,6 @@ class Progress:
             print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {cell}: {status} {detail} | "
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
 
-
     def lock_share(self) -> str:
         """The GPU lock's busy share of the wall time: near 100% the GPU is the limit and more -j cannot help;
         well below it, compilation is, and more cores (or shards on more hosts) would."""
