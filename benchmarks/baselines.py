@@ -1,4 +1,4 @@
-"""Every (preset, workload, mode) cell as an asv benchmark: thin wrappers over tracker.measure.
+"""Every (preset, workload, mode) cell as an asv benchmark: thin wrappers over tracker.measure.harness.
 
 One measurement per cell feeds three metrics. asv runs each metric of each parameter combination in a
 fresh process (the study's isolation); the first of the three measures and stores the cell, the others
@@ -8,7 +8,7 @@ full-size presets on a CPU host) raise NotImplementedError in setup, which asv r
 
 import statistics
 
-from tracker.cells import CellStore, RunKey, default_root, metric_value, stored_form
+from tracker.store.cells import CellStore, RunKey, default_root, metric_value, stored_form
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 
@@ -16,7 +16,7 @@ def stored_or_measured(preset: str, workload: str, mode: str) -> dict:
     store = CellStore(default_root(), RunKey.from_env())
     cell = store.get(preset, workload, mode)
     if cell is None:
-        from tracker.measure import measure_cell  # torch is imported only when a cell is measured
+        from tracker.measure.harness import measure_cell  # torch is imported only when a cell is measured
 
         cell = stored_form(measure_cell(preset, workload, mode).as_dict())
         store.put(cell)
@@ -65,7 +65,7 @@ class Host:
         if values:
             self.launch_us = statistics.median(values)
         else:
-            from tracker.measure import launch_overhead_us, pick_device
+            from tracker.measure.harness import launch_overhead_us, pick_device
 
             self.launch_us = launch_overhead_us(pick_device())
 

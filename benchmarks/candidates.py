@@ -1,13 +1,13 @@
 """Every (preset, candidate) cell as an asv benchmark: a kernel under test, measured like a mode.
 
 A candidate's cell is (preset, workload, "kernel:<name>") in the cell store and goes through the same
-harness as the compile modes (tracker.measure: eager inputs, correctness against eager, do_bench). The
+harness as the compile modes (tracker.measure.harness: eager inputs, correctness against eager, do_bench). The
 second parameter is "workload:name" rather than workload x name, whose product would be almost all n/a.
 A candidate that cannot run here (device, missing triton) or is wrong raises in setup, with the reason.
 """
 
-from kernels.registry import candidates, mode_of, split_key
-from tracker.cells import metric_value
+from tracker.store.cells import metric_value
+from workloads.kernels.registry import candidates, mode_of, split_key
 from workloads.names import PRESET_NAMES
 
 from .baselines import stored_or_measured

@@ -1,4 +1,4 @@
-"""tracker.analysis on small hand-made runs: best mode, ties, failures, a missing eager cell, margins, host-bound,
+"""tracker.analyse.best on small hand-made runs: best mode, ties, failures, a missing eager cell, margins, host-bound,
 history and timelines."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from test_results import instance, write_result_file
 
-from tracker import analysis, results
-from tracker.analysis import HostBound, NoiseModel
+from tracker.analyse import best as analysis
+from tracker.analyse.best import HostBound, NoiseModel
+from tracker.store import results
 from workloads.names import MODES
 
 MANCG = "max-autotune-no-cudagraphs"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tracker import asvfiles, merge, results
-from tracker.hostinfo import host_info
+from tracker.measure.hostinfo import host_info
+from tracker.store import asvfiles, merge, results
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "tracker.cli"]

@@ -17,7 +17,7 @@ import pytest
 from browser import CHROMIUM, Browser, Page
 from test_publish import h100_results, make_results
 
-from tracker import publish
+from tracker.publish import site as publish
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).is_file(),

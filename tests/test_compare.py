@@ -19,10 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tracker import compare
-from tracker.asvfiles import CANDIDATE_METRIC_BENCHMARKS, METRIC_BENCHMARKS
-from tracker.commenting import MARKER, MAX_BODY_CHARS, changed_in_body
-from tracker.compare import (
+from tracker.analyse import compare
+from tracker.analyse.compare import (
     ADDED,
     FASTER,
     GAINED,
@@ -42,7 +40,9 @@ from tracker.compare import (
     comparison_json,
 )
 from tracker.errors import ToolError
-from tracker.prcomment import render_comment
+from tracker.github.comment import MARKER, MAX_BODY_CHARS, changed_in_body
+from tracker.publish.prcomment import render_comment
+from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, METRIC_BENCHMARKS
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "tests" / "fixtures" / "h100" / "results"

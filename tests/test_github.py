@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from fake_github import FakeGitHub, Fault
 
-from tracker.commenting import (
+from tracker.github.client import DEFAULT_API_URL, GitHubClient, GitHubError, from_env
+from tracker.github.comment import (
     MARKER,
     MAX_BODY_CHARS,
     BodyTooLargeError,
@@ -18,7 +19,6 @@ from tracker.commenting import (
     ensure_marker,
     upsert_comment,
 )
-from tracker.github import DEFAULT_API_URL, GitHubClient, GitHubError, from_env
 
 OWNER, REPO, PR = "octo", "widgets", 7
 NOW = 1_800_000_000.0  # the injected clock

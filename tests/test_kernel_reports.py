@@ -20,7 +20,9 @@ import pandas as pd
 import pytest
 from test_results import instance, write_result_file
 
-from tracker import analysis, report, results, summary
+from tracker.analyse import best as analysis
+from tracker.publish import report, summary
+from tracker.store import results
 from workloads.names import MODES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

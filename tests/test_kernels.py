@@ -10,20 +10,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import registry
-from kernels.registry import Candidate, PluginWarning, Registry, candidate, declared
-from tracker import measure, runner
-from tracker.cells import CellSkipped
-from tracker.measure import Settings, compare_outputs, measure_cell
+from tracker.measure import harness as measure
+from tracker.measure.harness import Settings, compare_outputs, measure_cell
+from tracker.runner import pool as runner
+from tracker.store.cells import CellSkipped
+from workloads.kernels import registry
+from workloads.kernels.registry import Candidate, PluginWarning, Registry, candidate, declared
 
 PLUGIN_DIR = Path(__file__).parent / "fixtures" / "kernels_plugin"
 FAST = Settings(warmup_ms=1.0, rep_ms=5.0, warmup_calls=1)
 BUILTIN = {"llm_rmsnorm:torch_fp32", "llm_rmsnorm:triton_rmsnorm", "diff_cfg_blend:torch_lerp",
            "diff_cfg_blend:triton_cfg_blend"}
 
-# measure_cell resolves "kernel:<name>" modes itself once tracker/measure.py has the issue-9 change.
+# measure_cell resolves "kernel:<name>" modes itself once tracker/measure/harness.py has the issue-9 change.
 kernel_modes = pytest.mark.skipif(not hasattr(measure, "IncorrectOutput"),
-                                  reason="tracker.measure does not resolve kernel:<name> modes yet")
+                                  reason="tracker.measure.harness does not resolve kernel:<name> modes yet")
 
 
 @candidate(workload="llm_rmsnorm", name="wrong_no_norm", devices=("cpu", "cuda"))
@@ -52,7 +53,7 @@ def test_in_tree_candidates_are_registered() -> None:
     assert [c.name for c in registry.candidates("llm_rmsnorm")][:2] == ["torch_fp32", "triton_rmsnorm"]
     c = registry.get("llm_rmsnorm", "triton_rmsnorm")
     assert (c.workload, c.mode, c.devices) == ("llm_rmsnorm", "kernel:triton_rmsnorm", ("cuda",))
-    assert c.source == "kernels.triton_rmsnorm.triton_rmsnorm"
+    assert c.source == "workloads.kernels.triton_rmsnorm.triton_rmsnorm"
 
 
 def test_decorating_declares_without_registering() -> None:
@@ -128,7 +129,7 @@ def test_a_broken_plugin_warns_once_and_is_skipped(plugin_path: Path, tmp_path: 
 
 def test_a_plugin_clashing_with_an_in_tree_name_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = tmp_path / "clash_kernels_for_cb_tests.py"
-    pkg.write_text("from kernels import candidate\n\n"
+    pkg.write_text("from workloads.kernels import candidate\n\n"
                    "@candidate(workload='llm_rmsnorm', name='torch_fp32', devices=('cpu',))\n"
                    "def mine(x, w):\n    return x\n")
     dist = tmp_path / "clash_kernels-1.0.dist-info"
@@ -140,7 +141,7 @@ def test_a_plugin_clashing_with_an_in_tree_name_is_skipped(tmp_path: Path, monke
     reg = Registry()
     with pytest.warns(PluginWarning, match="declared twice"):
         c = reg.get("llm_rmsnorm", "torch_fp32")
-    assert c.source == "kernels.reference.rmsnorm_fp32"
+    assert c.source == "workloads.kernels.reference.rmsnorm_fp32"
 
 
 def test_devices_and_enabled_give_skip_reasons() -> None:
@@ -192,7 +193,7 @@ def test_a_kernel_mode_resolves_the_registered_candidate() -> None:
         measure_cell("tiny", "diff_cfg_blend", "kernel:nope", "cpu", FAST)
 
 
-@pytest.mark.skipif(not hasattr(runner, "kernel_modes"), reason="tracker.runner does not plan candidates yet")
+@pytest.mark.skipif(not hasattr(runner, "kernel_modes"), reason="tracker.runner.pool does not plan candidates yet")
 def test_the_run_plan_adds_the_selected_candidates_after_the_modes() -> None:
     cells = runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"], kernels=["all"])
     assert [c.mode for c in cells] == ["eager", "kernel:torch_fp32", "kernel:triton_rmsnorm"]
@@ -205,9 +206,9 @@ def test_the_run_plan_adds_the_selected_candidates_after_the_modes() -> None:
 
 
 def test_fp32_rmsnorm_passes_the_bf16_tolerance_at_the_study_width() -> None:
-    """The Triton kernel's arithmetic (kernels.reference.rmsnorm_fp32 is its PyTorch twin) against the
+    """The Triton kernel's arithmetic (workloads.kernels.reference.rmsnorm_fp32 is its PyTorch twin) against the
     bf16-throughout workload, at h = 2048: more exact than eager, and within compare_outputs' tolerance."""
-    from kernels.reference import rmsnorm_fp32
+    from workloads.kernels.reference import rmsnorm_fp32
     from workloads.llm import rmsnorm
 
     torch.manual_seed(0)

@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from tracker import measure
-from tracker.measure import Settings, measure_cell
+from tracker.measure import harness as measure
+from tracker.measure.harness import Settings, measure_cell
 from workloads.names import WORKLOAD_NAMES
 
 QUICK = Settings(warmup_ms=1, rep_ms=5, warmup_calls=2)

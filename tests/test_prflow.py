@@ -12,9 +12,9 @@ import pytest
 from fake_github import FakeGitHub
 from test_compare import MACHINE, SCENARIOS, write_run
 
-from tracker.commenting import MARKER
-from tracker.compare import EXIT_FAIL_ON
-from tracker.prflow import PrFlowError, pr_main, select_workloads, workloads_at
+from tracker.analyse.compare import EXIT_FAIL_ON
+from tracker.github.comment import MARKER
+from tracker.github.prflow import PrFlowError, pr_main, select_workloads, workloads_at
 from workloads.names import WORKLOAD_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,13 +81,14 @@ def fake() -> Iterator[FakeGitHub]:
 def test_a_change_selects_the_workloads_it_can_affect() -> None:
     assert select_workloads(["workloads/llm.py", "README.md"]).workloads == tuple(LLM)
     assert select_workloads(["workloads/rl.py"]).workloads == ("rl_ppo_clipped_loss", "rl_dpo_loss", "rl_grpo_loss")
-    assert select_workloads(["kernels/triton_rmsnorm.py"]).workloads == ("llm_rmsnorm",)
-    assert select_workloads(["kernels/registry.py"]).workloads == ("llm_rmsnorm", "diff_cfg_blend")
-    for harness in ("tracker/measure.py", "benchmarks/baselines.py", "workloads/spec.py", "workloads/presets.py",
+    assert select_workloads(["workloads/kernels/triton_rmsnorm.py"]).workloads == ("llm_rmsnorm",)
+    assert select_workloads(["workloads/kernels/registry.py"]).workloads == ("llm_rmsnorm", "diff_cfg_blend")
+    for harness in ("tracker/measure/harness.py", "benchmarks/baselines.py", "workloads/spec.py",
+                    "workloads/presets.py",
                     "pyproject.toml", "workloads/new_helper.py"):
         s = select_workloads([harness, "workloads/llm.py"])
         assert s.everything and s.workloads == WORKLOAD_NAMES, harness
-    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/report.py", "tests/test_x.py"])
+    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/publish/report.py", "tests/test_x.py"])
     assert nothing.workloads == () and nothing.describe() == "nothing to measure"
 
 

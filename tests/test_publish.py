@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from tracker import asvfiles, publish
-from tracker.cells import CellStore, RunKey
+from tracker.publish import site as publish
+from tracker.store import asvfiles
+from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +79,7 @@ RUNS = (("1" * 40, 1_790_000_000_000, "2.9.1"), ("2" * 40, 1_790_086_400_000, "2
 
 def make_results(root: Path, machine: str = "h100-test") -> Path:
     """Three runs (two commits, two PyTorch versions at the second) of five instances on an 'H100', written
-    with tracker.asvfiles as the runner writes them; failure reasons in the cell store beside them."""
+    with tracker.store.asvfiles as the runner writes them; failure reasons in the cell store beside them."""
     from asv.benchmarks import Benchmarks
     from asv.runner import BenchmarkResult
 
@@ -130,7 +131,7 @@ def _asv_index_html() -> str:
 
 
 def test_every_cdn_load_of_asvs_pages_is_vendored() -> None:
-    """Fails on an asv upgrade that loads something new from a CDN: vendor it, see tracker/vendor/README.md."""
+    """Fails on an asv upgrade that loads something new from a CDN: vendor it, see tracker/publish/vendor/README.md."""
     local = {f["cdn_url"]: f["path"] for f in publish.load_manifest()}
     loads = publish.external_loads(_asv_index_html())
     assert len(loads) >= 10

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from test_publish import OOM, OOM_REASON, make_results
 
-from tracker import analysis, report, results
+from tracker.analyse import best as analysis
+from tracker.publish import report
+from tracker.store import results
 from workloads import presets, registry
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -189,7 +191,7 @@ def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
 # --- plots ------------------------------------------------------------------------------------------------
 
 def test_history_plot_draws_a_line_style_per_torch_version() -> None:
-    from tracker import plots
+    from tracker.publish import plots
 
     nan = float("nan")
     wins = {"2.10.0": {"eager": [0, 1, nan], "default": [3, 2, 4]}, "2.9.1": {"eager": [1, nan, 1],
@@ -203,7 +205,7 @@ def test_history_plot_draws_a_line_style_per_torch_version() -> None:
 
 
 def test_heat_strip_one_per_version_and_deterministic() -> None:
-    from tracker import plots
+    from tracker.publish import plots
 
     strips = [plots.Strip("torch 2.10.0", [["default", None]], [[True, False]]),
               plots.Strip("torch 2.9.1", [["eager", "max-autotune"]], [[False, False]])]

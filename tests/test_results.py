@@ -1,4 +1,5 @@
-"""tracker.results: asv result files -> one tidy table; bad files skipped with one warning each, never modified."""
+"""tracker.store.results: asv result files -> one tidy table; bad files skipped with one warning each, never
+modified."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tracker import results
 from tracker.errors import ToolError
+from tracker.store import results
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 CPU_TINY = Path(__file__).resolve().parent / "fixtures" / "cpu-tiny" / "results"
@@ -154,7 +155,7 @@ def test_result_files_are_never_modified(tmp_path: Path) -> None:
 
 
 def test_failed_cell_takes_its_reason_from_the_cell_store(tmp_path: Path) -> None:
-    from tracker.cells import CellStore, RunKey
+    from tracker.store.cells import CellStore, RunKey
 
     rd = tmp_path / "results"
     write_result_file(rd, instance("decode", "llm_rmsnorm", {"eager": 0.03, "default": None, "max-autotune": None}))

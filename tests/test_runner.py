@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tracker import gpulock
-from tracker.cells import CellStore, RunKey
 from tracker.cli import default_jobs
-from tracker.runner import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, queue_order, shard
+from tracker.measure import gpulock
+from tracker.runner.pool import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, queue_order, shard
+from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES
 
 

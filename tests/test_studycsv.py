@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tracker import analysis, results, studycsv
+from tracker.analyse import best as analysis
 from tracker.errors import ToolError
+from tracker.store import results, studycsv
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "study_results.csv"

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from test_results import instance, write_result_file
 
-from tracker import results, studycsv, summary
 from tracker.errors import ToolError
+from tracker.publish import summary
+from tracker.store import results, studycsv
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"

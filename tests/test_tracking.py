@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fake_github import FakeGitHub, Fault
 
-from tracker.github import GitHubClient
-from tracker.tracking import MAX_BODY_CHARS, TRACKING_MARKER, issue_main, tracking_body, upsert_issue
+from tracker.github.client import GitHubClient
+from tracker.github.tracking import MAX_BODY_CHARS, TRACKING_MARKER, issue_main, tracking_body, upsert_issue
 
 OWNER, REPO = "octo", "widgets"
 TITLE = "Nightly: the best torch.compile baseline changed"

@@ -41,7 +41,7 @@ SAMPLES_MARK = "__SAMPLES__"
 
 
 def _template(source: Path) -> dict[str, Any]:
-    from tracker.results import list_runs
+    from tracker.store.results import list_runs
 
     runs, _ = list_runs(source)
     if not runs:
@@ -134,7 +134,9 @@ def measure(results_dir: str) -> dict[str, Any]:
     import resource
 
     t0 = time.perf_counter()
-    from tracker import analysis, results, summary
+    from tracker.analyse import best as analysis
+    from tracker.publish import summary
+    from tracker.store import results
 
     t_import = time.perf_counter() - t0
     rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

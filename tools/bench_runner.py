@@ -9,7 +9,7 @@
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
 the launch floor, and the host time per call of each cell in both runs (CPU contention from compiling
-neighbours shows there; the latency itself is GPU time, see tracker.measure.flush_multiple). `phases` prints
+neighbours shows there; the latency itself is GPU time, see tracker.measure.harness.flush_multiple). `phases` prints
 where a run's cells spent their time, and how long each held the GPU lock: the lock-held seconds summed over
 the cells are the floor of a one-GPU run's wall time.
 """
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from tracker.cells import CellStore, RunKey, torch_version
-from tracker.measure import Settings, quantile
-from tracker.runner import DISTURBED_SPREAD, Progress, RunConfig, measure_cells, plan
+from tracker.measure.harness import Settings, quantile
+from tracker.runner.pool import DISTURBED_SPREAD, Progress, RunConfig, measure_cells, plan
+from tracker.store.cells import CellStore, RunKey, torch_version
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError
+from tracker.paths import REPO_ROOT
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 class UsageError(Exception):
@@ -28,7 +29,7 @@ def _conf_path(args: argparse.Namespace) -> Path:
 def _results_dir(args: argparse.Namespace) -> str:
     if args.results_dir:
         return args.results_dir
-    from tracker import asvfiles
+    from tracker.store import asvfiles
 
     return asvfiles.load_conf(_conf_path(args)).results_dir
 
@@ -40,7 +41,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{w.name:32} {w.domain:10} {'prefill only' if w.decode_invariant else 'prefill, decode':16} "
               f"{', '.join(w.tags)}")
     print(f"modes: {', '.join(MODES)}\npresets: {', '.join(PRESET_NAMES)}")
-    from kernels.registry import REGISTRY
+    from workloads.kernels.registry import REGISTRY
 
     print("kernels under test (--kernel):")
     for c in REGISTRY.candidates():
@@ -52,7 +53,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    from tracker.measure import Settings, measure_cell
+    from tracker.measure.harness import Settings, measure_cell
 
     settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
                         time_limit_s=args.time_limit, cudagraph_mark_step=args.cudagraph_mark_step)
@@ -95,8 +96,9 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tracker import asvfiles, commits, runner
-    from tracker.measure import Settings
+    from tracker.measure.harness import Settings
+    from tracker.runner import pool as runner
+    from tracker.store import asvfiles, commits
 
     device = args.device or ("cuda" if _cuda_available() else "cpu")
     presets = args.preset or (["prefill", "decode"] if device == "cuda" else ["tiny"])
@@ -133,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> None:
     try:
-        from tracker import summary
+        from tracker.publish import summary
     except ImportError:
         return
     print()
@@ -147,19 +149,19 @@ def default_jobs(device: str) -> int:
     one, since the timing itself runs on the cores that compilation would take."""
     if device != "cuda":
         return 1
-    from tracker.runner import usable_cpus
+    from tracker.runner.pool import usable_cpus
 
     return max(1, min(16, len(usable_cpus())))
 
 
 def _cuda_available() -> bool:
-    from tracker.hostinfo import cuda_available
+    from tracker.measure.hostinfo import cuda_available
 
     return cuda_available()
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from tracker import merge
+    from tracker.store import merge
 
     written = merge.merge_results([Path(s) for s in args.sources], Path(_results_dir(args)))
     for path in written:
@@ -168,45 +170,45 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from tracker.summary import summary_main
+    from tracker.publish.summary import summary_main
 
     return summary_main(_results_dir(args), args.commit, args.machine, args.format)
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
-    from tracker.studycsv import import_main
+    from tracker.store.studycsv import import_main
 
     return import_main(args.file, _results_dir(args), args.machine, args.torch, args.gpu, args.commit, args.date,
                        triton=args.triton, driver=args.driver, cuda=args.cuda, launch_us=args.launch_us)
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
-    from tracker.commenting import comment_main
+    from tracker.github.comment import comment_main
 
     return comment_main(args.repo, args.pr, args.body_file, args.only_on_change, None, os.environ)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tracker.report import report_main
+    from tracker.publish.report import report_main
 
     return report_main(_results_dir(args), args.out)
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from tracker.publish import publish_main
+    from tracker.publish.site import publish_main
 
     return publish_main(_results_dir(args), None, args.out, config=args.config)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tracker.compare import compare_main
+    from tracker.analyse.compare import compare_main
 
     return compare_main(_results_dir(args), args.base, args.head, args.machine, args.format, args.fail_on, args.out,
                         args.allow_cross_versions, head_machine=args.head_machine)
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
-    from tracker.prflow import pr_main
+    from tracker.github.prflow import pr_main
 
     if (args.repo is None) != (args.pr is None):
         raise UsageError("--repo and --pr go together")
@@ -215,7 +217,7 @@ def cmd_pr(args: argparse.Namespace) -> int:
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
-    from tracker.tracking import issue_main
+    from tracker.github.tracking import issue_main
 
     return issue_main(args.repo, args.title, args.body_file, os.environ)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracker.github import GitHubClient, GitHubError, Issue, from_env, parse_repo
+from tracker.github.client import GitHubClient, GitHubError, Issue, from_env, parse_repo
 
 TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
 MAX_BODY_CHARS = 65536  # GitHub rejects longer issue bodies with a 422

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernels.registry import candidate_name
-from tracker import atomic
-from tracker.cells import METRICS, CellFailed, CellSkipped, metric_value
 from tracker.errors import ToolError
+from tracker.store import atomic
+from tracker.store.cells import METRICS, CellFailed, CellSkipped, metric_value
+from workloads.kernels.registry import candidate_name
 
 BENCHMARK_CLASS = "baselines.Baseline"
 HOST_BENCHMARK = "baselines.Host.track_launch_overhead"

@@ -8,7 +8,7 @@ definitions exactly (fastest median wins); `ties` lists, for instances where mor
 the winner, those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
 `kernels` lists the kernels under test measured in the run (skipped ones left out), each against the run's best
 baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best", "speedup_vs_eager",
-"correct", "within_noise", "host_bound", "reason"}` (tracker.analysis.kernel_json); a failed or incorrect one has
+"correct", "within_noise", "host_bound", "reason"}` (tracker.analyse.best.kernel_json); a failed or incorrect one has
 `correct` false and null median and speedups.
 """
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import jinja2
 
-from tracker.analysis import HostBound, NoiseModel, analyse, summary_json
-from tracker.results import RunFile, list_runs, load_runs, select_runs
+from tracker.analyse.best import HostBound, NoiseModel, analyse, summary_json
+from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.names import MODES
 
 FORMATS = ("table", "md", "json")

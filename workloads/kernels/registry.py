@@ -26,7 +26,8 @@ ENTRY_POINT_GROUP = "compile_baselines.kernels"
 MODE_PREFIX = "kernel:"  # a candidate's cell is (preset, workload, "kernel:<name>")
 DEVICES = ("cpu", "cuda")  # the device types the harness measures on
 # In-tree candidate modules, collected like plugins.
-BUILTIN_MODULES: tuple[str, ...] = ("kernels.reference", "kernels.triton_rmsnorm", "kernels.triton_cfg_blend")
+BUILTIN_MODULES: tuple[str, ...] = (
+    "workloads.kernels.reference", "workloads.kernels.triton_rmsnorm", "workloads.kernels.triton_cfg_blend")
 # Names travel in cell keys, file names and asv parameter strings ("workload:name"): keep them plain.
 _NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 _ATTR = "__compile_baselines_candidate__"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracker.github import Comment, GitHubClient, GitHubError, from_env, parse_repo
+from tracker.github.client import Comment, GitHubClient, GitHubError, from_env, parse_repo
 
 MARKER = "<!-- compile-baselines:pr-comment -->"
 MAX_BODY_CHARS = 65536  # GitHub rejects longer comment bodies with a 422

@@ -1,7 +1,7 @@
 """`compile-baselines publish`: asv's HTML history, made to render with no network, and the tracker report beside it.
 
 asv 0.6.6's pages load jQuery, flot, Bootstrap and others from CDNs; self-hosted runners are often firewalled
-and our CI has no network. The same files, vendored from npm with their licenses (tracker/vendor/), are copied
+and our CI has no network. The same files, vendored from npm with their licenses (tracker/publish/vendor/), are copied
 into the site and the tags pointed at them. The report goes to `<out>/report/`, linked both ways.
 """
 
@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError
+from tracker.paths import ASV_CONF
 
 VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
 SITE_VENDOR = "vendor"  # where the vendored files go inside the published site
 REPORT_SUBDIR = "report"
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "asv.conf.json"
+DEFAULT_CONFIG = ASV_CONF
 # A navigation entry asv's own pages do not have: the way from asv's history to our report.
 REPORT_LINK = (f'<li id="nav-li-baseline-report"><a href="{REPORT_SUBDIR}/index.html" '
                'title="compile-baselines report: best mode per workload, wins, geomeans">Baseline report</a></li>')
@@ -40,7 +41,8 @@ def _check_vendored(path: Path, sha256_hex: str) -> None:
     """Refuse a vendored file that is not the one the manifest names (edited, truncated, replaced)."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != sha256_hex:
-        raise PublishError(f"vendored {path} does not match tracker/vendor/manifest.json (sha256 {digest[:12]}...)")
+        raise PublishError(f"vendored {path} does not match tracker/publish/vendor/manifest.json "
+                           f"(sha256 {digest[:12]}...)")
 
 
 _TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
@@ -91,8 +93,9 @@ def make_offline(site: Path, vendor_dir: Path = VENDOR_DIR) -> list[Path]:
         html = page.read_text(encoding="utf-8")
         new, missing = localize_html(html, local)
         if missing:
-            raise PublishError(f"{page.name} loads {', '.join(missing)}, which tracker/vendor/ lacks: vendor it "
-                               "(see tracker/vendor/README.md) or pin asv to the version the manifest names")
+            raise PublishError(f"{page.name} loads {', '.join(missing)}, which tracker/publish/vendor/ lacks: "
+                               "vendor it "
+                               "(see tracker/publish/vendor/README.md) or pin asv to the version the manifest names")
         if new != html:
             page.write_text(new, encoding="utf-8")
             changed.append(page)
@@ -241,7 +244,7 @@ def _write_benchmark_list(conf: Any) -> None:
     here, describe the tracker's own benchmarks from the result files, which hold their parameters and versions."""
     from asv.benchmarks import Benchmarks
 
-    from tracker import asvfiles
+    from tracker.store import asvfiles
 
     path = Path(conf.results_dir) / "benchmarks.json"
     logging.disable(logging.CRITICAL)  # asv logs a failed import's whole traceback; one line below says it
@@ -267,9 +270,9 @@ HOST_UNIT = "us"  # baselines.Host.track_launch_overhead.unit
 
 def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     """asv benchmark descriptions of the tracker's own benchmarks, from the newest result file holding each:
-    parameters and version as recorded, units and parameter names as tracker.asvfiles writes them."""
-    from tracker import asvfiles, results
-    from tracker.cells import METRICS
+    parameters and version as recorded, units and parameter names as tracker.store.asvfiles writes them."""
+    from tracker.store import asvfiles, results
+    from tracker.store.cells import METRICS
 
     units = {name: METRICS[metric] for metric, name in asvfiles.METRIC_BENCHMARKS.items()}
     units[asvfiles.HOST_BENCHMARK] = HOST_UNIT
@@ -310,7 +313,7 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
                  out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None) -> int:
     """Publish asv's history (offline-ready) to `out`, or when None to asv.conf.json's `html_dir` (relative to
     the config file, as asv reads it), and the report to `<out>/report/`. Returns the exit code."""
-    from tracker.report import report_main
+    from tracker.publish.report import report_main
 
     config_path = Path(config) if config else DEFAULT_CONFIG
     if out is None and html_dir is None:

@@ -33,16 +33,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tracker import asvfiles
-from tracker.cells import CellStore, RunKey
 from tracker.errors import ToolError
-from tracker.results import default_cells_dir
+from tracker.paths import REPO_ROOT
+from tracker.store import asvfiles
+from tracker.store.cells import CellStore, RunKey
+from tracker.store.results import default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
             "p99_ms")
 STUDY_ENV = SimpleNamespace(name="existing-study-csv", python="study-csv", env_vars={})
-BASELINES_PY = Path(__file__).resolve().parent.parent / "benchmarks" / "baselines.py"
+BASELINES_PY = REPO_ROOT / "benchmarks" / "baselines.py"
 
 
 class StudyCsvError(ToolError):

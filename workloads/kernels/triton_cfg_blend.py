@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.registry import candidate
+from workloads.kernels.registry import candidate
 
 try:
     import triton

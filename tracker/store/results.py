@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels.registry import mode_of, split_key
-from tracker.asvfiles import CANDIDATE_METRIC_BENCHMARKS, HOST_BENCHMARK, METRIC_BENCHMARKS
-from tracker.cells import CellStore, RunKey
 from tracker.errors import ToolError
+from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, HOST_BENCHMARK, METRIC_BENCHMARKS
+from tracker.store.cells import CellStore, RunKey
+from workloads.kernels.registry import mode_of, split_key
 from workloads.names import DOMAINS, MODES, PRESET_NAMES, WORKLOAD_NAMES, domain_of
 
 ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)

@@ -4,6 +4,6 @@ Declare one with `@candidate(workload=..., name=..., devices=...)` on a function
 signature; `docs/kernels.md` says how, in-tree and from another package through an entry point.
 """
 
-from kernels.registry import Candidate, candidate, candidates, get
+from workloads.kernels.registry import Candidate, candidate, candidates, get
 
 __all__ = ["Candidate", "candidate", "candidates", "get"]

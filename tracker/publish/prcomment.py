@@ -1,4 +1,4 @@
-"""The PR comment: a Comparison rendered as markdown (tracker/templates/comment.md.j2), with the hidden markers
+"""The PR comment: a Comparison rendered as markdown (tracker/publish/templates/comment.md.j2), with the hidden markers
 that `comment` finds it by, fitted into GitHub's 65,536-character limit without ever losing the headline."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import jinja2
 
-from tracker.commenting import MARKER, MAX_BODY_CHARS
-from tracker.compare import KERNEL_PREFIX, REGRESSION_VERDICTS, Comparison, ModeFigures
+from tracker.analyse.compare import KERNEL_PREFIX, REGRESSION_VERDICTS, Comparison, ModeFigures
+from tracker.github.comment import MARKER, MAX_BODY_CHARS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

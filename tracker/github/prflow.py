@@ -19,19 +19,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker import compare, prcomment
-from tracker.commenting import upsert_comment
+from tracker.analyse import compare
 from tracker.errors import ToolError
-from tracker.github import GitHubError, from_env
+from tracker.github.client import GitHubError, from_env
+from tracker.github.comment import upsert_comment
+from tracker.paths import REPO_ROOT
+from tracker.publish import prcomment
 from workloads.names import WORKLOAD_NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 # Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
-HARNESS = ("tracker/measure.py", "tracker/worker.py", "tracker/runner.py", "tracker/gpulock.py", "benchmarks/",
+HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/runner/worker.py",
+           "tracker/runner/pool.py", "benchmarks/",
            "workloads/spec.py", "workloads/presets.py", "workloads/names.py", "workloads/registry.py",
            "workloads/__init__.py", "pyproject.toml", "asv.conf.json")
 # Files that change which candidates exist or how they load: every workload that has a candidate.
-KERNEL_HARNESS = ("kernels/registry.py", "kernels/__init__.py")
+KERNEL_HARNESS = ("workloads/kernels/registry.py", "workloads/kernels/__init__.py")
 
 # runner(command, cwd) -> exit code: runs `compile-baselines run ...` inside a worktree.
 Runner = Callable[[list[str], Path], int]
@@ -73,7 +76,7 @@ def workload_modules() -> dict[str, list[str]]:
 
 def kernel_modules() -> dict[str, list[str]]:
     """Source file -> the workloads of the candidates it declares."""
-    from kernels.registry import candidates
+    from workloads.kernels.registry import candidates
 
     out: dict[str, list[str]] = {}
     for c in candidates():
@@ -100,7 +103,7 @@ def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, lis
         elif path in kernels_by_file:
             chosen.update(kernels_by_file[path])
             reasons.append(f"{path} changed")
-        elif path in KERNEL_HARNESS or (path.startswith("kernels/") and path.endswith(".py")):
+        elif path in KERNEL_HARNESS or (path.startswith("workloads/kernels/") and path.endswith(".py")):
             chosen.update(all_kernel_workloads)  # a new or unknown kernel module: every workload with a kernel
             reasons.append(f"{path}: all workloads with kernels under test")
         elif path.startswith("workloads/") and path.endswith(".py"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.registry import candidate
+from workloads.kernels.registry import candidate
 
 
 @candidate(workload="llm_rmsnorm", name="torch_fp32", devices=("cpu", "cuda"))

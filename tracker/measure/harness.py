@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernels import registry as kernel_registry
-from tracker.hostinfo import host_info
+from tracker.measure.hostinfo import host_info
 from workloads import names, registry
+from workloads.kernels import registry as kernel_registry
 from workloads.presets import Preset, get_preset
 from workloads.spec import Workload
 
@@ -338,7 +338,7 @@ def measure_cell(
     cross-process GPU lock. The CUDA context is created before it (no kernels). The first call of a compiled
     mode runs outside it: holding the lock from the compiler's return to the end of that call made a full
     parallel run on the H100 twice as long.
-    A mode "kernel:NAME" measures the registered candidate NAME of the workload (kernels.registry) instead of
+    A mode "kernel:NAME" measures the registered candidate NAME of the workload (workloads.kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
     callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`, when
     given, is this run's launch floor, already measured by another cell (the runner's workers share one)."""

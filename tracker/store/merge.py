@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tracker import asvfiles
 from tracker.errors import ToolError
+from tracker.store import asvfiles
 
 
 class MergeError(ToolError):

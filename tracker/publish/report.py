@@ -3,7 +3,7 @@ did that change?": per preset the latest run's table, history plots, best-mode t
 close each cell comes to the GPU's roofline, and the kernels under test against the best baseline.
 
 The figures (best mode, ties, wins, geomeans) are the analysis layer's, the same the terminal summary prints;
-this module only arranges them. Plots are inline SVG (tracker/plots.py); nothing is loaded from elsewhere.
+this module only arranges them. Plots are inline SVG (tracker/publish/plots.py); nothing is loaded from elsewhere.
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ def _kernel_title(k: Mapping[str, Any], median: float | None, best: float | None
 def kernel_section(a: Any, run: RunKey, preset: str) -> list[KernelRow]:
     """The kernels under test of one run and preset, in workload then candidate order; skipped ones included,
     with their reason (the summary leaves them out)."""
-    from tracker import analysis
+    from tracker.analyse import best as analysis
 
     rows = analysis.kernel_rows(a, commit=run.commit, machine=run.machine, include_skipped=True)
     rows = rows[(rows["torch"] == run.torch) & (rows["preset"] == preset)]
@@ -335,7 +335,8 @@ def history_plots(a: Any, machine: str, preset: str, modes: Sequence[str],
                   instances: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """The preset's figures over commits and across PyTorch versions, and its best-mode heat strip: the
     analysis' history series (one per PyTorch version: a colour per mode, a line style per version), drawn."""
-    from tracker import analysis, plots
+    from tracker.analyse import best as analysis
+    from tracker.publish import plots
 
     by_version = analysis.history(a, "torch", machine)
     by_version = by_version[by_version["preset"] == preset]
@@ -394,7 +395,7 @@ def history_plots(a: Any, machine: str, preset: str, modes: Sequence[str],
 
 
 def cost_plot(rows: Sequence[Row], modes: Sequence[str], preset: str) -> str | None:
-    from tracker import plots
+    from tracker.publish import plots
 
     compile_s = {m: [c.compile_s for r in rows for c in r.cells if c.mode == m and c.compile_s] for m in modes}
     mem = {m: [c.peak_mem_mib for r in rows for c in r.cells if c.mode == m and c.peak_mem_mib] for m in modes}
@@ -422,7 +423,7 @@ def _meta(latest: pd.DataFrame, run: RunKey, machine_info: Mapping[str, Any]) ->
 def latest_run(table: pd.DataFrame, a: Any, machine: str) -> RunKey:
     """The machine's newest run: latest commit date; at one date, the newest PyTorch (in the analysis' version
     order, which history(axis="torch") follows)."""
-    from tracker import analysis
+    from tracker.analyse import best as analysis
 
     versions = analysis.history(a, "torch", machine)["torch"].astype(str)
     rank = {v: i for i, v in enumerate(dict.fromkeys(versions))}
@@ -435,8 +436,8 @@ def latest_run(table: pd.DataFrame, a: Any, machine: str) -> RunKey:
 def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
                    machine_info: Mapping[str, Mapping[str, Any]] | None = None) -> list[MachineSection]:
     """Everything the page shows, per machine (newest first): the results table's cells arranged with the
-    analysis' verdicts (`a` is tracker.analysis.analyse(table))."""
-    from tracker import analysis
+    analysis' verdicts (`a` is tracker.analyse.best.analyse(table))."""
+    from tracker.analyse import best as analysis
 
     modes = [m for m in MODES if m in set(table["mode"].astype(str))]
     sections = []
@@ -470,7 +471,7 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
     import jinja2
     from markupsafe import Markup
 
-    from tracker import plots
+    from tracker.publish import plots
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -498,7 +499,7 @@ def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
 def build_page(table: pd.DataFrame, asv_index: str | None = None,
                machine_info: Mapping[str, Mapping[str, Any]] | None = None,
                generated: dt.datetime | None = None) -> str:
-    from tracker import analysis
+    from tracker.analyse import best as analysis
 
     a = analysis.analyse(table)
     sections = build_sections(table, a, asv_index, machine_info)
@@ -510,7 +511,7 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
                 asv_index: str | None = None) -> int:
     """Write `<out>/index.html` from the results in `results_dir`. `asv_index`: the URL of asv's published
     index.html relative to the report, when it is published beside it. Returns the exit code."""
-    from tracker import results
+    from tracker.store import results
 
     results_dir = Path(results_dir)
     loaded = results.load_results(results_dir)

@@ -1,7 +1,7 @@
 """Run a set of cells: one fresh process per cell, `jobs` at a time, GPU timing serialized by a lock.
 
 Workers overlap their CPU-bound parts (interpreter start, imports, tracing, inductor and Triton
-compilation); every GPU timing (ours and autotuning's) holds one cross-process lock (tracker.gpulock).
+compilation); every GPU timing (ours and autotuning's) holds one cross-process lock (tracker.measure.gpulock).
 Finished cells land in the cell store at once, so an interrupted run resumes where it stopped.
 """
 
@@ -20,12 +20,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernels import registry as kernel_registry
-from tracker import asvfiles, gpulock
-from tracker.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
-from tracker.hostinfo import host_info
-from tracker.measure import FAILED, Settings
-from tracker.worker import ENV_SETTINGS
+from tracker.measure import gpulock
+from tracker.measure.harness import FAILED, Settings
+from tracker.measure.hostinfo import host_info
+from tracker.paths import REPO_ROOT
+from tracker.runner.worker import ENV_SETTINGS
+from tracker.store import asvfiles
+from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
+from workloads.kernels import registry as kernel_registry
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
 # Rough seconds per cell on the H100 (DEVICE.md: eager 5-7 s, compiled 19-43 s, GEMM autotuning the most);
@@ -221,7 +223,7 @@ class _Workers:
     def run(self, cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str]:
         """(exit status, stderr); status None when it was killed at `timeout`."""
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                cwd=Path(__file__).resolve().parent.parent, start_new_session=True)
+                                cwd=REPO_ROOT, start_new_session=True)
         with self._lock:
             self._procs.add(proc)
         try:
@@ -249,7 +251,7 @@ def _run_one(cell: CellId, cfg: RunConfig, store: CellStore, workers: _Workers) 
         # one persistent cache per (torch, preset, workload, mode): a first run is as cold as a fresh cache
         cache = (str(cfg.warm_cache_dir / f"torch-{torch_version()}" / cell.preset / cell.workload / cell.mode)
                  if cfg.warm_cache_dir else tmp)
-        cmd = [sys.executable, "-m", "tracker.worker", cell.preset, cell.workload, cell.mode]
+        cmd = [sys.executable, "-m", "tracker.runner.worker", cell.preset, cell.workload, cell.mode]
         status, err = workers.run(cmd, cfg.worker_env(cell, cache), cfg.cell_timeout_s)
     if workers.stopping.is_set():
         return None

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tracker import atomic
+from tracker.store import atomic
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
 ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.registry import candidate
+from workloads.kernels.registry import candidate
 
 try:
     import triton
@@ -33,7 +33,7 @@ if HAS_TRITON:
         x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         # fp32 throughout, one rounding at the store: closer to the exact result than the bf16 workload,
-        # and within compare_outputs' bf16 tolerance of it (kernels.reference.rmsnorm_fp32 checks that on CPU).
+        # and within compare_outputs' bf16 tolerance of it (reference.rmsnorm_fp32 checks that on CPU).
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         y = x * rstd * w
         tl.store(out_ptr + row * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)

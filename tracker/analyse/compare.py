@@ -34,10 +34,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from tracker import atomic
-from tracker.analysis import COMPILED, HostBound, NoiseModel, analyse, instance_table
+from tracker.analyse.best import COMPILED, HostBound, NoiseModel, analyse, instance_table
 from tracker.errors import ToolError
-from tracker.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
+from tracker.store import atomic
+from tracker.store.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 FAIL_ON = ("best-change", "regression", "never")
@@ -564,7 +564,7 @@ def compare_main(results_dir: str | os.PathLike[str], base: str, head: str, mach
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, head_machine=head_machine)
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    from tracker.prcomment import headline, render_comment  # rendering sits downstream of the comparison
+    from tracker.publish.prcomment import headline, render_comment  # rendering sits downstream of the comparison
 
     text = render_comment(c) if fmt == "md" else json.dumps(comparison_json(c), indent=1) + "\n"
     if out is not None:

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels.registry import candidate_name
-from tracker.results import CELL_KEYS, DOMAINS, RUN_KEYS
+from tracker.store.results import CELL_KEYS, DOMAINS, RUN_KEYS
+from workloads.kernels.registry import candidate_name
 from workloads.names import DECODE_INVARIANT, MODES
 
 EAGER, DEFAULT, MANCG = "eager", "default", "max-autotune-no-cudagraphs"
@@ -114,7 +114,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     n = int(codes.max()) + 1
     first = np.unique(codes, return_index=True)[1]
     inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
-    mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.results)
+    mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.store.results)
     ok = (t["status"] == "ok").to_numpy()
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
@@ -377,7 +377,7 @@ def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
 
 
 def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str) -> dict[str, Any]:
-    """One run's figures for one preset, in the stable JSON shape (see tracker.summary)."""
+    """One run's figures for one preset, in the stable JSON shape (see tracker.publish.summary)."""
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[(frame["commit"] == commit) & (frame["machine"] == machine) & (frame["torch"] == torch)
                      & (frame["preset"] == preset)]

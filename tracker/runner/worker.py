@@ -1,4 +1,4 @@
-"""One cell in one fresh process: `python -m tracker.worker PRESET WORKLOAD MODE`, as the runner starts it.
+"""One cell in one fresh process: `python -m tracker.runner.worker PRESET WORKLOAD MODE`, as the runner starts it.
 
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 
@@ -13,9 +13,9 @@ import json
 import os
 import sys
 
-from tracker import gpulock
-from tracker.cells import CellStore, RunKey, default_root, stored_form
-from tracker.measure import Settings, measure_cell
+from tracker.measure import gpulock
+from tracker.measure.harness import Settings, measure_cell
+from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
 

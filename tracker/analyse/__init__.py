@@ -1,0 +1,1 @@
+"""Analyse a results table: the best mode per instance, wins, geomeans and margins, base-vs-head verdicts."""

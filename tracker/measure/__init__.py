@@ -1,0 +1,1 @@
+"""Measure one cell: compile, warm up, time with do_bench (a CPU timer without CUDA), check against eager."""

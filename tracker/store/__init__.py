@@ -1,0 +1,1 @@
+"""Store results: the cell store (one JSON a cell), asv's result and machine files, reading them back as a table."""
