@@ -1,4 +1,4 @@
-"""The 23 workloads match WORKLOADS.md: shapes, dtypes, domains, decode-invariance (checked on `meta`)."""
+"""The 23 workloads match docs/workloads.md: shapes, dtypes, domains, decode-invariance (checked on `meta`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from workloads.presets import get_preset
 
 BF16, I64, F32 = torch.bfloat16, torch.int64, torch.float32
 
-# (input shapes, output shapes) per workload, prefill then decode, copied from WORKLOADS.md's table.
+# (input shapes, output shapes) per workload, prefill then decode, copied from docs/workloads.md's table.
 SPEC: dict[str, dict[str, tuple[list[tuple[int, ...]], list[tuple[int, ...]]]]] = {
     "llm_rmsnorm": {"prefill": ([(16, 2048, 2048), (2048,)], [(16, 2048, 2048)]),
                     "decode": ([(64, 1, 2048), (2048,)], [(64, 1, 2048)])},
@@ -55,7 +55,7 @@ SPEC: dict[str, dict[str, tuple[list[tuple[int, ...]], list[tuple[int, ...]]]]] 
     "rl_dpo_loss": {"prefill": ([(512,)] * 4, [()])},
     "rl_grpo_loss": {"prefill": ([(512,)] * 3, [()])},
 }
-# Tensors that are not bf16 (WORKLOADS.md: "dtype bf16 for every tensor unless said otherwise").
+# Tensors that are not bf16 (docs/workloads.md: "dtype bf16 for every tensor unless said otherwise").
 OTHER_DTYPES = {("llm_label_smoothed_ce_loss", "in", 1): I64, ("diff_time_embedding_mlp", "in", 0): F32,
                 ("llm_topk_sampling_prep", "out", 0): I64, ("llm_moe_router", "out", 1): I64}
 DOMAINS = {"llm": 11, "vlm": 4, "diffusion": 5, "rl": 3}

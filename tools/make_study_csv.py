@@ -1,5 +1,5 @@
 """Build tests/fixtures/study/study_results.csv: a CSV in the study's raw format, constructed (not measured) so that
-the study's published figures come out exactly (WORKLOADS.md, "The study's headline results").
+the study's published figures come out exactly (docs/workloads.md, "The study's headline results").
 
     python tools/make_study_csv.py [--out tests/fixtures/study/study_results.csv]
 

@@ -1,4 +1,4 @@
-"""Diffusion workloads: WORKLOADS.md rows diff_*."""
+"""Diffusion workloads: docs/workloads.md rows diff_*."""
 
 from __future__ import annotations
 

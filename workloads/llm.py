@@ -1,4 +1,4 @@
-"""LLM workloads (including the CE and KL losses): WORKLOADS.md rows llm_*."""
+"""LLM workloads (including the CE and KL losses): docs/workloads.md rows llm_*."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 PRESET_NAMES: tuple[str, ...] = ("prefill", "decode", "tiny")
 
-# WORKLOADS.md order: llm, vlm, diffusion, then the two LLM losses and the RL losses.
+# docs/workloads.md order: llm, vlm, diffusion, then the two LLM losses and the RL losses.
 WORKLOAD_NAMES: tuple[str, ...] = (
     "llm_rmsnorm", "llm_layernorm", "llm_swiglu_mlp", "llm_gelu_mlp", "llm_rope_apply",
     "llm_logits_projection_softmax", "llm_topk_sampling_prep", "llm_moe_router", "llm_qk_norm",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Preset:
-    """Every dimension a workload may read; the values of WORKLOADS.md's 'Common rules'."""
+    """Every dimension a workload may read; the values of docs/workloads.md's 'Common rules'."""
 
     name: str
     batch: int  # b

@@ -1,4 +1,4 @@
-"""Reinforcement-learning losses: WORKLOADS.md rows rl_*."""
+"""Reinforcement-learning losses: docs/workloads.md rows rl_*."""
 
 from __future__ import annotations
 

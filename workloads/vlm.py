@@ -1,4 +1,4 @@
-"""Vision-language workloads: WORKLOADS.md rows vlm_*."""
+"""Vision-language workloads: docs/workloads.md rows vlm_*."""
 
 from __future__ import annotations
 
