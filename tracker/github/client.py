@@ -1,10 +1,13 @@
 """GitHub REST client on `requests`: the issue-comment endpoints the PR comment needs and the issue endpoints the
 tracking issue needs, with retries.
 
-Transient failures (5xx, timeouts, connection errors, 429, secondary and primary rate limits) are retried
-with capped exponential backoff, honouring Retry-After and X-RateLimit-Reset. Failures a retry cannot fix
-(401, 403 without rate limiting, 404, 422) raise at once. Every failure is one `GitHubError` line saying what
-failed and what to do; the token never appears in it.
+Transient failures (5xx, timeouts, connection errors) are retried with capped exponential backoff within a
+deadline, so a server that never answers fails in under a minute. Rate limits wait what GitHub's REST guide asks:
+Retry-After or X-RateLimit-Reset when sent, else at least a minute, doubling while the limit persists; a wait
+longer than `max_wait` fails at once, saying so. Writes are spaced by a second, as the guide asks of
+mutating requests. Failures a retry cannot fix (401, 403 without rate limiting, 404, 410, 422, an answer of the
+wrong shape) raise at once. Every failure is one `GitHubError` line saying what failed and what to do; the
+token never appears in it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +27,17 @@ from tracker.errors import ToolError
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
+SECONDARY_LIMIT_WAIT = 60.0  # GitHub: "wait at least one minute before retrying", then exponentially longer
+WRITE_INTERVAL = 1.0  # GitHub: "wait at least one second between each" POST, PATCH, PUT or DELETE
+HINT_PR = "check --repo, --pr and the token's repository access"
+HINT_REPO = "check --repo and the token's repository access"
+
+
+def _user_agent() -> str:
+    try:
+        return f"compile-baselines/{metadata.version('compile-baselines')}"
+    except metadata.PackageNotFoundError:
+        return "compile-baselines"
 
 
 class GitHubError(ToolError):
@@ -54,10 +69,11 @@ class Issue:
 class _Retry(Exception):
     """Internal: this attempt failed in a way worth retrying, after `wait` seconds (None: use backoff)."""
 
-    def __init__(self, reason: str, wait: float | None = None) -> None:
+    def __init__(self, reason: str, wait: float | None = None, limited: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.wait = wait
+        self.limited = limited
 
 
 class GitHubClient:
@@ -66,13 +82,17 @@ class GitHubClient:
         api_url: str,
         token: str,
         session: requests.Session | None = None,
-        timeout: float = 20.0,
+        timeout: float = 15.0,
         max_retries: int = 5,
         max_wait: float = 60.0,
         backoff: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        deadline: float = 45.0,
+        write_interval: float = WRITE_INTERVAL,
     ) -> None:
+        """`timeout`: seconds for one answer; `deadline`: seconds one call may spend on attempts and backoff
+        (rate-limit waits GitHub asks for are bounded by `max_wait` each, not by the deadline)."""
         self.api_url = api_url.rstrip("/")
         self._token = token
         self.session = session or requests.Session()
@@ -82,6 +102,9 @@ class GitHubClient:
         self.backoff = backoff
         self.sleep = sleep
         self.clock = clock
+        self.deadline = deadline
+        self.write_interval = write_interval
+        self._last_write: float | None = None  # time.monotonic() of the last mutating request
 
     def __repr__(self) -> str:  # never show the token
         return f"GitHubClient(api_url={self.api_url!r})"
@@ -98,20 +121,20 @@ class GitHubClient:
             if url in seen:  # a server that links a page to itself would loop forever
                 raise GitHubError(f"GitHub pagination loops at {_path(url)} while listing comments of {what}")
             seen.add(url)
-            response = self._request("GET", url, what)
-            comments += [_comment(item) for item in _json(response, what)]
+            response = self._request("GET", url, what, hint=HINT_PR)
+            comments += [_comment(item, what) for item in _json_list(response, what)]
             url = response.links.get("next", {}).get("url")
         return comments
 
     def create_issue_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}/comments"
         what = f"{owner}/{repo}#{number}"
-        return _comment(_json(self._request("POST", url, what, {"body": body}), what))
+        return _comment(_json(self._request("POST", url, what, {"body": body}, hint=HINT_PR), what), what)
 
     def update_issue_comment(self, owner: str, repo: str, comment_id: int, body: str) -> Comment:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues/comments/{comment_id}"
         what = f"comment {comment_id} of {owner}/{repo}"
-        return _comment(_json(self._request("PATCH", url, what, {"body": body}), what))
+        return _comment(_json(self._request("PATCH", url, what, {"body": body}), what), what)
 
     def delete_issue_comment(self, owner: str, repo: str, comment_id: int) -> None:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues/comments/{comment_id}"
@@ -131,24 +154,26 @@ class GitHubClient:
                 raise GitHubError(f"GitHub pagination loops at {_path(url)} while listing {what}")
             seen.add(url)
             response = self._request("GET", url, what)
-            issues += [_issue(item) for item in _json(response, what) if "pull_request" not in item]
+            issues += [_issue(item, what) for item in _json_list(response, what)
+                       if not isinstance(item, dict) or "pull_request" not in item]
             url = response.links.get("next", {}).get("url")
         return issues
 
     def create_issue(self, owner: str, repo: str, title: str, body: str) -> Issue:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues"
         what = f"issues of {owner}/{repo}"
-        return _issue(_json(self._request("POST", url, what, {"title": title, "body": body}), what))
+        return _issue(_json(self._request("POST", url, what, {"title": title, "body": body}), what), what)
 
     def update_issue(self, owner: str, repo: str, number: int, **fields: str) -> Issue:
         """Edit an issue's `title`, `body` or `state` ("open", "closed")."""
         url = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}"
         what = f"issue {owner}/{repo}#{number}"
-        return _issue(_json(self._request("PATCH", url, what, dict(fields)), what))
+        return _issue(_json(self._request("PATCH", url, what, dict(fields)), what), what)
 
     # -- transport -------------------------------------------------------------------------------------
 
-    def _request(self, method: str, url: str, what: str, payload: dict[str, Any] | None = None) -> requests.Response:
+    def _request(self, method: str, url: str, what: str, payload: dict[str, Any] | None = None,
+                 hint: str = HINT_REPO) -> requests.Response:
         # The token goes only to the configured API host, even if a Link header points elsewhere.
         if urlsplit(url)[:2] != urlsplit(self.api_url)[:2]:
             raise GitHubError(f"GitHub sent a link to another host ({urlsplit(url).netloc}); refusing to follow it")
@@ -156,13 +181,20 @@ class GitHubClient:
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION,
             "Authorization": f"Bearer {self._token}",
+            "User-Agent": _user_agent(),
         }
         call = f"{method} {_path(url)}"
         attempts = self.max_retries + 1
+        spent = 0.0  # seconds of attempts and backoff so far, against the deadline
+        limited = 0  # rate-limit answers without a wait named: each doubles the next wait
         for attempt in range(attempts):
+            started = time.monotonic()
             try:
                 try:
-                    response = self.session.request(method, url, headers=headers, json=payload, timeout=self.timeout)
+                    if method != "GET":
+                        self._space_writes()
+                    response = self.session.request(method, url, headers=headers, json=payload,
+                                                    timeout=(min(5.0, self.timeout), self.timeout))
                 except requests.Timeout:
                     raise _Retry(f"no response within {self.timeout:g} s") from None
                 except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
@@ -171,19 +203,32 @@ class GitHubClient:
                     raise self._error(
                         f"cannot call GitHub at {self.api_url} ({type(exc).__name__}): check GITHUB_API_URL"
                     ) from None
-                self._check(response, call, what)
+                self._check(response, call, what, hint, limited)
                 return response
             except _Retry as retry:
-                if attempt == attempts - 1:
+                spent += time.monotonic() - started
+                if retry.limited:
+                    limited += 1
+                backoff = retry.wait is None
+                wait = min(self.backoff * 2**attempt, self.max_wait) if backoff else retry.wait
+                if attempt == attempts - 1 or (backoff and spent + wait > self.deadline):
                     raise self._error(
-                        f"GitHub {call} still failing after {attempts} attempts ({retry.reason}); "
+                        f"GitHub {call} still failing after {attempt + 1} attempts ({retry.reason}); "
                         "GitHub or the network may be down: retry the job later"
                     ) from None
-                wait = min(self.backoff * 2**attempt, self.max_wait) if retry.wait is None else retry.wait
+                if backoff:
+                    spent += wait
                 self.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _check(self, response: requests.Response, call: str, what: str) -> None:
+    def _space_writes(self) -> None:
+        now = time.monotonic()
+        if self._last_write is not None and now - self._last_write < self.write_interval:
+            self.sleep(self.write_interval - (now - self._last_write))
+        self._last_write = time.monotonic()
+
+    def _check(self, response: requests.Response, call: str, what: str, hint: str = HINT_REPO,
+               limited_before: int = 0) -> None:
         """Return if the response succeeded, raise _Retry if worth retrying, GitHubError otherwise."""
         status = response.status_code
         if status < 400:
@@ -192,7 +237,8 @@ class GitHubClient:
         limited = response.headers.get("X-RateLimit-Remaining") == "0"
         rate_limited = limited or "Retry-After" in response.headers or "rate limit" in message.lower()
         if status == 429 or (status == 403 and rate_limited):
-            raise _Retry(f"{status} rate limited", self._rate_limit_wait(response, call, limited))
+            wait = self._rate_limit_wait(response, call, limited, limited_before)
+            raise _Retry(f"{status} rate limited", wait, limited=True)
         if status >= 500:
             raise _Retry(f"{status} {response.reason}")
         if status == 401:
@@ -209,25 +255,29 @@ class GitHubClient:
             )
         if status == 404:
             raise self._error(
-                f"GitHub found no {what} ({call}: 404): the repository or PR does not exist, or the token cannot "
-                "see it; check --repo, --pr and the token's repository access",
+                f"GitHub found no {what} ({call}: 404): it does not exist, or the token cannot see it; {hint}",
+                status,
+            )
+        if status == 410:
+            raise self._error(
+                f"GitHub says {what} is gone ({call}: 410 {message}): issues are disabled on the repository or the "
+                "issue was deleted; enable issues in the repository's settings",
                 status,
             )
         if status == 422:
             raise self._error(f"GitHub rejected {call} as invalid (422 {message}): fix the request body", status)
         raise self._error(f"GitHub {call} failed ({status} {message})", status)
 
-    def _rate_limit_wait(self, response: requests.Response, call: str, limited: bool) -> float | None:
-        """Seconds GitHub asks us to wait, or None (backoff). Waiting less than asked only extends the block,
-        so a demand above max_wait fails now, saying when to come back."""
+    def _rate_limit_wait(self, response: requests.Response, call: str, limited: bool, limited_before: int) -> float:
+        """Seconds GitHub asks us to wait. Waiting less than asked only extends the block, so a demand above
+        max_wait fails now, saying when to come back."""
         headers = response.headers
         if "Retry-After" in headers:
             wait = _retry_after_seconds(headers["Retry-After"], self.clock())
         elif limited and "X-RateLimit-Reset" in headers:
             wait = max(float(headers["X-RateLimit-Reset"]) - self.clock(), 0.0) + 1.0  # +1: the reset second itself
         else:
-            # GitHub's guidance for a secondary limit without headers: wait at least a minute.
-            return None if response.status_code == 429 else min(60.0, self.max_wait)
+            wait = SECONDARY_LIMIT_WAIT * 2**limited_before
         if wait > self.max_wait:
             raise self._error(
                 f"GitHub rate limit on {call}: GitHub asks to wait {wait:.0f} s (more than the {self.max_wait:g} s "
@@ -266,27 +316,46 @@ def _path(url: str) -> str:
 def _json(response: requests.Response, what: str) -> Any:
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser recurses
         raise GitHubError(
             f"GitHub answered {response.request.method} {_path(response.url)} for {what} with non-JSON "
             f"({response.status_code}); is GITHUB_API_URL the API root (e.g. https://HOST/api/v3)?"
         ) from None
 
 
-def _comment(item: Mapping[str, Any]) -> Comment:
-    return Comment(int(item["id"]), item.get("body") or "", item.get("html_url", ""), item.get("created_at", ""))
+def _json_list(response: requests.Response, what: str) -> list[Any]:
+    data = _json(response, what)
+    if not isinstance(data, list):
+        raise _shape_error(what, f"a list, got {type(data).__name__}")
+    return data
 
 
-def _issue(item: Mapping[str, Any]) -> Issue:
-    return Issue(int(item["number"]), item.get("title") or "", item.get("body") or "", item.get("html_url", ""),
-                 item.get("created_at", ""), item.get("state", ""))
+def _shape_error(what: str, detail: str) -> GitHubError:
+    return GitHubError(f"GitHub answered for {what} with an unexpected shape ({detail}); is GITHUB_API_URL a "
+                       "GitHub REST API root?")
+
+
+def _comment(item: Any, what: str) -> Comment:
+    try:
+        return Comment(int(item["id"]), str(item.get("body") or ""), str(item.get("html_url") or ""),
+                       str(item.get("created_at") or ""))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        raise _shape_error(what, "a comment without an integer id") from None
+
+
+def _issue(item: Any, what: str) -> Issue:
+    try:
+        return Issue(int(item["number"]), str(item.get("title") or ""), str(item.get("body") or ""),
+                     str(item.get("html_url") or ""), str(item.get("created_at") or ""), str(item.get("state") or ""))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        raise _shape_error(what, "an issue without an integer number") from None
 
 
 def _github_message(response: requests.Response) -> str:
     """GitHub's own error text: `message` plus any validation `errors`."""
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return response.reason or ""
     if not isinstance(data, dict):
         return response.reason or ""
