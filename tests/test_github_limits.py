@@ -29,7 +29,7 @@ def test_a_server_that_never_answers_fails_within_the_deadline(fake, waits):
     client = GitHubClient(fake.url, fake.token, timeout=0.2, deadline=1.0, backoff=0.1, sleep=waits.append)
     fake.inject(*[Fault(delay=0.6)] * 10)
     started = time.monotonic()
-    with pytest.raises(GitHubError, match="no response within 0.2 s"):
+    with pytest.raises(GitHubError, match=r"no response within 0\.2 s"):
         client.list_issue_comments(OWNER, REPO, PR)
     # 0.2 s an attempt plus 0.1, 0.2, 0.4 s of backoff: the third attempt's wait would pass the 1 s deadline
     assert len(fake.requests) == 3 and waits == [0.1, 0.2]
@@ -55,7 +55,7 @@ def test_repeated_secondary_limits_beyond_the_cap_fail_saying_how_long(fake, wai
 def test_410_says_issues_are_disabled(fake, waits):
     client = GitHubClient(fake.url, fake.token, sleep=waits.append)
     fake.inject(Fault(410, {"message": "Issues are disabled for this repo"}))
-    with pytest.raises(GitHubError, match="410 Issues are disabled.*enable issues") as error:
+    with pytest.raises(GitHubError, match=r"410 Issues are disabled.*enable issues") as error:
         client.list_issues(OWNER, REPO)
     assert error.value.status == 410 and waits == []
 
