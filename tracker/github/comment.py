@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Literal
 
 from tracker.github.client import Comment, GitHubClient, GitHubError, from_env, parse_repo
+from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 
-MARKER = "<!-- compile-baselines:pr-comment -->"
-MAX_BODY_CHARS = 65536  # GitHub rejects longer comment bodies with a 422
 _CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
 
 Action = Literal["created", "updated", "skipped", "printed"]

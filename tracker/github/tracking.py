@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Literal
 
 from tracker.github.client import GitHubClient, GitHubError, Issue, from_env, parse_repo
+from tracker.publish.markdown import MAX_BODY_CHARS, fit
 
 TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
-MAX_BODY_CHARS = 65536  # GitHub rejects longer issue bodies with a 422
 _CUT = "\n\n… (cut at GitHub's issue size limit: the workflow log has the full comparison)\n"
 
 
@@ -34,9 +34,7 @@ def tracking_body(body: str, max_chars: int = MAX_BODY_CHARS) -> str:
     comparison per machine, each of which fits on its own)."""
     if TRACKING_MARKER not in body:
         body = f"{TRACKING_MARKER}\n{body}"
-    if len(body) > max_chars:
-        body = body[: max_chars - len(_CUT)].rsplit("\n", 1)[0] + _CUT
-    return body
+    return fit(body, _CUT, max_chars)
 
 
 def upsert_issue(client: GitHubClient | None, owner: str, repo: str, title: str, body: str) -> Outcome:
