@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tracker.analyse import compare
 from tracker.errors import ToolError
-from tracker.github.client import GitHubError, from_env
+from tracker.github.client import GitHubError, from_env, parse_repo
 from tracker.github.comment import upsert_comment
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment
@@ -183,17 +183,18 @@ def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: 
 # ---------------------------------------------------------------------------------------------------- the flow
 
 
-def _split_repo(repo: str | None, pr: int | None) -> tuple[str, str] | None:
+def _target(repo: str | None, pr: int | None) -> tuple[str, str] | None:
+    """(owner, name) of the repository to comment on, or None to print the comment."""
     if repo is None and pr is None:
         return None
     if repo is None or pr is None:
         raise ValueError("--repo and --pr go together (or leave both out to print the comment)")
-    owner, sep, name = repo.partition("/")
-    if not sep or not owner or not name or "/" in name:
+    parsed = parse_repo(repo)
+    if parsed is None:
         raise ValueError(f"--repo must be OWNER/NAME, got {repo!r}")
     if pr <= 0:
         raise ValueError(f"--pr must be a positive PR number, got {pr}")
-    return owner, name
+    return parsed
 
 
 def publish(body: str, changed: bool, target: tuple[str, str] | None, pr: int | None, env: Mapping[str, str],
@@ -231,7 +232,7 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     A comment is created only when something changed (`only_on_change`), an earlier one is always updated."""
     if fail_on not in compare.FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
-    target = _split_repo(repo, pr)
+    target = _target(repo, pr)
     env = os.environ if env is None else env
     repo_dir, results = Path(repo_dir).resolve(), Path(results_dir).resolve()
     machine = machine or socket.gethostname()
