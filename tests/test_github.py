@@ -97,6 +97,14 @@ def test_several_marked_comments_update_the_oldest_and_say_so(fake, client):
     assert fake.comments()[0]["body"].endswith("c")
 
 
+def test_several_marked_comments_leave_one_the_others_deleted(fake, client):
+    oldest = fake.add_comment(OWNER, REPO, PR, f"{MARKER}\na")
+    newer = fake.add_comment(OWNER, REPO, PR, f"{MARKER}\nb")
+    outcome = upsert(client, "c")
+    assert [c["id"] for c in fake.comments()] == [oldest["id"]]
+    assert outcome.note == f"2 comments carry the marker; updated the oldest, removed duplicate(s) {newer['id']}"
+
+
 def test_requests_carry_the_github_headers_and_a_bearer_token(fake, client):
     upsert(client, "x")
     for request in fake.requests:

@@ -15,6 +15,8 @@ from test_compare import MACHINE, SCENARIOS, write_run
 from tracker.analyse.compare import EXIT_FAIL_ON
 from tracker.github.comment import MARKER
 from tracker.github.prflow import PrFlowError, pr_main, select_workloads, workloads_at
+from tracker.store import commits
+from tracker.store.commits import CommitError, resolve_ref
 from workloads.names import WORKLOAD_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +98,16 @@ def test_each_side_measures_only_the_workloads_it_has(repo: tuple[Path, dict[str
     r, c = repo
     assert "llm_qk_norm" not in workloads_at(c["old"], r) and workloads_at(c["base"], r) == WORKLOAD_NAMES
     assert workloads_at("0" * 40, r) is None  # unreadable: every selected workload is measured
+
+
+def test_a_ref_resolves_to_its_full_hash_and_a_run_records_under_it(repo: tuple[Path, dict[str, str]],
+                                                                    tmp_path: Path) -> None:
+    r, c = repo
+    assert resolve_ref(c["base"][:10], r) == c["base"] and resolve_ref("HEAD", r) == c["docs"]
+    with pytest.raises(CommitError, match="'no-such-ref' is not a commit of the repository"):
+        resolve_ref("no-such-ref", r)
+    assert commits.resolve(c["head"][:10], r)[0] == c["head"]
+    assert commits.resolve("cafe", tmp_path, 5) == ("cafe", 5)  # no repository: recorded as given
 
 
 def test_pr_flow_measures_both_sides_compares_and_comments_once(

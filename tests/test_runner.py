@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracker.cli import default_jobs
 from tracker.measure import gpulock
+from tracker.runner.policy import default_jobs
 from tracker.runner.pool import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, queue_order, shard
 from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES

@@ -66,6 +66,34 @@ def test_duplicate_tracking_issues_converge_on_the_oldest(fake: FakeGitHub, clie
     assert states == {older["number"]: "open", newer["number"]: "closed"}
 
 
+def test_a_run_whose_new_issue_the_other_run_closed_writes_to_the_survivor(fake: FakeGitHub,
+                                                                          client: GitHubClient) -> None:
+    other = fake.add_issue(OWNER, REPO, TITLE, f"{TRACKING_MARKER}\nother run")
+
+    class OtherRunRacesAhead:  # our first listing predates the other run's issue; it closes ours before we re-list
+        listed = False
+
+        def list_issues(self, *args, **kwargs):
+            issues = client.list_issues(*args, **kwargs)
+            if not self.listed:
+                self.listed = True
+                return []
+            return issues
+
+        def create_issue(self, *args):
+            created = client.create_issue(*args)
+            client.update_issue(OWNER, REPO, created.number, state="closed")
+            return created
+
+        def __getattr__(self, name):
+            return getattr(client, name)
+
+    outcome = upsert_issue(OtherRunRacesAhead(), OWNER, REPO, TITLE, "this run")  # type: ignore[arg-type]
+    assert (outcome.action, outcome.number) == ("updated", other["number"])
+    [issue] = [i for i in fake.issue_list() if i["state"] == "open"]
+    assert (issue["number"], issue["body"]) == (other["number"], f"{TRACKING_MARKER}\nthis run")
+
+
 def test_a_body_over_githubs_limit_is_cut_at_a_line_keeping_the_marker() -> None:
     body = tracking_body("\n".join(f"| row {i} | {'x' * 60} |" for i in range(2000)))
     assert len(body) <= MAX_BODY_CHARS and body.startswith(TRACKING_MARKER)

@@ -97,11 +97,12 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tracker.measure.harness import Settings
+    from tracker.runner import policy
     from tracker.runner import pool as runner
     from tracker.store import asvfiles, commits
 
-    device = args.device or ("cuda" if _cuda_available() else "cpu")
-    presets = args.preset or (["prefill", "decode"] if device == "cuda" else ["tiny"])
+    device = policy.device(args.device)
+    presets = args.preset or policy.default_presets(device)
     cells = runner.plan(presets, args.workload or WORKLOAD_NAMES, args.mode or MODES,
                         kernels=[k for k in args.kernel or ["all"] if k != "none"])
     shard = _parse_shard(args.shard)
@@ -113,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
-    jobs = args.jobs or default_jobs(device)
+    jobs = args.jobs or policy.default_jobs(device)
     cfg = runner.RunConfig(
         store_root=Path(args.cells_dir or Path(conf.results_dir).parent / "cells"),
         machine=args.machine or socket.gethostname(), commit=commit, jobs=jobs, device=device,
@@ -140,24 +141,6 @@ def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> Non
         return
     print()
     print(summary.render_text(results_dir, commit=commit, machine=machine))
-
-
-def default_jobs(device: str) -> int:
-    """Workers at once: on a GPU host one per core, up to 16 (compiles overlap, GPU timing is serialized). On the
-    16-core H100 host a warm run took 374 s with 12 workers (GPU lock busy 74% of it) and 323 s with 16 (87%):
-    a warm cell is ~18 CPU-seconds of start-up, tracing and cache loading to ~1.4 s of GPU. On a CPU host
-    one, since the timing itself runs on the cores that compilation would take."""
-    if device != "cuda":
-        return 1
-    from tracker.runner.pool import usable_cpus
-
-    return max(1, min(16, len(usable_cpus())))
-
-
-def _cuda_available() -> bool:
-    from tracker.measure.hostinfo import cuda_available
-
-    return cuda_available()
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Post one PR comment and keep editing it in place.
 
 Our comment is recognised by a hidden marker, MARKER, which `ensure_marker` adds to any body. A later run edits
-the comment carrying it instead of adding another; if several carry it (an earlier race), the oldest is edited.
+the comment carrying it instead of adding another; if several carry it (an earlier race), the oldest is edited
+and the others are deleted (tracker.github.upsert, shared with the tracking issue).
 
 Whether the best baselines changed is decided by the renderer, which writes a second hidden marker into the body:
 `<!-- compile-baselines:changed=true -->` or `<!-- compile-baselines:changed=false -->`. `comment --body-file F`
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracker.github.client import Comment, GitHubClient, GitHubError, from_env, parse_repo
+from tracker.github.client import GitHubClient, GitHubError, from_env, parse_repo
+from tracker.github.upsert import PrComments, Upserted, upsert, with_marker
+from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 
-MARKER = "<!-- compile-baselines:pr-comment -->"
-MAX_BODY_CHARS = 65536  # GitHub rejects longer comment bodies with a 422
 _CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
 
 Action = Literal["created", "updated", "skipped", "printed"]
@@ -43,7 +44,7 @@ class Outcome:
 
 
 def ensure_marker(body: str) -> str:
-    return body if MARKER in body else f"{MARKER}\n{body}"
+    return with_marker(body, MARKER)
 
 
 def changed_in_body(body: str) -> bool:
@@ -64,43 +65,17 @@ def upsert_comment(
         )
     if client is None:
         return Outcome("printed")
-    ours = _marked(client.list_issue_comments(owner, repo, pr))
-    if ours:
-        kept = client.update_issue_comment(owner, repo, ours[0].id, body)
-        note = f"{len(ours)} comments carry the marker; updated the oldest" if len(ours) > 1 else ""
-        return Outcome("updated", kept.id, kept.html_url, note)
-    if only_on_change and not changed:
+    done = upsert(PrComments(client, owner, repo, pr), MARKER, body, may_create=changed or not only_on_change)
+    if done.action == "skipped" or done.post is None:
         return Outcome("skipped", note="no change and no earlier comment")
-    created = client.create_issue_comment(owner, repo, pr, body)
-    return _resolve_duplicates(client, owner, repo, pr, body, created)
+    return Outcome(done.action, done.post.key, done.post.url, _note(done))
 
 
-def _resolve_duplicates(client: GitHubClient, owner: str, repo: str, pr: int, body: str, created: Comment) -> Outcome:
-    # Two runs for one PR (a re-push while the last run posts, a re-run) can both find no comment and both
-    # create one; so can a POST retried after a lost response. GitHub has no conditional create, so after
-    # creating we list again and every run converges on the oldest marked comment (all runs agree which):
-    # it writes its body there and deletes the newer ones. A 404 on delete means the other run deleted it
-    # first; finding only the other run's comment means ours was deleted already. This narrows the race to
-    # GitHub's listing lag; a workflow `concurrency:` group per PR closes it.
-    ours = _marked(client.list_issue_comments(owner, repo, pr))
-    if not ours or [c.id for c in ours] == [created.id]:
-        return Outcome("created", created.id, created.html_url)  # no race (an empty list: listing lags)
-    kept = ours[0]
-    if kept.id != created.id:
-        kept = client.update_issue_comment(owner, repo, kept.id, body)
-    for extra in ours[1:]:
-        try:
-            client.delete_issue_comment(owner, repo, extra.id)
-        except GitHubError as exc:
-            if exc.status != 404:
-                raise
-    removed = sorted(({c.id for c in ours[1:]} | {created.id}) - {kept.id})
-    note = f"kept the oldest marked comment; removed duplicate(s) {', '.join(map(str, removed))}"
-    return Outcome("created" if kept.id == created.id else "updated", kept.id, kept.html_url, note)
-
-
-def _marked(comments: list[Comment]) -> list[Comment]:
-    return sorted((c for c in comments if MARKER in c.body), key=lambda c: (c.created_at, c.id))
+def _note(done: Upserted) -> str:
+    removed = ", ".join(map(str, done.removed))
+    if done.found > 1:
+        return f"{done.found} comments carry the marker; updated the oldest, removed duplicate(s) {removed}"
+    return f"kept the oldest marked comment; removed duplicate(s) {removed}" if done.removed else ""
 
 
 def comment_main(

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from tracker.analyse import compare
 from tracker.errors import ToolError
-from tracker.github.client import GitHubError, from_env
+from tracker.github.client import GitHubError, from_env, parse_repo
 from tracker.github.comment import upsert_comment
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment
+from tracker.store.commits import CommitError, git, resolve_ref
 from workloads.names import WORKLOAD_NAMES
 
 ROOT = REPO_ROOT
@@ -116,40 +117,28 @@ def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, lis
 # ---------------------------------------------------------------------------------------------------- git
 
 
-def _git(args: list[str], repo_dir: Path) -> str:
+def _resolve(ref: str, repo_dir: Path) -> str:
     try:
-        out = subprocess.run(["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise PrFlowError(f"git {args[0]} failed in {repo_dir}: {e}") from None
-    if out.returncode != 0:
-        err = out.stderr.strip().splitlines()
-        raise PrFlowError(f"git {' '.join(args)} failed in {repo_dir}: {err[-1] if err else out.returncode}")
-    return out.stdout
-
-
-def resolve(ref: str, repo_dir: Path) -> str:
-    try:
-        return _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], repo_dir).strip()
-    except PrFlowError:
-        raise PrFlowError(f"{ref!r} is not a commit of the repository at {repo_dir}: fetch it (actions/checkout "
-                          "with fetch-depth: 0) or pass a commit hash") from None
+        return resolve_ref(ref, repo_dir)
+    except CommitError as e:
+        raise PrFlowError(f"{e}: fetch it (actions/checkout with fetch-depth: 0) or pass a commit hash") from None
 
 
 def changed_files(base: str, head: str, repo_dir: Path) -> list[str]:
     """What head changed since it left base (three dots: the merge base, so base's own later commits do not count)."""
-    return [line for line in _git(["diff", "--name-only", f"{base}...{head}"], repo_dir).splitlines() if line]
+    return [line for line in git(["diff", "--name-only", f"{base}...{head}"], repo_dir).splitlines() if line]
 
 
 def workloads_at(commit: str, repo_dir: Path) -> tuple[str, ...] | None:
     """WORKLOAD_NAMES as of `commit` (None when it cannot be read): a side measures only what exists there."""
     try:
-        source = _git(["show", f"{commit}:workloads/names.py"], repo_dir)
+        source = git(["show", f"{commit}:workloads/names.py"], repo_dir)
         for node in ast.parse(source).body:
             if isinstance(node, ast.AnnAssign | ast.Assign):
                 targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
                 if any(isinstance(t, ast.Name) and t.id == "WORKLOAD_NAMES" for t in targets) and node.value:
                     return tuple(ast.literal_eval(node.value))
-    except (PrFlowError, SyntaxError, ValueError):
+    except (CommitError, SyntaxError, ValueError):
         pass
     return None
 
@@ -182,11 +171,11 @@ def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: 
     """Measure `workloads` at `commit` in a temporary worktree, recording into `results_dir`."""
     with tempfile.TemporaryDirectory(prefix="compile-baselines-pr-") as tmp:
         tree = Path(tmp) / commit[:12]
-        _git(["worktree", "add", "--detach", "--quiet", str(tree), commit], repo_dir)
+        git(["worktree", "add", "--detach", "--quiet", str(tree), commit], repo_dir)
         try:
             rc = runner(run_command_line(commit, workloads, results_dir, machine, jobs, presets), tree)
         finally:
-            _git(["worktree", "remove", "--force", str(tree)], repo_dir)
+            git(["worktree", "remove", "--force", str(tree)], repo_dir)
     if rc != 0:
         raise PrFlowError(f"measuring {commit[:12]} failed (exit {rc}); its log is above")
 
@@ -194,17 +183,18 @@ def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: 
 # ---------------------------------------------------------------------------------------------------- the flow
 
 
-def _split_repo(repo: str | None, pr: int | None) -> tuple[str, str] | None:
+def _target(repo: str | None, pr: int | None) -> tuple[str, str] | None:
+    """(owner, name) of the repository to comment on, or None to print the comment."""
     if repo is None and pr is None:
         return None
     if repo is None or pr is None:
         raise ValueError("--repo and --pr go together (or leave both out to print the comment)")
-    owner, sep, name = repo.partition("/")
-    if not sep or not owner or not name or "/" in name:
+    parsed = parse_repo(repo)
+    if parsed is None:
         raise ValueError(f"--repo must be OWNER/NAME, got {repo!r}")
     if pr <= 0:
         raise ValueError(f"--pr must be a positive PR number, got {pr}")
-    return owner, name
+    return parsed
 
 
 def publish(body: str, changed: bool, target: tuple[str, str] | None, pr: int | None, env: Mapping[str, str],
@@ -242,11 +232,11 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     A comment is created only when something changed (`only_on_change`), an earlier one is always updated."""
     if fail_on not in compare.FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
-    target = _split_repo(repo, pr)
+    target = _target(repo, pr)
     env = os.environ if env is None else env
     repo_dir, results = Path(repo_dir).resolve(), Path(results_dir).resolve()
     machine = machine or socket.gethostname()
-    base, head = resolve(base_ref, repo_dir), resolve(head_ref, repo_dir)
+    base, head = _resolve(base_ref, repo_dir), _resolve(head_ref, repo_dir)
     files = changed_files(base, head, repo_dir)
     selection = select_workloads(files)
     log = sys.stderr

@@ -1,9 +1,10 @@
 """`compile-baselines issue`: open or update the one tracking issue of nightly best-baseline changes.
 
 The issue is recognised by a hidden marker in its body, TRACKING_MARKER (added to any body); among the open
-issues the oldest carrying it is edited in place (title and body), else one is created. Closed issues are not
-searched: closing the issue acknowledges it, and the next change opens a fresh one. Without a token nothing is
-posted: the body is printed and the command succeeds.
+issues the oldest carrying it is edited in place (title and body) and any other carrying it is closed, else one is
+created (tracker.github.upsert, shared with the PR comment). Closed issues are not searched: closing the issue
+acknowledges it, and the next change opens a fresh one. Without a token nothing is posted: the body is printed and
+the command succeeds.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracker.github.client import GitHubClient, GitHubError, Issue, from_env, parse_repo
+from tracker.github.client import GitHubClient, GitHubError, from_env, parse_repo
+from tracker.github.upsert import OpenIssues, upsert, with_marker
+from tracker.publish.markdown import MAX_BODY_CHARS, fit
 
 TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
-MAX_BODY_CHARS = 65536  # GitHub rejects longer issue bodies with a 422
 _CUT = "\n\n… (cut at GitHub's issue size limit: the workflow log has the full comparison)\n"
 
 
@@ -32,41 +34,18 @@ class Outcome:
 def tracking_body(body: str, max_chars: int = MAX_BODY_CHARS) -> str:
     """The body with the marker first, cut at a line boundary to fit GitHub's limit (the nightly body joins one
     comparison per machine, each of which fits on its own)."""
-    if TRACKING_MARKER not in body:
-        body = f"{TRACKING_MARKER}\n{body}"
-    if len(body) > max_chars:
-        body = body[: max_chars - len(_CUT)].rsplit("\n", 1)[0] + _CUT
-    return body
+    return fit(with_marker(body, TRACKING_MARKER), _CUT, max_chars)
 
 
 def upsert_issue(client: GitHubClient | None, owner: str, repo: str, title: str, body: str) -> Outcome:
     body = tracking_body(body)
     if client is None:
         return Outcome("printed")
-    ours = _marked(client.list_issues(owner, repo))
-    if ours:
-        issue = client.update_issue(owner, repo, ours[0].number, title=title, body=body)
-        return Outcome("updated", issue.number, issue.html_url, _close_duplicates(client, owner, repo, ours))
-    created = client.create_issue(owner, repo, title, body)
-    # Two runs can both find none and both create one (listing lags, a retried POST): list again and keep
-    # the oldest, as commenting does for PR comments. The nightly workflow's concurrency group makes it rare.
-    ours = _marked(client.list_issues(owner, repo))
-    if len(ours) <= 1 or ours[0].number == created.number:
-        note = _close_duplicates(client, owner, repo, ours) if ours else ""
-        return Outcome("created", created.number, created.html_url, note)
-    kept = client.update_issue(owner, repo, ours[0].number, title=title, body=body)
-    return Outcome("updated", kept.number, kept.html_url, _close_duplicates(client, owner, repo, ours))
-
-
-def _marked(issues: list[Issue]) -> list[Issue]:
-    return sorted((i for i in issues if TRACKING_MARKER in i.body), key=lambda i: (i.created_at, i.number))
-
-
-def _close_duplicates(client: GitHubClient, owner: str, repo: str, ours: list[Issue]) -> str:
-    for extra in ours[1:]:
-        client.update_issue(owner, repo, extra.number, state="closed")
-    closed = [f"#{i.number}" for i in ours[1:]]
-    return f"closed duplicate tracking issue(s) {', '.join(closed)}" if closed else ""
+    done = upsert(OpenIssues(client, owner, repo, title), TRACKING_MARKER, body)
+    assert done.action != "skipped" and done.post is not None  # may_create: never skipped
+    closed = ", ".join(f"#{n}" for n in done.removed)
+    note = f"closed duplicate tracking issue(s) {closed}" if closed else ""
+    return Outcome(done.action, done.post.key, done.post.url, note)
 
 
 def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) -> int:

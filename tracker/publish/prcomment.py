@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from tracker.analyse.compare import KERNEL_PREFIX, REGRESSION_VERDICTS, Comparison, ModeFigures
-from tracker.github.comment import MARKER, MAX_BODY_CHARS
+from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -100,10 +100,8 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
                 hi = mid - 1
         limits[section] = lo
         text = _render(view, limits)
-    if len(text) > max_chars:  # only the fixed parts are left: cut the end, the headline is at the top
-        cut = "\n\n… (cut at GitHub's comment size limit)\n"
-        text = text[: max_chars - len(cut)].rsplit("\n", 1)[0] + cut
-    return text
+    # Only the fixed parts are left: cut the end, the headline is at the top.
+    return fit(text, "\n\n… (cut at GitHub's comment size limit)\n", max_chars)
 
 
 def render_skipped(base: str, head: str, files: list[str]) -> str:
