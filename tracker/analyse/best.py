@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracker.stats import HostBound, NoiseModel
 from tracker.store.results import CELL_KEYS, DOMAINS, RUN_KEYS
 from workloads.kernels.registry import candidate_name
 from workloads.names import DECODE_INVARIANT, MODES
@@ -32,44 +33,6 @@ from workloads.names import DECODE_INVARIANT, MODES
 EAGER, DEFAULT, MANCG = "eager", "default", "max-autotune-no-cudagraphs"
 COMPILED = tuple(m for m in MODES if m != EAGER)
 INSTANCE_KEYS = [*RUN_KEYS, "preset", "workload"]
-
-
-@dataclass(frozen=True)
-class NoiseModel:
-    """When a contender counts as tied with the winner: its median within a relative band of the winner's, or
-    its 99% CI (asv's, from the samples) overlapping the winner's.
-
-    The band has to cover run-to-run noise, which the within-run CI does not see (each run is a fresh process).
-    Data: the study saw the same cell differ by up to ~9% under 50 us, and winners within 0.5% of the runner-up
-    (WORKLOADS.md). On our H100 (torch 2.11, 2026-11-22) the same 12 decode cells measured twice in fresh
-    processes, 6 at a time, differed by 0.3%, 0.6%, 1.7% and 5.8% for cells of 50-85 us, and by 1.2-20% (median
-    5%) under 50 us, plus one 5x hiccup. Hence 3% from 50 us up and 10% below; the few cells beyond that are
-    host-bound ones (HostBound), flagged separately. Parameters: re-derive them from the H100 fixture's repeats
-    (tools/bench_runner.py `agree` measures exactly this)."""
-
-    rel_band: float = 0.03
-    small_rel_band: float = 0.10
-    small_below_ms: float = 0.050
-    use_ci: bool = True
-
-    def band(self, winner_ms: np.ndarray) -> np.ndarray:
-        return np.where(winner_ms < self.small_below_ms, self.small_rel_band, self.rel_band)
-
-
-@dataclass(frozen=True)
-class HostBound:
-    """A cell is host-bound when median_ms * 1000 <= k * launch_us: its time could be all host work.
-
-    launch_us is the run's launch floor: one eager one-element add under the same timer. Measured on our H100
-    (torch 2.11, decode, 2 repeats): floor 4.2-5.1 us; compiled single-kernel cells (cfg_blend, scheduler_step,
-    rmsnorm, ppo_clipped_loss) 1.0-1.2 floors; eager chains of 2-3 tiny ops 2.2-2.4 floors and of 6-8 ops
-    4.8-5.5 floors, all of it host work, and such an eager cell does win when the compiled cell has a bad run
-    (rmsnorm decode: 23 us eager over a 28 us default hiccup). The cheapest GPU-bound cells measured were
-    llm_swiglu_mlp (50 us, 10-11 floors) and the logits projection (75-85 us). k = 6 lies between, with ~1.8x to
-    spare either side. Since all cells of a run share the floor, an instance is host-bound exactly when its
-    fastest cell is."""
-
-    k: float = 6.0
 
 
 @dataclass
@@ -131,9 +94,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     win_ms = np.where(has_ok, filled[rows, win], np.nan)
     second_ms = filled[rows, second]
     has_second = np.isfinite(second_ms)
-    within_band = med <= (win_ms * (1 + noise.band(win_ms)))[:, None]
-    overlap = lo <= hi[rows, win][:, None] if noise.use_ci else np.zeros_like(within_band)
-    tied = ~np.isnan(med) & (within_band | overlap)
+    tied = noise.tied(win_ms[:, None], hi[rows, win][:, None], med, lo)
     tied[rows, win] = has_ok
 
     mode_names = np.array(MODES, dtype=object)
@@ -144,7 +105,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     inst["margin_pct"] = np.where(has_ok & has_second, (second_ms - win_ms) / win_ms * 100, np.nan)
     inst["ties"] = [tuple(mode_names[order[i][tied[i][order[i]]]]) for i in range(n)]
     inst["tie"] = tied.sum(axis=1) > 1
-    inst["host_bound"] = win_ms * 1000 <= host.k * inst["launch_us"].to_numpy()
+    inst["host_bound"] = host.bound(win_ms, inst["launch_us"].to_numpy())
     inst["failed_modes"] = [tuple(mode_names[failed[i]]) for i in range(n)]
     for j, m in enumerate(MODES):
         inst[f"ms_{m}"] = med[:, j]
@@ -231,20 +192,6 @@ def _best_baselines(table: pd.DataFrame, inst: pd.DataFrame) -> pd.DataFrame:
     return best.merge(ci, on=[*INSTANCE_KEYS, "best_baseline"], how="left")
 
 
-def _within_noise(ms: np.ndarray, lo: np.ndarray, hi: np.ndarray, best: np.ndarray, best_lo: np.ndarray,
-                  best_hi: np.ndarray, noise: NoiseModel) -> np.ndarray:
-    """Whether a candidate and its best baseline are tied, by the rule that ties modes with the winner: the
-    slower within the faster's band, or their 99% CIs overlapping."""
-    faster_is_cand = ms <= best
-    fast, slow = np.where(faster_is_cand, ms, best), np.where(faster_is_cand, best, ms)
-    fast_hi, slow_lo = np.where(faster_is_cand, hi, best_hi), np.where(faster_is_cand, best_lo, lo)
-    with np.errstate(invalid="ignore"):
-        tied = slow <= fast * (1 + noise.band(fast))
-        if noise.use_ci:
-            tied |= slow_lo <= fast_hi
-    return tied & ~np.isnan(ms) & ~np.isnan(best)
-
-
 def _kernel_table(table: pd.DataFrame, inst: pd.DataFrame, noise: NoiseModel, host: HostBound) -> pd.DataFrame:
     """One row per candidate cell (KERNEL_COLUMNS), against the best baseline of the same run and preset."""
     k = table[~baseline_rows(table)]
@@ -269,12 +216,12 @@ def _kernel_table(table: pd.DataFrame, inst: pd.DataFrame, noise: NoiseModel, ho
     out["median_ms"] = ms
     out["speedup_vs_best"] = best / ms
     out["speedup_vs_eager"] = eager / ms
-    out["within_noise"] = _within_noise(ms, out["ci_low"].to_numpy(dtype=float), out["ci_high"].to_numpy(dtype=float),
-                                        best, out["best_ci_low"].to_numpy(dtype=float),
-                                        out["best_ci_high"].to_numpy(dtype=float), noise)
-    # Like an instance: host-bound when the faster of the two cells is within k launch floors.
-    with np.errstate(invalid="ignore"):
-        out["host_bound"] = ok & (np.fmin(ms, best) * 1000 <= host.k * out["launch_us"].to_numpy(dtype=float))
+    # Candidate and best baseline are tied by the rule that ties modes with the winner.
+    out["within_noise"] = noise.tied_pair(ms, out["ci_low"].to_numpy(dtype=float), out["ci_high"].to_numpy(dtype=float),
+                                          best, out["best_ci_low"].to_numpy(dtype=float),
+                                          out["best_ci_high"].to_numpy(dtype=float))
+    # Like an instance: host-bound when the faster of the two cells is.
+    out["host_bound"] = ok & host.bound(np.fmin(ms, best), out["launch_us"].to_numpy(dtype=float))
     # skipped: not measured, so neither correct nor incorrect
     out["correct"] = pd.array(np.where(out["status"] == "skipped", None, ok), dtype="boolean")
     out["best_ties"] = [tuple(t) if isinstance(t, tuple) else () for t in out["best_ties"]]
@@ -473,5 +420,5 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
     return {"runs": list(runs.values())}
 
 
-__all__ = ["CELL_KEYS", "KERNEL_COLUMNS", "Analysis", "HostBound", "NoiseModel", "analyse", "best_mode_timeline",
+__all__ = ["CELL_KEYS", "KERNEL_COLUMNS", "Analysis", "analyse", "best_mode_timeline",
            "history", "instance_table", "kernel_json", "kernel_rows", "preset_summary", "summary_json"]

@@ -30,12 +30,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
-from tracker.analyse.best import COMPILED, HostBound, NoiseModel, analyse, instance_table
+from tracker.analyse.best import COMPILED, analyse, instance_table
 from tracker.errors import ToolError
+from tracker.stats import HostBound, NoiseModel, float_or_none, p_value, relative_spread
 from tracker.store import atomic
 from tracker.store.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
@@ -73,7 +72,7 @@ class ChangeRule:
 
     def threshold(self, mode: str, ms: float, launch_us: float) -> float:
         """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed."""
-        small = ms < self.noise.small_below_ms or (launch_us > 0 and ms * 1000 <= self.host.k * launch_us)
+        small = self.noise.small(ms) or self.host.bound(ms, launch_us)
         t = self.small_change if small else self.min_change
         return max(t, self.autotuned_change) if mode in self.autotuned_modes else t
 
@@ -277,25 +276,8 @@ def load_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine
 # ---------------------------------------------------------------------------------------------------- judging
 
 
-def _spread(row: Any) -> float:
-    """Relative IQR of one measurement (from asv's stored quartiles, else from the samples)."""
-    q25, q75, med = row.q25, row.q75, row.median_ms
-    if (pd.isna(q25) or pd.isna(q75)) and isinstance(row.samples, list) and row.samples:
-        q25, q75 = np.percentile(row.samples, [25, 75])
-    return float((q75 - q25) / med) if med and pd.notna(q25) and pd.notna(q75) else math.nan
-
-
-def _p_value(b: Any, h: Any) -> float | None:
-    """Mann-Whitney U on the samples; without samples, disjoint 99% CIs stand for p < 0.01."""
-    sb = b.samples if isinstance(b.samples, list) else None
-    sh = h.samples if isinstance(h.samples, list) else None
-    if sb and sh:
-        sb, sh = [x for x in sb if x is not None], [x for x in sh if x is not None]
-        if sb and sh:
-            return float(mannwhitneyu(sb, sh, alternative="two-sided", method="asymptotic").pvalue)
-    if all(pd.notna(x) for x in (b.ci_low, b.ci_high, h.ci_low, h.ci_high)):
-        return 0.0 if (b.ci_high < h.ci_low or h.ci_high < b.ci_low) else 1.0
-    return None
+def _samples(row: Any) -> list[float] | None:
+    return row.samples if isinstance(row.samples, list) else None
 
 
 def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: float) -> dict[str, Any]:
@@ -303,8 +285,8 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
     ratio = float(h.median_ms / b.median_ms)
     fast = min(b.median_ms, h.median_ms)
     threshold = max(rule.threshold(m, fast, launch_us) for m in modes)
-    spread = max(_spread(b), _spread(h))
-    p = _p_value(b, h)
+    spread = max(relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
+    p = p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
     if abs(math.log(ratio)) < math.log1p(threshold):
         verdict = SAME
     elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
@@ -469,13 +451,9 @@ def _figures(base: pd.DataFrame, head: pd.DataFrame, common: list[tuple[str, str
     for preset in sorted(fb.keys() & fh.keys(), key=lambda p: _order((p, ""))):
         for m in MODES:
             geo = (None, None) if m not in COMPILED else tuple(
-                _num(f[preset][f"geomean_{m}"]) for f in (fb, fh))
+                float_or_none(f[preset][f"geomean_{m}"]) for f in (fb, fh))
             out.append(ModeFigures(preset, m, int(fb[preset][f"wins_{m}"]), int(fh[preset][f"wins_{m}"]), *geo))
     return out
-
-
-def _num(x: Any) -> float | None:
-    return None if x is None or pd.isna(x) else float(x)
 
 
 def _version_notes(b: RunInfo, h: RunInfo) -> list[str]:

@@ -23,7 +23,8 @@ from typing import Any
 
 import jinja2
 
-from tracker.analyse.best import HostBound, NoiseModel, analyse, summary_json
+from tracker.analyse.best import analyse, summary_json
+from tracker.stats import HostBound, NoiseModel
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.names import MODES
 
