@@ -78,7 +78,7 @@ def relative_spread(median: float, q25: float | None, q75: float | None,
     if (_missing(q25) or _missing(q75)) and samples:
         q25, q75 = np.percentile(samples, [25, 75])
     if median and not _missing(q25) and not _missing(q75):
-        return float((q75 - q25) / median)  # type: ignore[operator]
+        return float((q75 - q25) / median)
     return math.nan
 
 
