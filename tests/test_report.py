@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from test_publish import OOM, OOM_REASON, make_results
 
-from tracker.analyse import best as analysis
 from tracker.publish import report
+from tracker.publish.summary_json import summary_json
 from tracker.store import results
 from workloads import presets, registry
 
@@ -106,7 +106,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     parsed = Cells()
     parsed.feed(html)
     table = results.load_results(results_dir).table
-    summary = analysis.summary_json(table)
+    summary = summary_json(table)
     # the latest run: the last commit date and, of the two PyTorch versions measured at it, the newer
     latest = next(r for r in summary["runs"] if r["commit"] == "2" * 40 and r["torch"] == "2.10.0")
     return {"html": html, "parsed": parsed, "table": table, "latest": latest}

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from tracker.errors import ToolError
+from tracker.publish.summary_json import preset_summary
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -174,7 +175,7 @@ class KernelRow:
 class PresetSection:
     preset: str
     rows: list[Row]
-    figures: dict[str, Any]  # analysis.preset_summary: the numbers `compile-baselines summary` prints
+    figures: dict[str, Any]  # summary_json.preset_summary: the numbers `compile-baselines summary` prints
     plots: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     kernels: list[KernelRow] = field(default_factory=list)
@@ -437,7 +438,6 @@ def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
                    machine_info: Mapping[str, Mapping[str, Any]] | None = None) -> list[MachineSection]:
     """Everything the page shows, per machine (newest first): the results table's cells arranged with the
     analysis' verdicts (`a` is tracker.analyse.best.analyse(table))."""
-    from tracker.analyse import best as analysis
 
     modes = [m for m in MODES if m in set(table["mode"].astype(str))]
     sections = []
@@ -453,7 +453,7 @@ def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
         presets = []
         for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
-            figures = analysis.preset_summary(a, run.commit, machine, run.torch, preset)
+            figures = preset_summary(a, run.commit, machine, run.torch, preset)
             section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset))
             section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
             cost = cost_plot(rows, modes, preset)
