@@ -6,13 +6,15 @@ Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefil
 - wins per mode (all five, zeros included) and per domain;
 - geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
 - head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok: wins and the average
-  margin |default - mancg| / default * 100 over the instances each side wins (WORKLOADS.md's definition);
-- the noise-aware view: the modes tied with the winner (NoiseModel), and host-bound instances (HostBound);
+  margin |default - mancg| / default * 100 over the instances each side wins (the study's definition);
+- the noise-aware view: the modes tied with the winner, and host-bound instances (the rules: tracker.stats'
+  NoiseModel and HostBound);
 - kernels under test ("kernel:<name>" rows): each against the best baseline of its own run (`kernel_rows`);
   they are never a mode, so they never win, nor enter a geomean.
 
 Everything is computed for all runs at once on numpy arrays (one (instance x mode) matrix), so a year of
-nightly history is analysed in well under a second.
+nightly history is analysed in well under a second. Serialising the figures is publish's job
+(tracker.publish.summary_json).
 """
 
 from __future__ import annotations

@@ -208,7 +208,7 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
         verdict = SLOWER if ratio > 1 else FASTER
     else:
         verdict = SAME
-    return {"ratio": ratio, "p_value": p, "threshold": threshold, "spread": None if math.isnan(spread) else spread,
+    return {"ratio": ratio, "p_value": p, "threshold": threshold, "spread": float_or_none(spread),
             "verdict": verdict}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tracker.errors import ToolError
+from tracker.stats import float_or_none
 from tracker.store.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
 
 
@@ -60,7 +61,7 @@ def _pick(runs: list[RunFile], machine: str | None, commit: str, other: str) -> 
 def _run_info(table: pd.DataFrame, params: dict[str, str] | None = None) -> RunInfo:
     row = table.iloc[0]
     params = params or {}
-    launch = float(row["launch_us"]) if "launch_us" in table and pd.notna(row["launch_us"]) else None
+    launch = float_or_none(row["launch_us"]) if "launch_us" in table else None
     return RunInfo(str(row["commit"]), str(row["machine"]), pd.Timestamp(row["date"]).isoformat(), str(row["gpu"]),
                    str(row["torch"]), str(row["triton"]), params.get("cuda", "unknown"),
                    params.get("driver", "unknown"), launch)
