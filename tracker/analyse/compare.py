@@ -33,10 +33,11 @@ from typing import Any
 
 import pandas as pd
 
+from tracker import stats
 from tracker.analyse import pairs
 from tracker.analyse.best import COMPILED, analyse, instance_table
 from tracker.analyse.pairs import CompareError, RunInfo
-from tracker.stats import HostBound, NoiseModel, float_or_none, p_value, relative_spread
+from tracker.stats import HostBound, NoiseModel, float_or_none
 from workloads.kernels.registry import MODE_PREFIX
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -196,8 +197,8 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
     ratio = float(h.median_ms / b.median_ms)
     fast = min(b.median_ms, h.median_ms)
     threshold = max(rule.threshold(m, fast, launch_us) for m in modes)
-    spread = max(relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
-    p = p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
+    spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
+    p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
     if abs(math.log(ratio)) < math.log1p(threshold):
         verdict = SAME
     elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
