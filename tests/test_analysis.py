@@ -12,7 +12,8 @@ import pytest
 from test_results import instance, write_result_file
 
 from tracker.analyse import best as analysis
-from tracker.analyse.best import HostBound, NoiseModel
+from tracker.publish.summary_json import summary_json
+from tracker.stats import HostBound, NoiseModel
 from tracker.store import results
 from workloads.names import MODES
 
@@ -33,7 +34,7 @@ def ci(median: float, half: float) -> dict[str, Any]:
 
 def one(tmp_path: Path, cells: dict[Any, Any], **run: Any) -> dict[str, Any]:
     t = load(tmp_path, {"cells": cells, **run})
-    return analysis.summary_json(t)["runs"][0]["presets"]
+    return summary_json(t)["runs"][0]["presets"]
 
 
 def test_best_mode_is_the_fastest_ok_median_and_failures_never_win(tmp_path: Path) -> None:
@@ -125,9 +126,9 @@ def test_overlapping_confidence_intervals_make_a_tie(tmp_path: Path) -> None:
     cells = instance("prefill", "llm_swiglu_mlp", {"eager": ci(3.6, 0.01), "default": ci(3.35, 0.14),
                                                    MANCG: ci(3.20, 0.02)})
     t = load(tmp_path, {"cells": cells})
-    with_ci = analysis.summary_json(t)["runs"][0]["presets"]["prefill"]
+    with_ci = summary_json(t)["runs"][0]["presets"]["prefill"]
     assert with_ci["ties"] == {"llm_swiglu_mlp": [MANCG, "default"]}  # 3.21 ~ 3.22: overlap though 4.7% apart
-    without = analysis.summary_json(t, analysis=analysis.analyse(t, NoiseModel(use_ci=False)))
+    without = summary_json(t, analysis=analysis.analyse(t, NoiseModel(use_ci=False)))
     assert without["runs"][0]["presets"]["prefill"]["ties"] == {}
 
 
@@ -142,7 +143,7 @@ def test_host_bound_instances_are_flagged_from_the_launch_floor(tmp_path: Path) 
     cells = instance("decode", "diff_cfg_blend", {"eager": 0.018, "default": 0.015})  # 15 us <= 6 x 5 us
     cells |= instance("decode", "llm_swiglu_mlp", {"eager": 0.065, "default": 0.045})  # 45 us > 30 us
     t = load(tmp_path, {"cells": cells, "launch_us": 5.0})
-    p = analysis.summary_json(t)["runs"][0]["presets"]["decode"]
+    p = summary_json(t)["runs"][0]["presets"]["decode"]
     assert p["host_bound"] == ["diff_cfg_blend"]
     strict = analysis.analyse(t, host=HostBound(k=2.0))
     assert not strict.instances["host_bound"].any()
@@ -224,7 +225,7 @@ H100 = Path(__file__).resolve().parent / "fixtures" / "h100" / "results"
 @pytest.mark.skipif(not H100.is_dir(), reason="the H100 fixture is not in this checkout")
 def test_h100_winners_are_the_fastest_medians_computed_independently() -> None:
     t = results.load_results(H100).table
-    run = analysis.summary_json(t)["runs"][0]
+    run = summary_json(t)["runs"][0]
     t = t[(t["commit"].astype(str) == run["commit"]) & t["mode"].astype(str).isin(MODES)]
     for preset, figures in run["presets"].items():
         cells = t[t["preset"] == preset]

@@ -35,12 +35,12 @@ from tracker.analyse.compare import (
     InstanceChange,
     KernelChange,
     RunInfo,
-    compare_main,
     compare_runs,
-    comparison_json,
 )
 from tracker.errors import ToolError
-from tracker.github.comment import MARKER, MAX_BODY_CHARS, changed_in_body
+from tracker.github.comment import changed_in_body
+from tracker.publish.comparison import compare_main, comparison_json
+from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 from tracker.publish.prcomment import render_comment
 from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, METRIC_BENCHMARKS
 

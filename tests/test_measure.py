@@ -9,6 +9,7 @@ import torch
 
 from tracker.measure import harness as measure
 from tracker.measure.harness import Settings, measure_cell
+from tracker.stats import quantile
 from workloads.names import WORKLOAD_NAMES
 
 QUICK = Settings(warmup_ms=1, rep_ms=5, warmup_calls=2)
@@ -109,7 +110,7 @@ def test_unknown_names_raise_for_the_caller_to_report() -> None:
 def test_cpu_timer_has_do_bench_shape_all_samples_in_ms() -> None:
     samples = measure.cpu_bench(lambda: sum(range(100)), warmup_ms=1, rep_ms=5)
     assert len(samples) >= 5 and all(0 < s < 5 for s in samples)
-    assert measure.quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
 
 
 def test_the_l2_flush_grows_until_the_gpu_outlasts_the_host_twice() -> None:

@@ -13,8 +13,8 @@ from fake_github import FakeGitHub
 from test_compare import MACHINE, SCENARIOS, write_run
 
 from tracker.analyse.compare import EXIT_FAIL_ON
-from tracker.github.comment import MARKER
 from tracker.github.prflow import PrFlowError, pr_main, select_workloads, workloads_at
+from tracker.publish.markdown import MARKER
 from tracker.store import commits
 from tracker.store.commits import CommitError, resolve_ref
 from workloads.names import WORKLOAD_NAMES

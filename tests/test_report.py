@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from test_publish import OOM, OOM_REASON, make_results
 
-from tracker.analyse import best as analysis
-from tracker.publish import report
+from tracker.publish import report, roofline
+from tracker.publish.summary_json import summary_json
 from tracker.store import results
 from workloads import presets, registry
 
@@ -26,34 +26,35 @@ H100 = "NVIDIA H100 80GB HBM3"
     ("NVIDIA H100 NVL", None), ("NVIDIA H200 NVL", None), ("cpu", None), (None, None),
 ])
 def test_gpu_peaks_match_exact_products_only(gpu: str | None, name: str | None) -> None:
-    peak = report.gpu_peak(gpu)
+    peak = roofline.gpu_peak(gpu)
     assert (peak.name if peak else None) == name
 
 
 def test_h100_and_h200_datasheet_figures() -> None:
-    h100, h200 = report.gpu_peak(H100), report.gpu_peak("NVIDIA H200")
+    h100, h200 = roofline.gpu_peak(H100), roofline.gpu_peak("NVIDIA H200")
     assert (h100.bandwidth, h100.flops) == (3.35e12, 989.4e12)
     assert (h200.bandwidth, h200.flops) == (4.8e12, 989.4e12)
     assert "datasheet" in h100.source and "datasheet" in h200.source
 
 
 def test_throughput_shows_the_bounding_resource() -> None:
-    peak = report.gpu_peak(H100)
-    memory = report.throughput(report.Work(flops=1e6, bytes=3.35e9), 1.0, peak)  # 3.35 GB in 1 ms
+    peak = roofline.gpu_peak(H100)
+    memory = roofline.throughput(roofline.Work(flops=1e6, bytes=3.35e9), 1.0, peak)  # 3.35 GB in 1 ms
     assert memory.text == "3.35 TB/s" and memory.pct_of_peak == pytest.approx(100.0)
-    compute = report.throughput(report.Work(flops=989.4e9 / 2, bytes=1e6), 1.0, peak)
+    compute = roofline.throughput(roofline.Work(flops=989.4e9 / 2, bytes=1e6), 1.0, peak)
     assert compute.text == "495 TFLOP/s" and compute.pct_of_peak == pytest.approx(50.0)
-    cpu = report.throughput(report.Work(flops=1e6, bytes=1e6), 1.0, None)
+    cpu = roofline.throughput(roofline.Work(flops=1e6, bytes=1e6), 1.0, None)
     assert cpu.pct_of_peak is None and cpu.text == "1 GB/s"
-    assert report.throughput(None, 1.0, peak) is None
-    assert report.throughput(report.Work(1, 1), None, peak) is None
+    assert roofline.throughput(None, 1.0, peak) is None
+    assert roofline.throughput(roofline.Work(1, 1), None, peak) is None
 
 
 def test_declared_work_is_the_registrys() -> None:
     p = presets.get_preset("prefill")
     w = registry.get("llm_swiglu_mlp")
-    assert report.declared_work("llm_swiglu_mlp", "prefill") == report.Work(float(w.flops(p)), float(w.min_bytes(p)))
-    assert report.declared_work("not_a_workload", "prefill") is None
+    declared = roofline.declared_work("llm_swiglu_mlp", "prefill")
+    assert declared == roofline.Work(float(w.flops(p)), float(w.min_bytes(p)))
+    assert roofline.declared_work("not_a_workload", "prefill") is None
 
 
 # --- the page built from a results directory ----------------------------------------------------------------
@@ -106,7 +107,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     parsed = Cells()
     parsed.feed(html)
     table = results.load_results(results_dir).table
-    summary = analysis.summary_json(table)
+    summary = summary_json(table)
     # the latest run: the last commit date and, of the two PyTorch versions measured at it, the newer
     latest = next(r for r in summary["runs"] if r["commit"] == "2" * 40 and r["torch"] == "2.10.0")
     return {"html": html, "parsed": parsed, "table": table, "latest": latest}

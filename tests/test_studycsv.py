@@ -15,6 +15,7 @@ import pytest
 
 from tracker.analyse import best as analysis
 from tracker.errors import ToolError
+from tracker.publish.summary_json import summary_json
 from tracker.store import results, studycsv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +32,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = studycsv.import_csv(STUDY_CSV, rd, machine="study-h100", torch="2.9.1", gpu="NVIDIA H100 80GB HBM3",
                                cuda="13.0", date_ms=1_767_225_600_000)
     loaded = results.load_results(rd)
-    summary = analysis.summary_json(loaded.table)
+    summary = summary_json(loaded.table)
     return {"dir": rd, "file": path, "loaded": loaded, "run": summary["runs"][0]}
 
 

@@ -135,7 +135,7 @@ def measure(results_dir: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     from tracker.analyse import best as analysis
-    from tracker.publish import summary
+    from tracker.publish import summary, summary_json
     from tracker.store import results
 
     t_import = time.perf_counter() - t0
@@ -154,7 +154,7 @@ def measure(results_dir: str) -> dict[str, Any]:
     h1, h2, tl = timed("history + timelines", lambda: (analysis.history(a, "commit"), analysis.history(a, "torch"),
                                                         analysis.best_mode_timeline(a)))
     timed("summary of the latest run", lambda: summary.render_text(results_dir))
-    js = timed("JSON of every run", lambda: analysis.summary_json(loaded.table, analysis=a))
+    js = timed("JSON of every run", lambda: summary_json.summary_json(loaded.table, analysis=a))
     t = loaded.table
     return {"files": len(runs), "rows": len(t), "ok_cells": int((t["status"] == "ok").sum()),
             "instances": len(a.instances), "history_points": len(h1), "torch_points": len(h2),

@@ -23,8 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from tracker.measure.harness import Settings, quantile
+from tracker.measure.harness import Settings
 from tracker.runner.pool import DISTURBED_SPREAD, Progress, RunConfig, measure_cells, plan
+from tracker.stats import quantile
 from tracker.store.cells import CellStore, RunKey, torch_version
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 

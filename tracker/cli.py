@@ -184,7 +184,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tracker.analyse.compare import compare_main
+    from tracker.publish.comparison import compare_main
 
     return compare_main(_results_dir(args), args.base, args.head, args.machine, args.format, args.fail_on, args.out,
                         args.allow_cross_versions, head_machine=args.head_machine)
@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--cuda")
     c.add_argument("--launch-us", type=float, help="the measuring host's launch floor, if known (us)")
 
-    fail_on = ("best-change", "regression", "never")
+    from tracker.analyse.compare import FAIL_ON as fail_on
     d = sub.add_parser("compare", help="base vs head: per-cell changes with significance, best-mode changes")
     reading(d)
     d.add_argument("--base", required=True, help="base commit (hash or prefix)")

@@ -6,18 +6,19 @@ Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefil
 - wins per mode (all five, zeros included) and per domain;
 - geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
 - head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok: wins and the average
-  margin |default - mancg| / default * 100 over the instances each side wins (WORKLOADS.md's definition);
-- the noise-aware view: the modes tied with the winner (NoiseModel), and host-bound instances (HostBound);
+  margin |default - mancg| / default * 100 over the instances each side wins (the study's definition);
+- the noise-aware view: the modes tied with the winner, and host-bound instances (the rules: tracker.stats'
+  NoiseModel and HostBound);
 - kernels under test ("kernel:<name>" rows): each against the best baseline of its own run (`kernel_rows`);
   they are never a mode, so they never win, nor enter a geomean.
 
 Everything is computed for all runs at once on numpy arrays (one (instance x mode) matrix), so a year of
-nightly history is analysed in well under a second.
+nightly history is analysed in well under a second. Serialising the figures is publish's job
+(tracker.publish.summary_json).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,51 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracker.store.results import CELL_KEYS, DOMAINS, RUN_KEYS
+from tracker.stats import HostBound, NoiseModel
+from tracker.store.results import CELL_KEYS, RUN_KEYS
 from workloads.kernels.registry import candidate_name
 from workloads.names import DECODE_INVARIANT, MODES
 
 EAGER, DEFAULT, MANCG = "eager", "default", "max-autotune-no-cudagraphs"
 COMPILED = tuple(m for m in MODES if m != EAGER)
 INSTANCE_KEYS = [*RUN_KEYS, "preset", "workload"]
-
-
-@dataclass(frozen=True)
-class NoiseModel:
-    """When a contender counts as tied with the winner: its median within a relative band of the winner's, or
-    its 99% CI (asv's, from the samples) overlapping the winner's.
-
-    The band has to cover run-to-run noise, which the within-run CI does not see (each run is a fresh process).
-    Data: the study saw the same cell differ by up to ~9% under 50 us, and winners within 0.5% of the runner-up
-    (WORKLOADS.md). On our H100 (torch 2.11, 2026-11-22) the same 12 decode cells measured twice in fresh
-    processes, 6 at a time, differed by 0.3%, 0.6%, 1.7% and 5.8% for cells of 50-85 us, and by 1.2-20% (median
-    5%) under 50 us, plus one 5x hiccup. Hence 3% from 50 us up and 10% below; the few cells beyond that are
-    host-bound ones (HostBound), flagged separately. Parameters: re-derive them from the H100 fixture's repeats
-    (tools/bench_runner.py `agree` measures exactly this)."""
-
-    rel_band: float = 0.03
-    small_rel_band: float = 0.10
-    small_below_ms: float = 0.050
-    use_ci: bool = True
-
-    def band(self, winner_ms: np.ndarray) -> np.ndarray:
-        return np.where(winner_ms < self.small_below_ms, self.small_rel_band, self.rel_band)
-
-
-@dataclass(frozen=True)
-class HostBound:
-    """A cell is host-bound when median_ms * 1000 <= k * launch_us: its time could be all host work.
-
-    launch_us is the run's launch floor: one eager one-element add under the same timer. Measured on our H100
-    (torch 2.11, decode, 2 repeats): floor 4.2-5.1 us; compiled single-kernel cells (cfg_blend, scheduler_step,
-    rmsnorm, ppo_clipped_loss) 1.0-1.2 floors; eager chains of 2-3 tiny ops 2.2-2.4 floors and of 6-8 ops
-    4.8-5.5 floors, all of it host work, and such an eager cell does win when the compiled cell has a bad run
-    (rmsnorm decode: 23 us eager over a 28 us default hiccup). The cheapest GPU-bound cells measured were
-    llm_swiglu_mlp (50 us, 10-11 floors) and the logits projection (75-85 us). k = 6 lies between, with ~1.8x to
-    spare either side. Since all cells of a run share the floor, an instance is host-bound exactly when its
-    fastest cell is."""
-
-    k: float = 6.0
 
 
 @dataclass
@@ -131,9 +95,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     win_ms = np.where(has_ok, filled[rows, win], np.nan)
     second_ms = filled[rows, second]
     has_second = np.isfinite(second_ms)
-    within_band = med <= (win_ms * (1 + noise.band(win_ms)))[:, None]
-    overlap = lo <= hi[rows, win][:, None] if noise.use_ci else np.zeros_like(within_band)
-    tied = ~np.isnan(med) & (within_band | overlap)
+    tied = noise.tied(win_ms[:, None], hi[rows, win][:, None], med, lo)
     tied[rows, win] = has_ok
 
     mode_names = np.array(MODES, dtype=object)
@@ -144,7 +106,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     inst["margin_pct"] = np.where(has_ok & has_second, (second_ms - win_ms) / win_ms * 100, np.nan)
     inst["ties"] = [tuple(mode_names[order[i][tied[i][order[i]]]]) for i in range(n)]
     inst["tie"] = tied.sum(axis=1) > 1
-    inst["host_bound"] = win_ms * 1000 <= host.k * inst["launch_us"].to_numpy()
+    inst["host_bound"] = host.bound(win_ms, inst["launch_us"].to_numpy())
     inst["failed_modes"] = [tuple(mode_names[failed[i]]) for i in range(n)]
     for j, m in enumerate(MODES):
         inst[f"ms_{m}"] = med[:, j]
@@ -231,20 +193,6 @@ def _best_baselines(table: pd.DataFrame, inst: pd.DataFrame) -> pd.DataFrame:
     return best.merge(ci, on=[*INSTANCE_KEYS, "best_baseline"], how="left")
 
 
-def _within_noise(ms: np.ndarray, lo: np.ndarray, hi: np.ndarray, best: np.ndarray, best_lo: np.ndarray,
-                  best_hi: np.ndarray, noise: NoiseModel) -> np.ndarray:
-    """Whether a candidate and its best baseline are tied, by the rule that ties modes with the winner: the
-    slower within the faster's band, or their 99% CIs overlapping."""
-    faster_is_cand = ms <= best
-    fast, slow = np.where(faster_is_cand, ms, best), np.where(faster_is_cand, best, ms)
-    fast_hi, slow_lo = np.where(faster_is_cand, hi, best_hi), np.where(faster_is_cand, best_lo, lo)
-    with np.errstate(invalid="ignore"):
-        tied = slow <= fast * (1 + noise.band(fast))
-        if noise.use_ci:
-            tied |= slow_lo <= fast_hi
-    return tied & ~np.isnan(ms) & ~np.isnan(best)
-
-
 def _kernel_table(table: pd.DataFrame, inst: pd.DataFrame, noise: NoiseModel, host: HostBound) -> pd.DataFrame:
     """One row per candidate cell (KERNEL_COLUMNS), against the best baseline of the same run and preset."""
     k = table[~baseline_rows(table)]
@@ -269,12 +217,12 @@ def _kernel_table(table: pd.DataFrame, inst: pd.DataFrame, noise: NoiseModel, ho
     out["median_ms"] = ms
     out["speedup_vs_best"] = best / ms
     out["speedup_vs_eager"] = eager / ms
-    out["within_noise"] = _within_noise(ms, out["ci_low"].to_numpy(dtype=float), out["ci_high"].to_numpy(dtype=float),
-                                        best, out["best_ci_low"].to_numpy(dtype=float),
-                                        out["best_ci_high"].to_numpy(dtype=float), noise)
-    # Like an instance: host-bound when the faster of the two cells is within k launch floors.
-    with np.errstate(invalid="ignore"):
-        out["host_bound"] = ok & (np.fmin(ms, best) * 1000 <= host.k * out["launch_us"].to_numpy(dtype=float))
+    # Candidate and best baseline are tied by the rule that ties modes with the winner.
+    out["within_noise"] = noise.tied_pair(ms, out["ci_low"].to_numpy(dtype=float), out["ci_high"].to_numpy(dtype=float),
+                                          best, out["best_ci_low"].to_numpy(dtype=float),
+                                          out["best_ci_high"].to_numpy(dtype=float))
+    # Like an instance: host-bound when the faster of the two cells is.
+    out["host_bound"] = ok & host.bound(np.fmin(ms, best), out["launch_us"].to_numpy(dtype=float))
     # skipped: not measured, so neither correct nor incorrect
     out["correct"] = pd.array(np.where(out["status"] == "skipped", None, ok), dtype="boolean")
     out["best_ties"] = [tuple(t) if isinstance(t, tuple) else () for t in out["best_ties"]]
@@ -359,119 +307,5 @@ def best_mode_timeline(analysis: Analysis, machine: str | None = None) -> pd.Dat
     return out
 
 
-# ---------------------------------------------------------------------------------------------------- one run
-
-
-def _number(x: Any, digits: int) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), digits)
-
-
-_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{EAGER}")
-
-
-def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
-    """Rows as plain dicts, built column-wise (itertuples on a wide frame is slow in pandas 3)."""
-    values = [frame[c].astype(object if c not in ("commit", "machine", "torch", "preset", "workload", "domain", "gpu",
-                                                   "triton") else str).tolist() for c in columns]
-    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
-
-
-def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str) -> dict[str, Any]:
-    """One run's figures for one preset, in the stable JSON shape (see tracker.publish.summary)."""
-    def pick(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame[(frame["commit"] == commit) & (frame["machine"] == machine) & (frame["torch"] == torch)
-                     & (frame["preset"] == preset)]
-
-    fig = pick(analysis.figures)
-    fig_rec = _records(fig, list(fig.columns))[0] if len(fig) else None
-    kernels = [kernel_json(k) for k in _records(pick(kernel_rows(analysis)), _KERNEL_FIELDS)]
-    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels)
-
-
-_KERNEL_FIELDS = ["workload", "candidate", "status", "reason", "median_ms", "best_baseline", "speedup_vs_best",
-                  "speedup_vs_eager", "within_noise", "host_bound"]
-
-
-def kernel_json(k: dict[str, Any]) -> dict[str, Any]:
-    """One candidate in the summary JSON: the issue's fields, then the noise-aware qualifiers and the reason."""
-    return {
-        "workload": k["workload"], "candidate": k["candidate"], "median_ms": _number(k["median_ms"], 6),
-        "best_baseline": k["best_baseline"], "speedup_vs_best": _number(k["speedup_vs_best"], 3),
-        "speedup_vs_eager": _number(k["speedup_vs_eager"], 3), "correct": k["status"] == "ok",
-        "within_noise": bool(k["within_noise"]), "host_bound": bool(k["host_bound"]), "reason": k["reason"] or None,
-    }
-
-
-def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]],
-                 kernels: list[dict[str, Any]]) -> dict[str, Any]:
-    won = [x for x in inst if isinstance(x["winner"], str)]
-    domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
-    for x in won:
-        domain_wins[x["domain"]][x["winner"]] += 1
-
-    def fig(name: str) -> Any:
-        return r[name] if r is not None else None
-
-    return {
-        "instances": len(won),
-        "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
-        "winners": {x["workload"]: x["winner"] for x in won},
-        "ties": {x["workload"]: list(x["ties"]) for x in won if x["tie"]},
-        "geomean_vs_eager": {m: _number(fig(f"geomean_{m}"), 3) for m in COMPILED},
-        "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),
-                                "avg_margin_pct": _number(fig(f"h2h_{side}_margin_pct"), 2)}
-                         for side in (DEFAULT, MANCG)},
-        "domain_wins": domain_wins,
-        "host_bound": [x["workload"] for x in won if x["host_bound"]],
-        "notes": _notes(inst),
-        "kernels": kernels,
-    }
-
-
-def _notes(inst: list[dict[str, Any]]) -> list[str]:
-    notes = []
-    for x in inst:
-        if not isinstance(x["winner"], str):
-            notes.append(f"{x['workload']}: no mode measured ok: not counted")
-        elif math.isnan(x[f"ms_{EAGER}"]):
-            notes.append(f"{x['workload']}: no ok eager cell: left out of the geomeans")
-        if x["failed_modes"]:
-            notes.append(f"{x['workload']}: failed: {', '.join(x['failed_modes'])}")
-    return notes
-
-
-def instance_notes(inst: pd.DataFrame) -> list[str]:
-    """Why instances or modes are left out of the figures: no ok cell, no ok eager cell, failed modes."""
-    return _notes(_records(inst, list(_INSTANCE_FIELDS)))
-
-
-def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | None = None,
-                 analysis: Analysis | None = None) -> dict[str, Any]:
-    """`{"runs": [...]}` for every run of `table` (optionally one machine and/or commit prefix), oldest first."""
-    analysis = analysis or analyse(table)
-    keys = [*RUN_KEYS, "preset"]
-    f = analysis.figures
-    if machine is not None:
-        f = f[f["machine"] == machine]
-    if commit is not None:
-        f = f[f["commit"].astype(str).str.startswith(commit)]
-    inst: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for x in _records(analysis.instances, [*keys, *_INSTANCE_FIELDS]):
-        inst.setdefault(tuple(x[k] for k in keys), []).append(x)
-    kernels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for k in _records(kernel_rows(analysis), [*keys, *_KERNEL_FIELDS]):
-        kernels.setdefault(tuple(k[c] for c in keys), []).append(kernel_json(k))
-    runs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
-        key = (r["commit"], r["machine"], r["torch"])
-        run = runs.setdefault(key, {
-            "commit": r["commit"], "machine": r["machine"], "gpu": r["gpu"], "torch": r["torch"],
-            "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
-            "launch_us": _number(r["launch_us"], 2), "presets": {}})
-        preset_key = (*key, r["preset"])
-        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []))
-    return {"runs": list(runs.values())}
-
-
-__all__ = ["CELL_KEYS", "KERNEL_COLUMNS", "Analysis", "HostBound", "NoiseModel", "analyse", "best_mode_timeline",
-           "history", "instance_table", "kernel_json", "kernel_rows", "preset_summary", "summary_json"]
+__all__ = ["CELL_KEYS", "COMPILED", "DEFAULT", "EAGER", "KERNEL_COLUMNS", "MANCG", "Analysis", "analyse",
+           "best_mode_timeline", "history", "instance_table", "kernel_rows"]

@@ -1,6 +1,6 @@
 """Measure one cell = (preset, workload, mode): compile, warm up, time, check against eager.
 
-The study's procedure (WORKLOADS.md): seed, build inputs, `torch._dynamo.reset()`, `torch.compile(fn,
+The study's procedure: seed, build inputs, `torch._dynamo.reset()`, `torch.compile(fn,
 mode=MODE, dynamic=False)`, time the first call as compile seconds, 20 warm-up calls, synchronize, then
 `triton.testing.do_bench(warmup=100, rep=1000)`. On a CPU-only host a CPU timer with the same result
 shape (all samples, in ms) stands in for do_bench. A cell that fails returns a failed result; it never raises.
@@ -15,11 +15,12 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from tracker.measure.hostinfo import host_info
+from tracker.stats import quantile
 from workloads import names, registry
 from workloads.kernels import registry as kernel_registry
 from workloads.presets import Preset, get_preset
@@ -106,14 +107,6 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-
-
-def quantile(samples: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default), without numpy."""
-    xs = sorted(samples)
-    pos = (len(xs) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def cpu_bench(call: Callable[[], Any], warmup_ms: float, rep_ms: float, min_samples: int = 5) -> list[float]:

@@ -8,8 +8,9 @@ from typing import Any
 
 import jinja2
 
-from tracker.analyse.compare import KERNEL_PREFIX, REGRESSION_VERDICTS, Comparison, ModeFigures
+from tracker.analyse.compare import REGRESSION_VERDICTS, Comparison, ModeFigures
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
+from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

@@ -3,27 +3,35 @@ did that change?": per preset the latest run's table, history plots, best-mode t
 close each cell comes to the GPU's roofline, and the kernels under test against the best baseline.
 
 The figures (best mode, ties, wins, geomeans) are the analysis layer's, the same the terminal summary prints;
-this module only arranges them. Plots are inline SVG (tracker/publish/plots.py); nothing is loaded from elsewhere.
+this module only arranges them into view models (Cell, Row, KernelRow, PresetSection, MachineSection) and renders
+the page (templates/report.html.j2). The roofline figures come from tracker/publish/roofline.py, the plots over
+time from tracker/publish/history.py; plots are inline SVG (tracker/publish/plots.py), and nothing is loaded from
+elsewhere.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
 
+from tracker.analyse import best as analysis
 from tracker.errors import ToolError
+from tracker.publish import plots
+from tracker.publish.history import history_plots
+from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
+from tracker.publish.summary_json import preset_summary
+from tracker.stats import float_or_none
+from tracker.store import results
+from tracker.store.cells import RunKey
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -34,97 +42,7 @@ class ReportError(ToolError):
     pass
 
 
-# --- the GPU's peak figures ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GpuPeak:
-    name: str
-    bandwidth: float  # bytes/s
-    flops: float  # FLOP/s, dense BF16 (every workload runs in BF16)
-    source: str
-
-
-# Datasheet figures, matched against torch.cuda.get_device_name(). Only exact products: an H100 PCIe or NVL
-# has other peaks, and a wrong peak is worse than none.
-GPU_PEAKS: tuple[tuple[str, GpuPeak], ...] = (
-    (r"H100 80GB HBM3$", GpuPeak(
-        "H100 SXM5 80GB", 3.35e12, 989.4e12,
-        "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 3.35 TB/s HBM3, 989.4 TFLOP/s dense BF16 "
-        "(1,979 with sparsity)")),
-    (r"H200$", GpuPeak(
-        "H200 SXM 141GB", 4.8e12, 989.4e12,
-        "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 4.8 TB/s HBM3e, 989.4 TFLOP/s dense BF16 "
-        "(1,979 with sparsity)")),
-)
-
-
-def gpu_peak(gpu: str | None) -> GpuPeak | None:
-    for pattern, peak in GPU_PEAKS:
-        if gpu and re.search(pattern, gpu.strip()):
-            return peak
-    return None
-
-
-@dataclass(frozen=True)
-class Work:
-    flops: float  # FLOP of one call
-    bytes: float  # bytes a perfect kernel must move
-
-    @property
-    def intensity(self) -> float:
-        return self.flops / self.bytes if self.bytes else math.inf
-
-
-@cache
-def declared_work(workload: str, preset: str) -> Work | None:
-    """The workload's own declaration of its work (None for names the registry does not know)."""
-    from workloads import presets, registry
-
-    try:
-        w, p = registry.get(workload), presets.get_preset(preset)
-    except KeyError:
-        return None
-    return Work(float(w.flops(p)), float(w.min_bytes(p)))
-
-
-@dataclass(frozen=True)
-class Throughput:
-    text: str  # "2.41 TB/s" or "812 TFLOP/s": the resource that bounds this instance on this GPU
-    pct_of_peak: float | None  # of that resource's peak; None without peak figures (CPU, unknown GPU)
-    detail: str
-
-
-def _si(value: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
-def throughput(work: Work | None, median_ms: float | None, peak: GpuPeak | None) -> Throughput | None:
-    """Achieved bandwidth or FLOP/s of one cell. With peaks, the figure shown is the one of the resource that
-    bounds the instance (its intensity against the GPU's ridge point), so its % is the % of the roofline."""
-    if work is None or not median_ms or median_ms <= 0:
-        return None
-    s = median_ms / 1e3
-    bw, fl = work.bytes / s, work.flops / s
-    detail = f"{_si(bw, 'B/s')}, {_si(fl, 'FLOP/s')}; {work.intensity:.3g} FLOP/byte"
-    if peak is None:
-        memory_bound = work.intensity < 10  # no ridge point known: show what the kernel mostly does
-        return Throughput(_si(bw, "B/s") if memory_bound else _si(fl, "FLOP/s"), None, detail)
-    if work.intensity < peak.flops / peak.bandwidth:
-        return Throughput(_si(bw, "B/s"), 100 * bw / peak.bandwidth, detail + " (memory-bound)")
-    return Throughput(_si(fl, "FLOP/s"), 100 * fl / peak.flops, detail + " (compute-bound)")
-
-
 # --- what the page shows ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RunKey:
-    commit: str
-    machine: str
-    torch: str
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -174,7 +92,7 @@ class KernelRow:
 class PresetSection:
     preset: str
     rows: list[Row]
-    figures: dict[str, Any]  # analysis.preset_summary: the numbers `compile-baselines summary` prints
+    figures: dict[str, Any]  # summary_json.preset_summary: the numbers `compile-baselines summary` prints
     plots: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     kernels: list[KernelRow] = field(default_factory=list)
@@ -188,14 +106,6 @@ class MachineSection:
     gpu: str
     presets: list[PresetSection]
     runs: int
-
-
-def _num(x: Any) -> float | None:
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def _fmt_pct(pct: float) -> str:
@@ -230,13 +140,13 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
     status, reason = str(r["status"]), str(r.get("reason") or "")
     if status == "skipped":
         return Cell(mode, "skipped", title=f"skipped: {reason or 'not measured in this preset'}")
-    median = _num(r.get("median_ms"))
+    median = float_or_none(r.get("median_ms"))
     if status != "ok" or median is None:
         return Cell(mode, "failed", title=f"failed: {reason or 'no reason recorded'}")
     speedup = eager_ms / median if eager_ms else None
     tp = throughput(work, median, peak)
-    lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
-    compile_s, mem = _num(r.get("compile_s")), _num(r.get("peak_mem_mib"))
+    lo, hi = float_or_none(r.get("ci_low")), float_or_none(r.get("ci_high"))
+    compile_s, mem = float_or_none(r.get("compile_s")), float_or_none(r.get("peak_mem_mib"))
     lines = [f"median {median:.4g} ms" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
                                           else "")]
     if speedup is not None:
@@ -267,7 +177,7 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
     for workload in (w for w in WORKLOAD_NAMES if w in set(sub["workload"].astype(str))):
         by_mode = {str(r["mode"]): r for r in sub[sub["workload"] == workload].to_dict("records")}
         eager = by_mode.get("eager")
-        eager_ms = _num(eager["median_ms"]) if eager and eager["status"] == "ok" else None
+        eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
         v = verdicts.get(workload, {})
         winner, ties = v.get("winner"), tuple(v.get("ties") or ())
         work = declared_work(workload, preset)
@@ -284,7 +194,7 @@ def _kernel_title(k: Mapping[str, Any], median: float | None, best: float | None
         return f"skipped: {k['reason'] or 'not measured in this preset'}"
     if k["status"] != "ok":
         return f"failed, never counted as fast: {k['reason'] or 'no reason recorded'}"
-    lo, hi = _num(k["ci_low"]), _num(k["ci_high"])
+    lo, hi = float_or_none(k["ci_low"]), float_or_none(k["ci_high"])
     lines = [f"median {median:.4g} ms" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
                                           else "")]
     if best is not None:
@@ -293,110 +203,31 @@ def _kernel_title(k: Mapping[str, Any], median: float | None, best: float | None
         lines.append("within noise of the best baseline: the two are tied")
     if k["host_bound"]:
         lines.append("host-bound: the faster of the two is within a few launch floors, so it measures the host")
-    compile_s = _num(k["compile_s"])
+    compile_s = float_or_none(k["compile_s"])
     if compile_s is not None:
         lines.append(f"first call (compile) {compile_s:.3g} s")
     return "\n".join(lines)
 
 
-def kernel_section(a: Any, run: RunKey, preset: str) -> list[KernelRow]:
+def kernel_section(a: analysis.Analysis, run: RunKey, preset: str) -> list[KernelRow]:
     """The kernels under test of one run and preset, in workload then candidate order; skipped ones included,
     with their reason (the summary leaves them out)."""
-    from tracker.analyse import best as analysis
-
     rows = analysis.kernel_rows(a, commit=run.commit, machine=run.machine, include_skipped=True)
     rows = rows[(rows["torch"] == run.torch) & (rows["preset"] == preset)]
     out = []
     for k in rows.to_dict("records"):
-        median, best = _num(k["median_ms"]), _num(k["best_ms"])
+        median, best = float_or_none(k["median_ms"]), float_or_none(k["best_ms"])
         out.append(KernelRow(
             str(k["workload"]), str(k["candidate"]), str(k["status"]), median, k["best_baseline"], best,
-            _num(k["speedup_vs_best"]), _num(k["speedup_vs_eager"]), bool(k["within_noise"]),
+            float_or_none(k["speedup_vs_best"]), float_or_none(k["speedup_vs_eager"]), bool(k["within_noise"]),
             bool(k["host_bound"]), str(k["reason"] or ("no reason recorded" if k["status"] != "ok" else "")),
             _kernel_title(k, median, best)))
     return out
 
 
-# --- history over runs and PyTorch versions --------------------------------------------------------------
-
-MAX_VERSIONS_OVER_COMMITS = 3  # PyTorch versions drawn over commits (the newest); the version plot has all
-
-
-def _per_commit(frame: pd.DataFrame, pos: Mapping[str, int], columns: Mapping[str, str]) -> dict[str, list[float]]:
-    """mode -> value per commit position (NaN where this series has no run), from columns named per mode."""
-    out = {m: [math.nan] * len(pos) for m in columns}
-    for r in frame.to_dict("records"):
-        for m, col in columns.items():
-            out[m][pos[str(r["commit"])]] = float(r[col])
-    return out
-
-
-def history_plots(a: Any, machine: str, preset: str, modes: Sequence[str],
-                  instances: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """The preset's figures over commits and across PyTorch versions, and its best-mode heat strip: the
-    analysis' history series (one per PyTorch version: a colour per mode, a line style per version), drawn."""
-    from tracker.analyse import best as analysis
-    from tracker.publish import plots
-
-    by_version = analysis.history(a, "torch", machine)
-    by_version = by_version[by_version["preset"] == preset]
-    over_commits = analysis.history(a, "commit", machine)
-    over_commits = over_commits[over_commits["preset"] == preset]
-    if over_commits.empty:
-        return {}, []
-    versions = list(dict.fromkeys(by_version["torch"].astype(str)))  # oldest to newest
-    shown = versions[::-1][:MAX_VERSIONS_OVER_COMMITS]
-    first_seen = over_commits.groupby("commit", observed=True)["date"].min().sort_values(kind="stable")
-    pos = {str(c): i for i, c in enumerate(first_seen.index)}
-    dense = len(pos) > 12  # then dates say more than hashes
-    labels = ([d.strftime("%Y-%m-%d") for d in first_seen] if dense else [str(c)[:7] for c in first_seen.index])
-    xlabel = ("commit date" if dense else "commit") + ", oldest to newest"
-    wins_cols = {m: f"wins_{m}" for m in modes if f"wins_{m}" in over_commits}
-    geo_cols = {m: f"geomean_{m}" for m in modes if f"geomean_{m}" in over_commits}
-    wins, geo = {}, {}
-    for v in shown:
-        frame = over_commits[over_commits["torch"] == v]
-        key = v if len(shown) > 1 else ""
-        wins[key], geo[key] = _per_commit(frame, pos, wins_cols), _per_commit(frame, pos, geo_cols)
-    out = {"commits": plots.series_plot(labels, wins, geo, xlabel, f"{preset}: over commits"
-                                        + (f" (torch {shown[0]})" if len(shown) == 1 else ""))}
-    notes = []
-    if len(pos) == 1:
-        notes.append("One commit so far: the lines over commits start with the next one.")
-    if len(versions) > len(shown):
-        notes.append(f"Over commits: the {len(shown)} newest of {len(versions)} PyTorch versions; all are in the "
-                     "plot across versions.")
-    if len(versions) > 1:
-        vlabels = [f"{t}\n{str(c)[:7]}" for t, c in zip(by_version["torch"], by_version["commit"], strict=True)]
-        vpos = {str(c): i for i, c in enumerate(vlabels)}
-        frame = by_version.assign(commit=vlabels)  # one x per version
-        out["versions"] = plots.series_plot(vlabels, {"": _per_commit(frame, vpos, wins_cols)},
-                                            {"": _per_commit(frame, vpos, geo_cols)},
-                                            "PyTorch version (its latest commit measured)",
-                                            f"{preset}: across PyTorch versions")
-    else:
-        notes.append(f"One PyTorch version so far ({versions[0] if versions else '?'}): the plot across versions "
-                     "appears once a second one is measured.")
-    timeline = analysis.best_mode_timeline(a, machine)
-    timeline = timeline[timeline["preset"] == preset]
-    row = {w: i for i, w in enumerate(instances)}
-    strips = []
-    for v in shown:
-        winners: list[list[str | None]] = [[None] * len(pos) for _ in instances]
-        tied = [[False] * len(pos) for _ in instances]
-        for r in timeline[timeline["torch"] == v].to_dict("records"):
-            i, j = row.get(str(r["workload"])), pos.get(str(r["commit"]))
-            if i is not None and j is not None:
-                winners[i][j], tied[i][j] = str(r["winner"]), len(r["ties"]) > 1
-        strips.append(plots.Strip(f"torch {v}" if len(shown) > 1 else "", winners, tied))
-    out["strip"] = plots.heat_strip(instances, labels, strips, modes, xlabel,
-                                    f"{preset}: best mode per instance at each commit (blank: no winner)")
-    return out, notes
-
+# --- compile cost ----------------------------------------------------------------------------------------
 
 def cost_plot(rows: Sequence[Row], modes: Sequence[str], preset: str) -> str | None:
-    from tracker.publish import plots
-
     compile_s = {m: [c.compile_s for r in rows for c in r.cells if c.mode == m and c.compile_s] for m in modes}
     mem = {m: [c.peak_mem_mib for r in rows for c in r.cells if c.mode == m and c.peak_mem_mib] for m in modes}
     if not any(compile_s.values()) and not any(mem.values()):
@@ -413,32 +244,28 @@ def _meta(latest: pd.DataFrame, run: RunKey, machine_info: Mapping[str, Any]) ->
         v = first[key] if key in latest.columns else machine_info.get(key)
         return str(v) if v not in (None, "") else "unknown"
 
-    launch = _num(first["launch_us"]) if "launch_us" in latest.columns else None
+    launch = float_or_none(first["launch_us"]) if "launch_us" in latest.columns else None
     return [("commit", run.commit), ("date", pd.Timestamp(first["date"]).strftime("%Y-%m-%d %H:%M UTC")),
             ("machine", run.machine), ("gpu", pick("gpu")), ("driver", pick("driver")), ("cuda", pick("cuda")),
             ("torch", run.torch), ("triton", pick("triton")),
             ("launch floor", f"{launch:.1f} µs" if launch else "unknown")]
 
 
-def latest_run(table: pd.DataFrame, a: Any, machine: str) -> RunKey:
+def latest_run(table: pd.DataFrame, a: analysis.Analysis, machine: str) -> RunKey:
     """The machine's newest run: latest commit date; at one date, the newest PyTorch (in the analysis' version
     order, which history(axis="torch") follows)."""
-    from tracker.analyse import best as analysis
-
     versions = analysis.history(a, "torch", machine)["torch"].astype(str)
     rank = {v: i for i, v in enumerate(dict.fromkeys(versions))}
     runs = table[table["machine"] == machine].groupby(["commit", "torch"], observed=True)["date"].max().reset_index()
     runs["_v"] = runs["torch"].astype(str).map(lambda v: rank.get(v, -1))
     last = runs.sort_values(["date", "_v"], kind="stable").iloc[-1]
-    return RunKey(str(last["commit"]), machine, str(last["torch"]))
+    return RunKey(machine=machine, commit=str(last["commit"]), torch=str(last["torch"]))
 
 
-def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
+def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | None = None,
                    machine_info: Mapping[str, Mapping[str, Any]] | None = None) -> list[MachineSection]:
     """Everything the page shows, per machine (newest first): the results table's cells arranged with the
     analysis' verdicts (`a` is tracker.analyse.best.analyse(table))."""
-    from tracker.analyse import best as analysis
-
     modes = [m for m in MODES if m in set(table["mode"].astype(str))]
     sections = []
     machines = table.groupby("machine", observed=True)["date"].max().sort_values(ascending=False).index
@@ -453,7 +280,7 @@ def build_sections(table: pd.DataFrame, a: Any, asv_index: str | None = None,
         presets = []
         for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
-            figures = analysis.preset_summary(a, run.commit, machine, run.torch, preset)
+            figures = preset_summary(a, run.commit, machine, run.torch, preset)
             section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset))
             section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
             cost = cost_plot(rows, modes, preset)
@@ -470,8 +297,6 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
            generated: dt.datetime) -> str:
     import jinja2
     from markupsafe import Markup
-
-    from tracker.publish import plots
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -499,8 +324,6 @@ def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
 def build_page(table: pd.DataFrame, asv_index: str | None = None,
                machine_info: Mapping[str, Mapping[str, Any]] | None = None,
                generated: dt.datetime | None = None) -> str:
-    from tracker.analyse import best as analysis
-
     a = analysis.analyse(table)
     sections = build_sections(table, a, asv_index, machine_info)
     modes = [m for m in MODES if m in set(table["mode"].astype(str))]
@@ -511,8 +334,6 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
                 asv_index: str | None = None) -> int:
     """Write `<out>/index.html` from the results in `results_dir`. `asv_index`: the URL of asv's published
     index.html relative to the report, when it is published beside it. Returns the exit code."""
-    from tracker.store import results
-
     results_dir = Path(results_dir)
     loaded = results.load_results(results_dir)
     for warning in loaded.warnings:

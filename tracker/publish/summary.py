@@ -1,15 +1,7 @@
 """`compile-baselines summary`: the study's tables for one run (the latest by default) as text, markdown or JSON.
 
-The JSON form is a stable interface (issue 5):
-`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "ties",
-"geomean_vs_eager", "head_to_head", "domain_wins", "host_bound", "notes", "kernels"}}}]}`, runs also carrying
-"triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and `head_to_head` follow the study's
-definitions exactly (fastest median wins); `ties` lists, for instances where more than one mode is within noise of
-the winner, those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
-`kernels` lists the kernels under test measured in the run (skipped ones left out), each against the run's best
-baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best", "speedup_vs_eager",
-"correct", "within_noise", "host_bound", "reason"}` (tracker.analyse.best.kernel_json); a failed or incorrect one has
-`correct` false and null median and speedups.
+The JSON form is a stable interface, built by tracker.publish.summary_json (its docstring describes the shape); the
+text and markdown forms are rendered from it here.
 """
 
 from __future__ import annotations
@@ -23,7 +15,9 @@ from typing import Any
 
 import jinja2
 
-from tracker.analyse.best import HostBound, NoiseModel, analyse, summary_json
+from tracker.analyse.best import analyse
+from tracker.publish.summary_json import summary_json
+from tracker.stats import HostBound, NoiseModel
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.names import MODES
 

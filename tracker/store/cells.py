@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tracker.stats import thin
 from tracker.store import atomic
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
@@ -104,22 +105,6 @@ class CellStore:
             except (OSError, ValueError):
                 continue
         return out
-
-
-SAMPLES_KEPT = 1000
-
-
-def thin(samples: list[float], keep: int = SAMPLES_KEPT) -> list[float]:
-    """At most `keep` evenly spaced order statistics of `samples`.
-
-    do_bench returns up to ~100k samples for a microsecond kernel; asv stores every sample it is given.
-    Order statistics keep the distribution (median, quartiles, tails) exactly enough for asv's CI and
-    Mann-Whitney test, which become conservative (they see n=keep, not the true n)."""
-    xs = sorted(samples)
-    if len(xs) <= keep:
-        return xs
-    step = (len(xs) - 1) / (keep - 1)
-    return [xs[round(i * step)] for i in range(keep)]
 
 
 def stored_form(cell: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,122 @@
+"""The two runs a comparison reads: base and head, each one commit on one machine under one torch version.
+
+From a results directory, the pair is picked on the files' headers first (`pick_pair`), so that a comparison the
+caller refuses (tracker.analyse.compare.check_versions) costs no parsing; then only those two files are read, with
+their samples (`load_pair`). From a results table, the pair is split out of it (`split_pair`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tracker.errors import ToolError
+from tracker.stats import float_or_none
+from tracker.store.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
+
+
+class CompareError(ToolError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What one run was measured with."""
+
+    commit: str
+    machine: str
+    date: str
+    gpu: str
+    torch: str
+    triton: str
+    cuda: str = "unknown"
+    driver: str = "unknown"
+    launch_us: float | None = None
+
+
+def _pick(runs: list[RunFile], machine: str | None, commit: str, other: str) -> RunFile:
+    """The one run of `commit` (on `machine`, or the one machine that has both commits)."""
+    chosen = select_runs(runs, machine, commit)
+    if machine is None:
+        theirs = {r.machine for r in select_runs(runs, None, other)}
+        both = sorted({r.machine for r in chosen} & theirs)
+        if len(both) > 1:
+            raise CompareError(f"several machines measured both {commit} and {other} ({', '.join(both)}): "
+                               "pass --machine")
+        if both:
+            chosen = [r for r in chosen if r.machine == both[0]]
+        elif len({r.machine for r in chosen}) > 1:
+            machines = ", ".join(sorted({r.machine for r in chosen}))
+            raise CompareError(f"{commit} was measured on several machines ({machines}) and none of them measured "
+                               f"{other}: pass --machine")
+    torches = sorted({r.torch for r in chosen})
+    if len(torches) > 1:
+        raise CompareError(f"{commit} on {chosen[0].machine} was measured with several torch versions "
+                           f"({', '.join(torches)}): keep one machine name per torch version")
+    return chosen[-1]
+
+
+def _run_info(table: pd.DataFrame, params: dict[str, str] | None = None) -> RunInfo:
+    row = table.iloc[0]
+    params = params or {}
+    launch = float_or_none(row["launch_us"]) if "launch_us" in table else None
+    return RunInfo(str(row["commit"]), str(row["machine"]), pd.Timestamp(row["date"]).isoformat(), str(row["gpu"]),
+                   str(row["torch"]), str(row["triton"]), params.get("cuda", "unknown"),
+                   params.get("driver", "unknown"), launch)
+
+
+def _split(table: pd.DataFrame, machine: str | None, commit: str) -> pd.DataFrame:
+    t = table[table["commit"].astype(str).str.lower().str.startswith(commit.lower())]
+    if machine is not None:
+        t = t[t["machine"].astype(str) == machine]
+    if t.empty:
+        raise CompareError(f"no results for commit {commit!r}" + (f" on {machine}" if machine else ""))
+    for key in ("commit", "machine", "torch"):
+        if t[key].nunique() > 1:
+            values = ", ".join(sorted(t[key].astype(str).unique()))
+            raise CompareError(f"{commit!r} matches several runs ({key}: {values}): pass a longer commit or --machine")
+    return t.reset_index(drop=True)
+
+
+def split_pair(table: pd.DataFrame, base: str, head: str, machine: str | None = None,
+               head_machine: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, RunInfo, RunInfo]:
+    """The base and head runs' rows of a results table (commits as hashes or prefixes) and their RunInfo."""
+    tb, th = _split(table, machine, base), _split(table, head_machine or machine, head)
+    bi, hi = _run_info(tb), _run_info(th)
+    if (bi.commit, bi.machine, bi.torch) == (hi.commit, hi.machine, hi.torch):
+        raise CompareError(f"base and head are the same run ({bi.commit[:12]}): nothing to compare")
+    return tb, th, bi, hi
+
+
+def pick_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
+              head_machine: str | None = None) -> tuple[RunFile, RunFile, list[str]]:
+    """The base and head runs' files in a results directory (nothing parsed beyond their headers), and the
+    warnings about files that could not be listed."""
+    runs, warnings = list_runs(results_dir)
+    b, h = _pick(runs, machine, base, head), _pick(runs, head_machine or machine, head, base)
+    if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
+        raise CompareError(f"base and head are the same run ({b.commit[:12]} on {b.machine}): nothing to compare")
+    return b, h, warnings
+
+
+def header_info(r: RunFile) -> RunInfo:
+    """A run's versions as its file's header records them: enough to refuse a comparison before parsing."""
+    return RunInfo(r.commit, r.machine, "", *(r.params.get(k, "unknown") for k in ("gpu", "torch", "triton")))
+
+
+def load_pair(results_dir: str | os.PathLike[str], b: RunFile,
+              h: RunFile) -> tuple[pd.DataFrame, pd.DataFrame, RunInfo, RunInfo, list[str]]:
+    """The two runs' cells with their samples (only those two files are read), their RunInfo and the warnings."""
+    loaded = load_runs([b, h], with_samples=True, cells_dir=default_cells_dir(results_dir))
+    t = loaded.table
+    tb = t[(t["commit"] == b.commit) & (t["machine"] == b.machine)].reset_index(drop=True)
+    th = t[(t["commit"] == h.commit) & (t["machine"] == h.machine)].reset_index(drop=True)
+    for side, frame, run in (("base", tb, b), ("head", th, h)):
+        if frame.empty:
+            raise CompareError(f"the {side} run {run.commit[:12]} on {run.machine} has no readable cells ({run.path})")
+    return tb, th, _run_info(tb, b.params), _run_info(th, h.params), loaded.warnings
+
+
+__all__ = ["CompareError", "RunInfo", "header_info", "load_pair", "pick_pair", "split_pair"]

@@ -1,0 +1,136 @@
+"""The summary's JSON: the study's figures per run and preset (tracker.analyse.best's analysis) in a stable shape,
+which `compile-baselines summary --format json` prints and the text, markdown and HTML views are rendered from.
+
+`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "ties",
+"geomean_vs_eager", "head_to_head", "domain_wins", "host_bound", "notes", "kernels"}}}]}`, runs also carrying
+"triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and `head_to_head` follow the study's
+definitions exactly (fastest median wins); `ties` lists, for instances where more than one mode is within noise of
+the winner, those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
+`kernels` lists the kernels under test measured in the run (skipped ones left out), each against the run's best
+baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best", "speedup_vs_eager",
+"correct", "within_noise", "host_bound", "reason"}` (`kernel_json`); a failed or incorrect one has `correct` false
+and null median and speedups.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from tracker.analyse.best import COMPILED, DEFAULT, EAGER, MANCG, Analysis, analyse, kernel_rows
+from tracker.stats import float_or_none
+from tracker.store.results import DOMAINS, RUN_KEYS
+from workloads.names import MODES
+
+
+def _rounded(x: Any, digits: int) -> float | None:
+    f = float_or_none(x)
+    return None if f is None else round(f, digits)
+
+
+_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{EAGER}")
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """Rows as plain dicts, built column-wise (itertuples on a wide frame is slow in pandas 3)."""
+    values = [frame[c].astype(object if c not in ("commit", "machine", "torch", "preset", "workload", "domain", "gpu",
+                                                   "triton") else str).tolist() for c in columns]
+    return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str) -> dict[str, Any]:
+    """One run's figures for one preset, in the stable JSON shape (the module docstring)."""
+    def pick(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[(frame["commit"] == commit) & (frame["machine"] == machine) & (frame["torch"] == torch)
+                     & (frame["preset"] == preset)]
+
+    fig = pick(analysis.figures)
+    fig_rec = _records(fig, list(fig.columns))[0] if len(fig) else None
+    kernels = [kernel_json(k) for k in _records(pick(kernel_rows(analysis)), _KERNEL_FIELDS)]
+    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels)
+
+
+_KERNEL_FIELDS = ["workload", "candidate", "status", "reason", "median_ms", "best_baseline", "speedup_vs_best",
+                  "speedup_vs_eager", "within_noise", "host_bound"]
+
+
+def kernel_json(k: dict[str, Any]) -> dict[str, Any]:
+    """One candidate in the summary JSON: its figures against the best baseline, then the noise-aware qualifiers
+    and the reason."""
+    return {
+        "workload": k["workload"], "candidate": k["candidate"], "median_ms": _rounded(k["median_ms"], 6),
+        "best_baseline": k["best_baseline"], "speedup_vs_best": _rounded(k["speedup_vs_best"], 3),
+        "speedup_vs_eager": _rounded(k["speedup_vs_eager"], 3), "correct": k["status"] == "ok",
+        "within_noise": bool(k["within_noise"]), "host_bound": bool(k["host_bound"]), "reason": k["reason"] or None,
+    }
+
+
+def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]],
+                 kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    won = [x for x in inst if isinstance(x["winner"], str)]
+    domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
+    for x in won:
+        domain_wins[x["domain"]][x["winner"]] += 1
+
+    def fig(name: str) -> Any:
+        return r[name] if r is not None else None
+
+    return {
+        "instances": len(won),
+        "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
+        "winners": {x["workload"]: x["winner"] for x in won},
+        "ties": {x["workload"]: list(x["ties"]) for x in won if x["tie"]},
+        "geomean_vs_eager": {m: _rounded(fig(f"geomean_{m}"), 3) for m in COMPILED},
+        "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),
+                                "avg_margin_pct": _rounded(fig(f"h2h_{side}_margin_pct"), 2)}
+                         for side in (DEFAULT, MANCG)},
+        "domain_wins": domain_wins,
+        "host_bound": [x["workload"] for x in won if x["host_bound"]],
+        "notes": _notes(inst),
+        "kernels": kernels,
+    }
+
+
+def _notes(inst: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    for x in inst:
+        if not isinstance(x["winner"], str):
+            notes.append(f"{x['workload']}: no mode measured ok: not counted")
+        elif math.isnan(x[f"ms_{EAGER}"]):
+            notes.append(f"{x['workload']}: no ok eager cell: left out of the geomeans")
+        if x["failed_modes"]:
+            notes.append(f"{x['workload']}: failed: {', '.join(x['failed_modes'])}")
+    return notes
+
+
+def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | None = None,
+                 analysis: Analysis | None = None) -> dict[str, Any]:
+    """`{"runs": [...]}` for every run of `table` (optionally one machine and/or commit prefix), oldest first."""
+    analysis = analysis or analyse(table)
+    keys = [*RUN_KEYS, "preset"]
+    f = analysis.figures
+    if machine is not None:
+        f = f[f["machine"] == machine]
+    if commit is not None:
+        f = f[f["commit"].astype(str).str.startswith(commit)]
+    inst: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for x in _records(analysis.instances, [*keys, *_INSTANCE_FIELDS]):
+        inst.setdefault(tuple(x[k] for k in keys), []).append(x)
+    kernels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for k in _records(kernel_rows(analysis), [*keys, *_KERNEL_FIELDS]):
+        kernels.setdefault(tuple(k[c] for c in keys), []).append(kernel_json(k))
+    runs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
+        key = (r["commit"], r["machine"], r["torch"])
+        run = runs.setdefault(key, {
+            "commit": r["commit"], "machine": r["machine"], "gpu": r["gpu"], "torch": r["torch"],
+            "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
+            "launch_us": _rounded(r["launch_us"], 2), "presets": {}})
+        preset_key = (*key, r["preset"])
+        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []))
+    return {"runs": list(runs.values())}
+
+
+__all__ = ["kernel_json", "preset_summary", "summary_json"]

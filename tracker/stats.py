@@ -1,0 +1,172 @@
+"""The tracker's statistics, in one place: how one measurement is summarised, how two measurements are compared,
+and when a difference is noise. Every stage uses these definitions; none writes its own.
+
+One measurement (a cell: preset, workload, mode, in one run) is a list of timing samples in ms.
+- `quantile`: the median, p25 and p99 a measured cell reports.
+- `thin`: the at most SAMPLES_KEPT samples a cell stores.
+- `relative_spread`: its relative interquartile range: how disturbed it was while it was measured.
+
+Two measurements of one cell (a base and a head run):
+- `p_value`: whether their samples differ (Mann-Whitney U), or, without samples, whether their 99% CIs are disjoint.
+
+The noise rules of the analysis, each defined once:
+- `NoiseModel.tied`: when two medians count as tied (the tie rule: a relative band, or overlapping 99% CIs);
+- `HostBound.bound`: when a time could be all host work (the host-bound rule: within k launch floors), so that it
+  says little about the kernels.
+Both are fixed parameters today: each run is a fresh process, so run-to-run noise is what they must cover, and the
+within-run CI does not see it. A model of that noise measured from repeated runs belongs here too.
+
+`float_or_none` is the one conversion of a missing number (NaN) to None, for JSON and view models.
+
+Imports only numpy (scipy inside `p_value`), so every stage can use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SAMPLES_KEPT = 1000
+
+
+def _missing(x: Any) -> bool:
+    return x is None or x != x  # NaN is the only value not equal to itself
+
+
+def float_or_none(x: Any) -> float | None:
+    """`x` as a float; None for None, NaN or anything that is not a number (a value that was not measured)."""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+# ---------------------------------------------------------------------------------------------------- one measurement
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default method), in plain Python: the measuring process calls it on
+    every sample of a cell."""
+    xs = sorted(samples)
+    pos = (len(xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def thin(samples: list[float], keep: int = SAMPLES_KEPT) -> list[float]:
+    """At most `keep` evenly spaced order statistics of `samples`.
+
+    do_bench returns up to ~100k samples for a microsecond kernel; asv stores every sample it is given.
+    Order statistics keep the distribution (median, quartiles, tails) exactly enough for asv's CI and
+    Mann-Whitney test, which become conservative (they see n=keep, not the true n)."""
+    xs = sorted(samples)
+    if len(xs) <= keep:
+        return xs
+    step = (len(xs) - 1) / (keep - 1)
+    return [xs[round(i * step)] for i in range(keep)]
+
+
+def relative_spread(median: float, q25: float | None, q75: float | None,
+                    samples: Sequence[float] | None = None) -> float:
+    """Relative IQR (q75 - q25) / median of one measurement, from asv's stored quartiles, else from `samples`;
+    NaN when neither is there."""
+    if (_missing(q25) or _missing(q75)) and samples:
+        q25, q75 = np.percentile(samples, [25, 75])
+    if median and not _missing(q25) and not _missing(q75):
+        return float((q75 - q25) / median)
+    return math.nan
+
+
+# ---------------------------------------------------------------------------------------------------- two measurements
+
+
+def p_value(a: Sequence[float | None] | None, b: Sequence[float | None] | None,
+            a_ci: tuple[float, float], b_ci: tuple[float, float]) -> float | None:
+    """Whether two measurements differ: the two-sided Mann-Whitney U test (asymptotic) on their samples. Without
+    samples on either side, their 99% CIs (low, high) decide: disjoint ones stand for p < 0.01 (0.0), overlapping
+    ones for no evidence (1.0). None when neither is there."""
+    if a and b:
+        a, b = [x for x in a if x is not None], [x for x in b if x is not None]
+        if a and b:
+            from scipy.stats import mannwhitneyu  # scipy takes a second to import: only comparisons need it
+
+            return float(mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue)
+    (a_lo, a_hi), (b_lo, b_hi) = a_ci, b_ci
+    if not any(_missing(x) for x in (a_lo, a_hi, b_lo, b_hi)):
+        return 0.0 if (a_hi < b_lo or b_hi < a_lo) else 1.0
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- noise rules
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """When two medians count as tied: the slower within a relative band of the faster (`rel_band`, or
+    `small_rel_band` when the faster is under `small_below_ms`), or, with `use_ci`, their 99% CIs overlapping.
+
+    The band has to cover run-to-run noise, which the within-run CI does not see (each run is a fresh process).
+    Measured on an H100: the same cells timed in two fresh processes differed by under 2% from 50 us up (one cell
+    by 5.8%) and by a median 5% (up to 20%) under 50 us; a study this project follows saw up to ~9% under 50 us
+    and winners within 0.5% of the runner-up. Hence 3% from 50 us up and 10% below; the cells beyond are host-bound
+    ones (HostBound), flagged separately. Re-derive the parameters from repeated runs (tools/bench_runner.py
+    `agree` measures exactly this)."""
+
+    rel_band: float = 0.03
+    small_rel_band: float = 0.10
+    small_below_ms: float = 0.050
+    use_ci: bool = True
+
+    def small(self, ms: Any) -> Any:
+        """Whether a time is under `small_below_ms`: noisier, so it gets the wider band (and compare's wider
+        change threshold). Arrays or scalars."""
+        return ms < self.small_below_ms
+
+    def band(self, fast_ms: np.ndarray) -> np.ndarray:
+        """The relative band above the faster median within which a slower one is tied with it."""
+        return np.where(self.small(fast_ms), self.small_rel_band, self.rel_band)
+
+    def tied(self, fast_ms: Any, fast_ci_high: Any, slow_ms: Any, slow_ci_low: Any) -> np.ndarray:
+        """The tie rule: the slower median within the faster's band, or (use_ci) the slower's 99% CI reaching down
+        to the faster's. False where either median is NaN (not measured ok). Arrays broadcast."""
+        with np.errstate(invalid="ignore"):
+            tied = slow_ms <= fast_ms * (1 + self.band(fast_ms))
+            if self.use_ci:
+                tied = tied | (slow_ci_low <= fast_ci_high)
+        return tied & ~np.isnan(fast_ms) & ~np.isnan(slow_ms)
+
+    def tied_pair(self, a_ms: np.ndarray, a_ci_low: np.ndarray, a_ci_high: np.ndarray, b_ms: np.ndarray,
+                  b_ci_low: np.ndarray, b_ci_high: np.ndarray) -> np.ndarray:
+        """`tied` for two measurements in either order (elementwise: the faster of each pair is a or b)."""
+        a_first = a_ms <= b_ms
+        return self.tied(np.where(a_first, a_ms, b_ms), np.where(a_first, a_ci_high, b_ci_high),
+                         np.where(a_first, b_ms, a_ms), np.where(a_first, b_ci_low, a_ci_low))
+
+
+@dataclass(frozen=True)
+class HostBound:
+    """A time is host-bound when median_ms * 1000 <= k * launch_us: it could be all host work (Python, dispatch,
+    launches), so it says little about the kernels.
+
+    launch_us is the run's launch floor: one eager one-element add under the same timer. Measured on an H100
+    (decode): compiled single-kernel cells take 1.0-1.2 floors and eager chains of 2-8 tiny ops 2.2-5.5 floors,
+    all of it host work, and such an eager cell does win when the compiled cell has a slow run. The cheapest
+    GPU-bound cells take 10 floors or more. k = 6 lies between, with ~1.8x to spare either side. All cells of a
+    run share the floor, so an instance is host-bound exactly when its fastest cell is."""
+
+    k: float = 6.0
+
+    def bound(self, ms: Any, launch_us: Any) -> Any:
+        """The host-bound rule for `ms`, the fastest time of an instance or of a pair of cells. False where either
+        is NaN, or the floor is unknown (0). Arrays or scalars."""
+        with np.errstate(invalid="ignore"):
+            return (launch_us > 0) & (ms * 1000 <= self.k * launch_us)
+
+
+__all__ = ["SAMPLES_KEPT", "HostBound", "NoiseModel", "float_or_none", "p_value", "quantile", "relative_spread",
+           "thin"]
