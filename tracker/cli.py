@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.analyse.verdicts import FAIL_ON
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
@@ -285,7 +286,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--cuda")
     c.add_argument("--launch-us", type=float, help="the measuring host's launch floor, if known (us)")
 
-    from tracker.analyse.compare import FAIL_ON as fail_on
     d = sub.add_parser("compare", help="base vs head: per-cell changes with significance, best-mode changes")
     reading(d)
     d.add_argument("--base", required=True, help="base commit (hash or prefix)")
@@ -293,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--machine", help="asv machine name (needed when several are present)")
     d.add_argument("--head-machine", help="the head's machine, when it differs (e.g. one machine per PyTorch version)")
     d.add_argument("--format", choices=("md", "json"), default="md")
-    d.add_argument("--fail-on", choices=fail_on, default="never", help="exit 3 when this happens")
+    d.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     d.add_argument("--out", help="write the comparison here instead of standard output")
     d.add_argument("--allow-cross-versions", action="store_true", help="compare across GPUs or PyTorch versions")
 
@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("-j", "--jobs", type=int)
     q.add_argument("--machine", help="asv machine name (default: hostname)")
     q.add_argument("--preset", nargs="+", choices=PRESET_NAMES)
-    q.add_argument("--fail-on", choices=fail_on, default="never", help="exit 3 when this happens")
+    q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     q.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
 
     i = sub.add_parser("issue", help="open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)")

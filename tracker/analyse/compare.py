@@ -37,20 +37,28 @@ from tracker import stats
 from tracker.analyse import pairs
 from tracker.analyse.best import COMPILED, analyse, instance_table
 from tracker.analyse.pairs import CompareError, RunInfo
+from tracker.analyse.verdicts import (
+    ADDED,
+    EXIT_FAIL_ON,
+    EXIT_OK,
+    FAIL_ON,
+    FAILS,
+    FASTER,
+    GAINED,
+    IMPROVEMENT_VERDICTS,
+    LOST,
+    NOISY,
+    NOW_FAILS,
+    NOW_OK,
+    REGRESSION_VERDICTS,
+    REMOVED,
+    SAME,
+    SLOWER,
+    UNKNOWN,
+)
 from tracker.stats import HostBound, NoiseModel, float_or_none
 from workloads.kernels.registry import MODE_PREFIX
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
-
-FAIL_ON = ("best-change", "regression", "never")
-EXIT_OK, EXIT_FAIL_ON = 0, 3  # 1 and 2 are the CLI's: a tool error, a usage error
-
-# Cell verdicts. Counted as regressions: SLOWER, NOW_FAILS; as improvements: FASTER, NOW_OK.
-SLOWER, FASTER, SAME, NOISY, UNKNOWN = "slower", "faster", "same", "noisy", "unknown"
-NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = "now fails", "now ok", "fails", "added", "removed"
-# Kernel verdicts: the speedup over the best baseline went up or down.
-GAINED, LOST = "gained", "lost"
-REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
-IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 
 
 @dataclass(frozen=True)

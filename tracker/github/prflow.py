@@ -30,8 +30,8 @@ from workloads.names import WORKLOAD_NAMES
 
 ROOT = REPO_ROOT
 # Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
-HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/runner/worker.py",
-           "tracker/runner/pool.py", "benchmarks/",
+HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/stats.py",
+           "tracker/runner/worker.py", "tracker/runner/pool.py", "benchmarks/",
            "workloads/spec.py", "workloads/presets.py", "workloads/names.py", "workloads/registry.py",
            "workloads/__init__.py", "pyproject.toml", "asv.conf.json")
 # Files that change which candidates exist or how they load: every workload that has a candidate.
