@@ -119,17 +119,6 @@ def _cell_param_key(cell: dict[str, Any]) -> tuple[str, ...]:
     return tuple(repr(cell[k]) for k in ("preset", "workload", "mode"))
 
 
-def _kept_stderr(old: str, replaced: set[tuple[str, ...]]) -> list[str]:
-    """The old log blocks of parameter combinations not measured again."""
-    kept = []
-    for block in filter(None, (b.strip() for b in old.split("\n\n"))):
-        head = block.splitlines()[0]
-        params = tuple(head.removeprefix("For parameters: ").split(", ")) if head.startswith("For parameters: ") else ()
-        if params not in replaced:
-            kept.append(block)
-    return kept
-
-
 def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]]) -> None:
     """Add measured cells to an asv Results object, as asv's runner would have recorded them: compile modes
     under baselines.Baseline, kernels under test under candidates.Candidate."""
@@ -153,7 +142,6 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], me
         samples: list[Any] = [None] * n
         number: list[Any] = [None] * n
         selected: set[int] = set()
-        stderr: list[str] = []
         duration = 0.0
         for cell in cells:
             i = index.get(_cell_param_key(cell))
@@ -166,9 +154,8 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], me
             except CellSkipped:
                 result[i] = float("nan")  # asv's mark for 'n/a'
                 continue
-            except CellFailed as e:
-                result[i] = None  # asv's 'failed'
-                stderr.append(f"For parameters: {', '.join(_cell_param_key(cell))}\nCellFailed: {e}")
+            except CellFailed:
+                result[i] = None  # asv's 'failed'; the reason stays in the cell store
                 continue
             if isinstance(value, dict):
                 result[i], samples[i], number[i] = True, value["samples"], value["number"]
@@ -176,9 +163,8 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], me
                 result[i] = value
         if not selected:
             continue
-        stderr = _kept_stderr(results.stderr.get(name, ""), {_params_of(bench)[i] for i in selected}) + stderr
-        res = BenchmarkResult(result=result, samples=samples, number=number, errcode=1 if stderr else 0,
-                              stderr="\n\n".join(stderr), profile=None)
+        # asv keeps a benchmark's log in memory only (Results.save writes no stderr): none is passed
+        res = BenchmarkResult(result=result, samples=samples, number=number, errcode=0, stderr="", profile=None)
         results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=True,
                            started_at=dt.datetime.now(dt.UTC))
 
@@ -239,8 +225,6 @@ def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_m
                     "use another virtualenv (asv keys results by interpreter path) or another --machine name"
                 )
         results.load_data(conf.results_dir)
-        # load_data leaves out the run logs; keep them, they hold the failure reasons
-        results._stderr, results._errcode = dict(old.stderr), dict(old.errcode)
     return results
 
 

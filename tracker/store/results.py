@@ -417,10 +417,6 @@ def _floats(values: Any, n: int) -> np.ndarray:
     return np.array(values, dtype=float)  # None -> NaN
 
 
-def _stat(stats: Any, key: str, n: int) -> np.ndarray:
-    return _floats(stats.get(key), n) if stats else np.full(n, np.nan)
-
-
 @dataclass
 class _Chunk:
     """The rows one benchmark class of one file contributes, as arrays (codes into PRESET_NAMES, WORKLOAD_NAMES

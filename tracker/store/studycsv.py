@@ -139,14 +139,13 @@ def _combinations(params: list[list[str]]) -> dict[tuple[str, ...], int]:
     return {combo: i for i, combo in enumerate(itertools.product(*params))}
 
 
-def _add(results: Any, bench: dict[str, Any], values: list[Any], selected: set[int], duration: float,
-         errors: list[str]) -> None:
+def _add(results: Any, bench: dict[str, Any], values: list[Any], selected: set[int], duration: float) -> None:
     from asv.runner import BenchmarkResult
 
     n = len(values)
-    # number=None: asv keeps the value as given (no statistics computed from samples)
-    res = BenchmarkResult(result=values, samples=[None] * n, number=[None] * n, errcode=1 if errors else 0,
-                          stderr="\n\n".join(errors), profile=None)
+    # number=None: asv keeps the value as given (no statistics computed from samples). No log: asv writes none
+    # into result files; failure reasons go to the cell store.
+    res = BenchmarkResult(result=values, samples=[None] * n, number=[None] * n, errcode=0, stderr="", profile=None)
     results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=False,
                        started_at=dt.datetime.now(dt.UTC))
 
@@ -178,20 +177,17 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
     n = len(index)
     latency: list[Any] = [float("nan")] * n
     selected: set[int] = set()
-    errors: list[str] = []
     for c in cells:
         i = index[(repr(c.preset), repr(c.workload), repr(c.mode))]
         selected.add(i)
         latency[i] = c.median_ms if c.ok else None
-        if not c.ok:
-            errors.append(f"For parameters: {c.preset!r}, {c.workload!r}, {c.mode!r}\n{c.reason}")
     duration = sum(c.wall_s for c in cells)
-    _add(results, bench, latency, selected, duration, errors)
+    _add(results, bench, latency, selected, duration)
     not_recorded = [None if v is None else float("nan") for v in latency]  # failed stays failed; ok -> n/a
     for metric in ("compile_time", "peak_memory"):
-        _add(results, benchmarks[asvfiles.METRIC_BENCHMARKS[metric]], not_recorded, selected, duration, errors)
+        _add(results, benchmarks[asvfiles.METRIC_BENCHMARKS[metric]], not_recorded, selected, duration)
     if launch_us is not None:
-        _add(results, benchmarks[asvfiles.HOST_BENCHMARK], [float(launch_us)], {0}, 0.0, [])
+        _add(results, benchmarks[asvfiles.HOST_BENCHMARK], [float(launch_us)], {0}, 0.0)
     written = asvfiles.save_results(conf, results, entry)
 
     store = CellStore(cells_dir if cells_dir is not None else default_cells_dir(results_dir),
