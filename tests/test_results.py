@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tracker.errors import ToolError
-from tracker.store import results
+from tracker.store import asvjson, results
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 CPU_TINY = Path(__file__).resolve().parent / "fixtures" / "cpu-tiny" / "results"
@@ -117,13 +117,13 @@ def test_fast_reader_agrees_with_the_json_parser_except_for_samples() -> None:
     for path in sorted(CPU_TINY.glob("*/*-*.json")):
         text = path.read_text()
         full = json.loads(text)
-        fast = results.parse_result_text(text)
+        fast = asvjson.parse_result_text(text)
         samples = full["result_columns"].index("samples")
         for name, row in full["results"].items():
             expected = [None if i == samples else v for i, v in enumerate(row)]
             assert json.dumps(fast["results"][name]) == json.dumps(expected)
         assert {k: v for k, v in fast.items() if k != "results"} == {k: v for k, v in full.items() if k != "results"}
-        assert json.dumps(results.parse_result_text(text, with_samples=True)) == json.dumps(full)
+        assert json.dumps(asvjson.parse_result_text(text, with_samples=True)) == json.dumps(full)
 
 
 def test_samples_only_on_request_and_for_one_run() -> None:
@@ -288,11 +288,11 @@ def test_fast_reader_handles_other_layouts_asv_could_write(tmp_path: Path) -> No
     row = data["results"]["baselines.Baseline.track_latency"]
     row.append("eJzLSM3JyQcABiwCFQ==")  # a profile after the samples
     for name, text in {"pretty": json.dumps(data, indent=4, sort_keys=True), "compact": json.dumps(data)}.items():
-        fast = results.parse_result_text(text)
+        fast = asvjson.parse_result_text(text)
         assert fast["results"]["baselines.Baseline.track_latency"][-1] == "eJzLSM3JyQcABiwCFQ==", name
         assert fast["results"]["baselines.Baseline.track_latency"][-2] is None, name
         assert fast["env_vars"] == data["env_vars"], name
-        assert json.dumps(results.parse_result_text(text, with_samples=True)) == json.dumps(json.loads(text)), name
+        assert json.dumps(asvjson.parse_result_text(text, with_samples=True)) == json.dumps(json.loads(text)), name
 
 
 def test_an_empty_file_is_skipped_with_a_warning(tmp_path: Path) -> None:

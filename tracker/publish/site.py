@@ -271,7 +271,7 @@ HOST_UNIT = "us"  # baselines.Host.track_launch_overhead.unit
 def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     """asv benchmark descriptions of the tracker's own benchmarks, from the newest result file holding each:
     parameters and version as recorded, units and parameter names as tracker.store.asvfiles writes them."""
-    from tracker.store import asvfiles, results
+    from tracker.store import asvfiles, asvjson, results
     from tracker.store.cells import METRICS
 
     units = {name: METRICS[metric] for metric, name in asvfiles.METRIC_BENCHMARKS.items()}
@@ -280,7 +280,7 @@ def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     runs, _ = results.list_runs(results_dir)
     for run in reversed(runs):
         try:
-            data = results.read_result_file(run.path)
+            data = asvjson.read_result_file(run.path)
         except (ValueError, OSError):
             continue
         col = {c: i for i, c in enumerate(data["result_columns"])}
