@@ -271,10 +271,11 @@ HOST_UNIT = "us"  # baselines.Host.track_launch_overhead.unit
 def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     """asv benchmark descriptions of the tracker's own benchmarks, from the newest result file holding each:
     parameters and version as recorded, units and parameter names as tracker.store.asvfiles writes them."""
+    from tracker import metrics
     from tracker.store import asvfiles, asvjson, results
-    from tracker.store.cells import METRICS
 
-    units = {name: METRICS[metric] for metric, name in asvfiles.METRIC_BENCHMARKS.items()}
+    units = {name: metrics.METRICS[metric].unit for metric, name in
+             metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).items()}
     units[asvfiles.HOST_BENCHMARK] = HOST_UNIT
     found: dict[str, dict[str, Any]] = {}
     runs, _ = results.list_runs(results_dir)

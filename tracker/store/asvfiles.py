@@ -18,18 +18,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tracker import metrics
 from tracker.errors import ToolError
 from tracker.store import atomic
-from tracker.store.cells import METRICS, CellFailed, CellSkipped, metric_value
+from tracker.store.cells import CellFailed, CellSkipped, metric_value
 from workloads.kernels.registry import candidate_name
 
 BENCHMARK_CLASS = "baselines.Baseline"
 HOST_BENCHMARK = "baselines.Host.track_launch_overhead"
-# asv metric benchmark name for each of our metrics: baselines.Baseline.track_latency, ...
-METRIC_BENCHMARKS: dict[str, str] = {m: f"{BENCHMARK_CLASS}.track_{m}" for m in METRICS}
 # Kernels under test: params (preset, "workload:name"); a cell's mode is "kernel:<name>".
 CANDIDATE_CLASS = "candidates.Candidate"
-CANDIDATE_METRIC_BENCHMARKS: dict[str, str] = {m: f"{CANDIDATE_CLASS}.track_{m}" for m in METRICS}
+# asv's name of each metric's benchmark (baselines.Baseline.track_latency, ...). The writers and readers ask
+# tracker.metrics.benchmark_names when they run; these are for code that wants the names as constants.
+METRIC_BENCHMARKS: dict[str, str] = metrics.benchmark_names(BENCHMARK_CLASS)
+CANDIDATE_METRIC_BENCHMARKS: dict[str, str] = metrics.benchmark_names(CANDIDATE_CLASS)
 VERSION_KEYS = ("gpu", "driver", "cuda", "torch", "triton")
 
 
@@ -125,16 +127,16 @@ def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]])
     cells = list(cells)
     kernel_cells = [c for c in cells if candidate_name(c["mode"]) is not None]
     mode_cells = [c for c in cells if candidate_name(c["mode"]) is None]
-    _record_class(results, benchmarks, mode_cells, METRIC_BENCHMARKS)
-    _record_class(results, benchmarks, kernel_cells, CANDIDATE_METRIC_BENCHMARKS)
+    _record_class(results, benchmarks, mode_cells, BENCHMARK_CLASS)
+    _record_class(results, benchmarks, kernel_cells, CANDIDATE_CLASS)
 
 
-def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], metric_names: dict[str, str]) -> None:
+def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], benchmark_class: str) -> None:
     from asv.runner import BenchmarkResult
 
     if not cells:
         return
-    for metric, name in metric_names.items():
+    for metric, name in metrics.benchmark_names(benchmark_class).items():
         bench = benchmarks[name]
         index = {p: i for i, p in enumerate(_params_of(bench))}
         n = len(index)

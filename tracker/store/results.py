@@ -27,24 +27,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracker import metrics
 from tracker.errors import ToolError
-from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, HOST_BENCHMARK, METRIC_BENCHMARKS
+from tracker.store.asvfiles import BENCHMARK_CLASS, CANDIDATE_CLASS, HOST_BENCHMARK
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
 from tracker.store.cells import CellStore, RunKey
 from workloads.kernels.registry import mode_of, split_key
 from workloads.names import DOMAINS, MODES, PRESET_NAMES, WORKLOAD_NAMES, domain_of
 
-METRIC_ORDER = ("latency", "compile_time", "peak_memory")
-LATENCY, COMPILE, MEMORY = (METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
-CANDIDATE_METRICS = tuple(CANDIDATE_METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
-
 STATUSES = ("ok", "failed", "skipped")
 RUN_KEYS = ["commit", "machine", "torch"]
 CELL_KEYS = ["preset", "workload", "mode"]
-COLUMNS = [
-    "commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode", "domain", "status", "reason",
-    "median_ms", "ci_low", "ci_high", "q25", "q75", "n_samples", "samples", "compile_s", "peak_mem_mib", "launch_us",
-]
+# The sampled metric's statistics (tracker.metrics), from asv's stats of its row
+_STATS = {"ci_low": "ci_99_a", "ci_high": "ci_99_b", "q25": "q_25", "q75": "q_75", "n_samples": "repeat"}
+
+
+def table_columns() -> list[str]:
+    """The table's columns: the run and the cell, then the sampled metric's median, statistics and samples, then
+    one column per other metric of tracker.metrics, then the run's launch floor."""
+    return ["commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode", "domain", "status",
+            "reason", metrics.sampled().column, *_STATS, "samples", *(m.column for m in metrics.unsampled()),
+            "launch_us"]
+
+
 NO_REASON = "failed (reason not recorded: asv result files keep no logs and the cell store has no entry)"
 NOT_RUN = "not run or not applicable"
 
@@ -214,30 +219,25 @@ class _Chunk:
     unknown: tuple[str, ...]
 
 
-def _metric_arrays(results: dict[str, Any], columns: dict[str, int], names: tuple[str, str, str],
+def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_class: str,
                    n: int) -> dict[str, np.ndarray]:
-    """Median, CI, quartiles, sample count and status (0 ok, 1 failed, 2 skipped) of a benchmark class's cells
-    from its latency row; compile time and peak memory from its other two metric rows."""
-    row = results[names[0]]
+    """A benchmark class's cells: median, statistics and status (0 ok, 1 failed, 2 skipped) from its sampled
+    metric's row, one array per other metric from that metric's row."""
+    names = metrics.benchmark_names(benchmark_class)
+    sampled = metrics.sampled()
+    row = results[names[sampled.name]]
     result = _column(row, columns, "result")
     result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
     failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
     median = _floats(result, n)
-    stats = {k: _column(row, columns, f"stats_{k}") for k in ("ci_99_a", "ci_99_b", "q_25", "q_75", "repeat")}
-    arrays = {
-        "median_ms": median,
-        "ci_low": _floats(stats["ci_99_a"], n),
-        "ci_high": _floats(stats["ci_99_b"], n),
-        "q25": _floats(stats["q_25"], n),
-        "q75": _floats(stats["q_75"], n),
-        "n_samples": _floats(stats["repeat"], n),
-        "status": np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8),
-    }
-    for out, name in (("compile_s", names[1]), ("peak_mem_mib", names[2])):
-        other = results.get(name)
+    arrays = {sampled.column: median}
+    arrays.update({out: _floats(_column(row, columns, f"stats_{key}"), n) for out, key in _STATS.items()})
+    arrays["status"] = np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8)
+    for metric in metrics.unsampled():
+        other = results.get(names[metric.name])
         same_grid = other is not None and _column(other, columns, "params") == _column(row, columns, "params")
         values = _column(other, columns, "result") if same_grid else None
-        arrays[out] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
+        arrays[metric.column] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
     return arrays
 
 
@@ -258,19 +258,20 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> lis
     results = data["results"]
     chunks: list[_Chunk] = []
     measured: set[tuple[int, int]] = set()  # the (preset, workload) instances of the modes run here
-    row = results.get(LATENCY)
+    sampled = metrics.sampled().name
+    row = results.get(metrics.benchmark_names(BENCHMARK_CLASS)[sampled])
     if row is not None:
         grid = _grid(_params(row, columns))
-        arrays = _metric_arrays(results, columns, (LATENCY, COMPILE, MEMORY), len(grid.preset))
+        arrays = _metric_arrays(results, columns, BENCHMARK_CLASS, len(grid.preset))
         # Keep every mode of an instance that has any result; an instance with none was not run here.
         has_result = arrays["status"] != 2
         present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group)
         chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
         measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
-    row = results.get(CANDIDATE_METRICS[0])
+    row = results.get(metrics.benchmark_names(CANDIDATE_CLASS)[sampled])
     if row is not None:
         grid = _candidate_grid(_params(row, columns))
-        arrays = _metric_arrays(results, columns, CANDIDATE_METRICS, len(grid.preset))
+        arrays = _metric_arrays(results, columns, CANDIDATE_CLASS, len(grid.preset))
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
         # existing file's grid with failures (null) in the presets this run did not select.
@@ -292,7 +293,8 @@ def _launch_us(data: dict[str, Any]) -> float:
 
 
 def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Path]], problems: _Problems) -> None:
-    ours = {*METRIC_BENCHMARKS.values(), *CANDIDATE_METRIC_BENCHMARKS.values(), HOST_BENCHMARK}
+    ours = {*metrics.benchmark_names(BENCHMARK_CLASS).values(), *metrics.benchmark_names(CANDIDATE_CLASS).values(),
+            HOST_BENCHMARK}
     for name in data["results"]:
         if name not in ours:
             if problems.strict:
@@ -319,7 +321,7 @@ def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
 
 def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,
               cells_dir: str | os.PathLike[str] | None = None) -> Loaded:
-    """The table of the given runs' cells (see COLUMNS), and one warning per skipped file or stale benchmark."""
+    """The table of the given runs' cells (see `table_columns`), and one warning per skipped file or stale benchmark."""
     problems = _Problems(strict)
     chunks: list[_Chunk] = []
     files: list[RunFile] = []
@@ -353,7 +355,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     table = _assemble(chunks, files, launch, with_samples)
     table = _drop_duplicate_runs(table, problems)
     table["reason"] = _reasons(table, Path(cells_dir) if cells_dir else None)
-    return Loaded(table[COLUMNS], problems.messages)
+    return Loaded(table[table_columns()], problems.messages)
 
 
 def _categorical(values: list[str], codes: np.ndarray) -> pd.Categorical:
@@ -379,8 +381,8 @@ def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], w
     else:
         file_idx = np.array([], dtype=np.int32)
         preset = workload = mode = np.array([], dtype=np.int16)
-        arrays = {k: np.array([], dtype=float) for k in ("median_ms", "ci_low", "ci_high", "q25", "q75", "n_samples",
-                                                         "compile_s", "peak_mem_mib")}
+        numeric = [metrics.sampled().column, *_STATS, *(m.column for m in metrics.unsampled())]
+        arrays = {k: np.array([], dtype=float) for k in numeric}
         arrays["status"] = np.array([], dtype=np.int8)
     domains = np.array([DOMAINS.index(domain_of(w)) for w in WORKLOAD_NAMES], dtype=np.int8)
     table = pd.DataFrame({

@@ -8,7 +8,8 @@ What is written, and why:
 - latency: the study's median, exactly, as the benchmark's value. The study kept no samples, only median, p25
   and p99; inventing samples would fake asv's CI and quartiles, and asv's tools need both quartiles when any is
   present, so no statistics are stored (the tie-aware view then uses the relative band alone).
-- compile time and peak memory: n/a (NaN), the study did not record them; failed cells are null in all three.
+- every other metric (compile time, peak memory): n/a (NaN), the study did not record them; failed cells are null
+  in all of them.
 - the launch floor: only when given (`launch_us`); without it host-bound flags are unknown for this run.
 - failed cells also go to the cell store beside the results, the place failure reasons are read from (asv's
   result files keep no logs).
@@ -33,6 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles
@@ -128,7 +130,7 @@ def suite_benchmarks() -> dict[str, dict[str, Any]]:
     base = module.Baseline
     params = [[repr(v) for v in values] for values in base.params]
     out = {name: {"name": name, "params": params, "param_names": list(base.param_names), "version": str(base.version)}
-           for name in asvfiles.METRIC_BENCHMARKS.values()}
+           for name in metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).values()}
     out[asvfiles.HOST_BENCHMARK] = {"name": asvfiles.HOST_BENCHMARK, "params": [], "param_names": [],
                                     "version": str(module.Host.version)}
     return out
@@ -172,7 +174,8 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
     benchmarks = suite_benchmarks()
     results = asvfiles.open_results(conf, STUDY_ENV, entry, commit, date_ms)
 
-    bench = benchmarks[asvfiles.METRIC_BENCHMARKS["latency"]]
+    names = metrics.benchmark_names(asvfiles.BENCHMARK_CLASS)
+    bench = benchmarks[names[metrics.sampled().name]]
     index = _combinations(bench["params"])
     n = len(index)
     latency: list[Any] = [float("nan")] * n
@@ -184,8 +187,8 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
     duration = sum(c.wall_s for c in cells)
     _add(results, bench, latency, selected, duration)
     not_recorded = [None if v is None else float("nan") for v in latency]  # failed stays failed; ok -> n/a
-    for metric in ("compile_time", "peak_memory"):
-        _add(results, benchmarks[asvfiles.METRIC_BENCHMARKS[metric]], not_recorded, selected, duration)
+    for metric in metrics.unsampled():
+        _add(results, benchmarks[names[metric.name]], not_recorded, selected, duration)
     if launch_us is not None:
         _add(results, benchmarks[asvfiles.HOST_BENCHMARK], [float(launch_us)], {0}, 0.0)
     written = asvfiles.save_results(conf, results, entry)
