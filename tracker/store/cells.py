@@ -60,10 +60,18 @@ class RunKey:
         return f"{_safe(self.machine)}/{_safe(self.commit)}/torch-{_safe(self.torch)}"
 
 
+def default_cells_dir(results_dir: str | os.PathLike[str]) -> Path:
+    """The cell store of a results directory: beside it, where `compile-baselines run` keeps it by default and
+    where failure reasons are looked up."""
+    return Path(results_dir).parent / "cells"
+
+
 def default_root(environ: os._Environ[str] | dict[str, str] = os.environ) -> Path:
+    """The store a benchmark process uses: $COMPILE_BASELINES_CELLS, else beside asv.conf.json's results
+    directory (.asv/results)."""
     if environ.get(ENV_ROOT):
         return Path(environ[ENV_ROOT])
-    return Path(environ.get("ASV_CONF_DIR") or ".") / ".asv" / "cells"
+    return default_cells_dir(Path(environ.get("ASV_CONF_DIR") or ".") / ".asv" / "results")
 
 
 class CellStore:

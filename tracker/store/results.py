@@ -31,7 +31,7 @@ from tracker import metrics
 from tracker.errors import ToolError
 from tracker.store.asvfiles import BENCHMARK_CLASS, CANDIDATE_CLASS, HOST_BENCHMARK
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
-from tracker.store.cells import CellStore, RunKey
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads.kernels.registry import mode_of, split_key
 from workloads.names import DOMAINS, MODES, PRESET_NAMES, WORKLOAD_NAMES, domain_of
 
@@ -418,11 +418,6 @@ def _drop_duplicate_runs(table: pd.DataFrame, problems: _Problems) -> pd.DataFra
                          "file: the cells of the last file read are used")
         table = table.loc[~dup].reset_index(drop=True)
     return table
-
-
-def default_cells_dir(results_dir: str | os.PathLike[str]) -> Path:
-    """Where `compile-baselines run` keeps the cell store by default: beside the results directory."""
-    return Path(results_dir).parent / "cells"
 
 
 def load_results(results_dir: str | os.PathLike[str], *, machine: str | None = None, commit: str | None = None,

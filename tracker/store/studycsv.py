@@ -38,8 +38,7 @@ from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles
-from tracker.store.cells import CellStore, RunKey
-from tracker.store.results import default_cells_dir
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
