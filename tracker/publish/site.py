@@ -223,9 +223,11 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
     from asv.console import log
     from asv.util import UserError
 
+    from tracker.store import asvfiles
+
     if not any(results_dir.glob("*/machine.json")):
         raise PublishError(f"{results_dir} holds no asv results: run `compile-baselines run` or pass --results-dir")
-    conf = _load_config(config)
+    conf = asvfiles.load_conf(config)
     conf.results_dir = str(results_dir)
     if not (results_dir / "benchmarks.json").is_file():
         _write_benchmark_list(conf)
@@ -297,28 +299,16 @@ def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     return [found[n] for n in units if n in found]
 
 
-def _load_config(path: Path) -> Any:
-    from asv.config import Config
-    from asv.util import UserError
-
-    try:
-        conf = Config.load(str(path))
-    except UserError as e:
-        raise PublishError(f"cannot read asv config {path}: {e}") from None
-    # asv resolves these against the working directory (its CLI runs from the config's); we may run anywhere
-    conf.benchmark_dir = str(path.resolve().parent / conf.benchmark_dir)
-    return conf
-
-
 def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLike[str] | None,
                  out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None) -> int:
     """Publish asv's history (offline-ready) to `out`, or when None to asv.conf.json's `html_dir` (relative to
     the config file, as asv reads it), and the report to `<out>/report/`. Returns the exit code."""
     from tracker.publish.report import report_main
+    from tracker.store import asvfiles
 
     config_path = Path(config) if config else DEFAULT_CONFIG
     if out is None and html_dir is None:
-        html_dir = _load_config(config_path).html_dir
+        html_dir = asvfiles.load_conf(config_path).html_dir
     if out is not None:
         site = Path(out).resolve()
     elif html_dir:

@@ -40,6 +40,7 @@ class AsvError(ToolError):
 
 
 def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str | None = None) -> Any:
+    """asv's config at `path`; `results_dir`, when given, in place of the config's."""
     from asv.config import Config
     from asv.util import UserError
 
@@ -47,6 +48,9 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
         conf = Config.load(str(path))
     except UserError as e:
         raise AsvError(f"cannot read asv config {path}: {e}") from None
+    # asv resolves the suite's folder against the working directory (its CLI runs from the config's folder);
+    # the tracker may run anywhere
+    conf.benchmark_dir = str(Path(path).resolve().parent / conf.benchmark_dir)
     if results_dir:
         conf.results_dir = os.path.abspath(results_dir)
     return conf
