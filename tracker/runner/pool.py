@@ -27,6 +27,7 @@ from tracker.paths import REPO_ROOT
 from tracker.runner.worker import ENV_SETTINGS
 from tracker.store import asvfiles
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
+from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
@@ -34,11 +35,8 @@ from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 # only the ratios matter: they balance shards and order the queue (queue_order).
 _MODE_COST = {"eager": 6.0, "default": 20.0, "reduce-overhead": 22.0, "max-autotune": 30.0,
               "max-autotune-no-cudagraphs": 28.0}
-_AUTOTUNED_WORKLOADS = frozenset({
-    "llm_swiglu_mlp", "llm_gelu_mlp", "llm_logits_projection_softmax", "llm_moe_router", "vlm_patch_embedding_conv2d",
-    "vlm_vit_mlp_block", "vlm_contrastive_nce_loss", "diff_unet_resblock", "diff_vae_decoder_upsample",
-    "diff_time_embedding_mlp",
-})
+# max-autotune benchmarks GEMM and convolution templates: the workloads tagged gemm or conv cost it most.
+_AUTOTUNED_WORKLOADS = frozenset(w.name for w in workload_registry.WORKLOADS if {"gemm", "conv"} & set(w.tags))
 
 
 @dataclass(frozen=True, order=True)
