@@ -1,14 +1,18 @@
 """Every (preset, workload, mode) cell as an asv benchmark: thin wrappers over tracker.measure.harness.
 
-One measurement per cell feeds three metrics. asv runs each metric of each parameter combination in a
-fresh process (the study's isolation); the first of the three measures and stores the cell, the others
-read it from the cell store. Cells the study does not measure (decode-invariant workloads in decode,
-full-size presets on a CPU host) raise NotImplementedError in setup, which asv records as skipped.
+One measurement per cell feeds every metric of tracker.metrics, each an asv benchmark track_<metric>. asv
+runs each metric of each parameter combination in a fresh process (the study's isolation); the first of them
+measures and stores the cell, the others read it from the cell store. Cells the study does not measure
+(decode-invariant workloads in decode, full-size presets on a CPU host) raise NotImplementedError in setup,
+which asv records as skipped.
 """
 
 import statistics
+from collections.abc import Callable
+from typing import Any
 
-from tracker.store.cells import CellStore, RunKey, default_root, metric_value, stored_form
+from tracker.metrics import METRICS
+from tracker.store.cells import CellStore, RunKey, check_measured, default_root, metric_value, stored_form
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 
@@ -23,6 +27,26 @@ def stored_or_measured(preset: str, workload: str, mode: str) -> dict:
     return cell
 
 
+def _track(metric: str, unit: str) -> Callable[..., Any]:
+    def track(self: Any, *params: str) -> Any:
+        return metric_value(self.cell, metric)
+
+    track.__name__ = f"track_{metric}"
+    track.unit = unit  # type: ignore[attr-defined]
+    return track
+
+
+def with_metric_tracks(cls: type) -> type:
+    """Give an asv benchmark class one track_<metric> method per metric of tracker.metrics, with its unit: each
+    returns the metric's value of the cell that setup put in `self.cell`."""
+    for metric in METRICS.values():
+        track = _track(metric.name, metric.unit)
+        track.__qualname__ = f"{cls.__qualname__}.{track.__name__}"
+        setattr(cls, track.__name__, track)
+    return cls
+
+
+@with_metric_tracks
 class Baseline:
     params = (list(PRESET_NAMES), list(WORKLOAD_NAMES), list(MODES))
     param_names = ["preset", "workload", "mode"]
@@ -34,22 +58,7 @@ class Baseline:
 
     def setup(self, preset: str, workload: str, mode: str) -> None:
         self.cell = stored_or_measured(preset, workload, mode)
-        metric_value(self.cell, "compile_time")  # raises: skipped or failed, with the reason in asv's log
-
-    def track_latency(self, preset: str, workload: str, mode: str) -> dict:
-        return metric_value(self.cell, "latency")
-
-    track_latency.unit = "ms"
-
-    def track_compile_time(self, preset: str, workload: str, mode: str) -> float:
-        return metric_value(self.cell, "compile_time")
-
-    track_compile_time.unit = "s"
-
-    def track_peak_memory(self, preset: str, workload: str, mode: str) -> float:
-        return metric_value(self.cell, "peak_memory")
-
-    track_peak_memory.unit = "MiB"
+        check_measured(self.cell)  # raises: skipped or failed, with the reason in asv's log
 
 
 class Host:

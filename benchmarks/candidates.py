@@ -6,13 +6,14 @@ second parameter is "workload:name" rather than workload x name, whose product w
 A candidate that cannot run here (device, missing triton) or is wrong raises in setup, with the reason.
 """
 
-from tracker.store.cells import metric_value
+from tracker.store.cells import check_measured
 from workloads.kernels.registry import candidates, mode_of, split_key
 from workloads.names import PRESET_NAMES
 
-from .baselines import stored_or_measured
+from .baselines import stored_or_measured, with_metric_tracks
 
 
+@with_metric_tracks
 class Candidate:
     # Read at import (asv discovers parameters then): the in-tree candidates and the installed plugins'.
     params = (list(PRESET_NAMES), [c.key for c in candidates()])
@@ -26,19 +27,4 @@ class Candidate:
     def setup(self, preset: str, candidate: str) -> None:
         workload, name = split_key(candidate)
         self.cell = stored_or_measured(preset, workload, mode_of(name))
-        metric_value(self.cell, "compile_time")  # raises: skipped or failed (incorrect included), with the reason
-
-    def track_latency(self, preset: str, candidate: str) -> dict:
-        return metric_value(self.cell, "latency")
-
-    track_latency.unit = "ms"
-
-    def track_compile_time(self, preset: str, candidate: str) -> float:
-        return metric_value(self.cell, "compile_time")
-
-    track_compile_time.unit = "s"
-
-    def track_peak_memory(self, preset: str, candidate: str) -> float:
-        return metric_value(self.cell, "peak_memory")
-
-    track_peak_memory.unit = "MiB"
+        check_measured(self.cell)  # raises: skipped or failed (incorrect included), with the reason

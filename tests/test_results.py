@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tracker.errors import ToolError
-from tracker.store import results
+from tracker.store import asvjson, results
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 CPU_TINY = Path(__file__).resolve().parent / "fixtures" / "cpu-tiny" / "results"
@@ -94,7 +94,9 @@ def test_real_cpu_run_loads_into_one_row_per_cell() -> None:
     loaded = results.load_results(CPU_TINY)
     t = loaded.table
     assert loaded.warnings == []
-    assert list(t.columns) == results.COLUMNS
+    assert list(t.columns) == ["commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode",
+                               "domain", "status", "reason", "median_ms", "ci_low", "ci_high", "q25", "q75",
+                               "n_samples", "samples", "compile_s", "peak_mem_mib", "launch_us"]
     # 2 runs x 2 workloads x all 5 modes (the 3 modes not run are 'skipped'), one row each
     assert len(t) == 20
     assert set(t["commit"].astype(str).str[:8]) == {"5d800df4", "bc844535"}
@@ -117,13 +119,13 @@ def test_fast_reader_agrees_with_the_json_parser_except_for_samples() -> None:
     for path in sorted(CPU_TINY.glob("*/*-*.json")):
         text = path.read_text()
         full = json.loads(text)
-        fast = results.parse_result_text(text)
+        fast = asvjson.parse_result_text(text)
         samples = full["result_columns"].index("samples")
         for name, row in full["results"].items():
             expected = [None if i == samples else v for i, v in enumerate(row)]
             assert json.dumps(fast["results"][name]) == json.dumps(expected)
         assert {k: v for k, v in fast.items() if k != "results"} == {k: v for k, v in full.items() if k != "results"}
-        assert json.dumps(results.parse_result_text(text, with_samples=True)) == json.dumps(full)
+        assert json.dumps(asvjson.parse_result_text(text, with_samples=True)) == json.dumps(full)
 
 
 def test_samples_only_on_request_and_for_one_run() -> None:
@@ -184,6 +186,53 @@ def test_domains_from_workload_names() -> None:
     assert results.domain_of("rl_grpo_loss") == "rl"
     with pytest.raises(KeyError):
         results.domain_of("mlp")
+
+
+# ---------------------------------------------------------------------------------------------------- metrics
+
+
+def test_a_metric_added_to_the_registry_reaches_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a metric is one entry in tracker.metrics: the asv classes get its track_ method with its unit, the
+    writer records it through asv's Results, and the reader gives it a column."""
+    import sys
+    from types import SimpleNamespace
+
+    from asv.benchmarks import Benchmarks
+
+    from benchmarks.baselines import with_metric_tracks
+    from tracker import metrics
+    from tracker.store import asvfiles
+
+    monkeypatch.setitem(metrics.METRICS, "wall_time",
+                        metrics.Metric("wall_time", "s", "wall_s", lambda cell: cell["wall_s"]))
+
+    @with_metric_tracks
+    class Suite:
+        cell = {"status": "ok", "wall_s": 4.5}
+
+    assert Suite.track_wall_time.unit == "s" and Suite().track_wall_time("tiny") == 4.5
+
+    results_dir = tmp_path / "results"
+    conf = asvfiles.load_conf(Path(__file__).resolve().parent.parent / "asv.conf.json", str(results_dir))
+    benchmarks = Benchmarks(conf, [
+        {"name": name, "type": "track", "unit": metrics.METRICS[m].unit, "version": "1", "timeout": 60, "code": "",
+         "param_names": ["preset", "workload", "mode"], "params": PARAMS}
+        for m, name in metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).items()])
+    cells = [{"preset": "prefill", "workload": "llm_rmsnorm", "mode": mode, "status": "ok", "reason": "",
+              "samples_ms": [0.5, 0.6, 0.7], "compile_s": 3.0, "peak_mem_bytes": 2**20, "wall_s": 10.0 + i}
+             for i, mode in enumerate(MODES)]
+    entry = {"machine": "h100", "os": "Linux", "arch": "x86_64", "cpu": "cpu", "num_cpu": "16", "ram": "1",
+             "gpu": "NVIDIA H100 80GB HBM3", "driver": "580.1", "cuda": "13.0", "torch": "2.9.1", "triton": "3.5.1"}
+    env = SimpleNamespace(name="existing-py", python=sys.executable, env_vars={})
+    run = asvfiles.open_results(conf, env, entry, "a" * 40, 1_767_225_600_000)
+    asvfiles.record_cells(run, benchmarks, cells)
+    written = asvfiles.save_results(conf, run, entry)
+    assert "baselines.Baseline.track_wall_time" in json.loads(written.read_text())["results"]
+
+    t = results.load_results(results_dir).table
+    assert list(t.columns) == results.table_columns() and "wall_s" in t.columns
+    assert t.set_index(t["mode"].astype(str))["wall_s"].to_dict() == {m: 10.0 + i for i, m in enumerate(MODES)}
+    assert (t["median_ms"] == 0.6).all() and (t["peak_mem_mib"] == 1.0).all() and (t["status"] == "ok").all()
 
 
 # ---------------------------------------------------------------------------------------------------- bad files
@@ -288,11 +337,11 @@ def test_fast_reader_handles_other_layouts_asv_could_write(tmp_path: Path) -> No
     row = data["results"]["baselines.Baseline.track_latency"]
     row.append("eJzLSM3JyQcABiwCFQ==")  # a profile after the samples
     for name, text in {"pretty": json.dumps(data, indent=4, sort_keys=True), "compact": json.dumps(data)}.items():
-        fast = results.parse_result_text(text)
+        fast = asvjson.parse_result_text(text)
         assert fast["results"]["baselines.Baseline.track_latency"][-1] == "eJzLSM3JyQcABiwCFQ==", name
         assert fast["results"]["baselines.Baseline.track_latency"][-2] is None, name
         assert fast["env_vars"] == data["env_vars"], name
-        assert json.dumps(results.parse_result_text(text, with_samples=True)) == json.dumps(json.loads(text)), name
+        assert json.dumps(asvjson.parse_result_text(text, with_samples=True)) == json.dumps(json.loads(text)), name
 
 
 def test_an_empty_file_is_skipped_with_a_warning(tmp_path: Path) -> None:

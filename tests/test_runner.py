@@ -29,6 +29,15 @@ def test_shards_are_disjoint_cover_every_cell_and_balance_expected_cost() -> Non
     assert shard(cells, 1, 2) == parts[0]  # deterministic: every runner of a matrix agrees
 
 
+def test_max_autotune_costs_more_where_the_workload_has_gemm_or_conv_templates_to_tune() -> None:
+    # the workloads' tags say which: a GEMM (llm_swiglu_mlp), a convolution (diff_vae_decoder_upsample), neither
+    def cost(workload: str, mode: str = "max-autotune") -> float:
+        return expected_cost(CellId("prefill", workload, mode))
+
+    assert cost("llm_swiglu_mlp") == cost("diff_vae_decoder_upsample") > cost("llm_rmsnorm")
+    assert cost("llm_swiglu_mlp", "default") == cost("llm_rmsnorm", "default")
+
+
 def test_the_queue_runs_longest_first_with_eager_cells_spread_evenly_from_the_start() -> None:
     cells = plan(["prefill", "decode"])
     queue = queue_order(cells)

@@ -101,6 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracker.runner import policy
     from tracker.runner import pool as runner
     from tracker.store import asvfiles, commits
+    from tracker.store.cells import default_cells_dir
 
     device = policy.device(args.device)
     presets = args.preset or policy.default_presets(device)
@@ -117,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
     jobs = args.jobs or policy.default_jobs(device)
     cfg = runner.RunConfig(
-        store_root=Path(args.cells_dir or Path(conf.results_dir).parent / "cells"),
+        store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)),
         machine=args.machine or socket.gethostname(), commit=commit, jobs=jobs, device=device,
         settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
                           time_limit_s=args.time_limit),

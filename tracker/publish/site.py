@@ -223,9 +223,11 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
     from asv.console import log
     from asv.util import UserError
 
+    from tracker.store import asvfiles
+
     if not any(results_dir.glob("*/machine.json")):
         raise PublishError(f"{results_dir} holds no asv results: run `compile-baselines run` or pass --results-dir")
-    conf = _load_config(config)
+    conf = asvfiles.load_conf(config)
     conf.results_dir = str(results_dir)
     if not (results_dir / "benchmarks.json").is_file():
         _write_benchmark_list(conf)
@@ -271,16 +273,17 @@ HOST_UNIT = "us"  # baselines.Host.track_launch_overhead.unit
 def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     """asv benchmark descriptions of the tracker's own benchmarks, from the newest result file holding each:
     parameters and version as recorded, units and parameter names as tracker.store.asvfiles writes them."""
-    from tracker.store import asvfiles, results
-    from tracker.store.cells import METRICS
+    from tracker import metrics
+    from tracker.store import asvfiles, asvjson, results
 
-    units = {name: METRICS[metric] for metric, name in asvfiles.METRIC_BENCHMARKS.items()}
+    units = {name: metrics.METRICS[metric].unit for metric, name in
+             metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).items()}
     units[asvfiles.HOST_BENCHMARK] = HOST_UNIT
     found: dict[str, dict[str, Any]] = {}
     runs, _ = results.list_runs(results_dir)
     for run in reversed(runs):
         try:
-            data = results.read_result_file(run.path)
+            data = asvjson.read_result_file(run.path)
         except (ValueError, OSError):
             continue
         col = {c: i for i, c in enumerate(data["result_columns"])}
@@ -296,28 +299,16 @@ def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     return [found[n] for n in units if n in found]
 
 
-def _load_config(path: Path) -> Any:
-    from asv.config import Config
-    from asv.util import UserError
-
-    try:
-        conf = Config.load(str(path))
-    except UserError as e:
-        raise PublishError(f"cannot read asv config {path}: {e}") from None
-    # asv resolves these against the working directory (its CLI runs from the config's); we may run anywhere
-    conf.benchmark_dir = str(path.resolve().parent / conf.benchmark_dir)
-    return conf
-
-
 def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLike[str] | None,
                  out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None) -> int:
     """Publish asv's history (offline-ready) to `out`, or when None to asv.conf.json's `html_dir` (relative to
     the config file, as asv reads it), and the report to `<out>/report/`. Returns the exit code."""
     from tracker.publish.report import report_main
+    from tracker.store import asvfiles
 
     config_path = Path(config) if config else DEFAULT_CONFIG
     if out is None and html_dir is None:
-        html_dir = _load_config(config_path).html_dir
+        html_dir = asvfiles.load_conf(config_path).html_dir
     if out is not None:
         site = Path(out).resolve()
     elif html_dir:

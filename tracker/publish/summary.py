@@ -10,7 +10,6 @@ import json
 import os
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -18,6 +17,7 @@ import jinja2
 from tracker.analyse.best import analyse
 from tracker.publish.summary_json import summary_json
 from tracker.stats import HostBound, NoiseModel
+from tracker.store.cells import default_cells_dir
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.names import MODES
 
@@ -214,7 +214,7 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None,
 def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
                 noise: NoiseModel | None = None, host: HostBound | None = None) -> tuple[dict[str, Any], list[str]]:
     files, warnings = pick_runs(results_dir, commit, machine)
-    loaded = load_runs(files, cells_dir=Path(results_dir).parent / "cells")
+    loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
     analysis = analyse(loaded.table, noise, host)
     return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings
 

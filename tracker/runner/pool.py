@@ -27,18 +27,16 @@ from tracker.paths import REPO_ROOT
 from tracker.runner.worker import ENV_SETTINGS
 from tracker.store import asvfiles
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
+from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
-# Rough seconds per cell on the H100 (DEVICE.md: eager 5-7 s, compiled 19-43 s, GEMM autotuning the most);
-# only the ratios matter: they balance shards and order the queue (queue_order).
+# Rough seconds per cell: eager a few, a compiled mode several times that, max-autotune's GEMM tuning the most.
+# Only the ratios matter: they balance shards and order the queue (queue_order).
 _MODE_COST = {"eager": 6.0, "default": 20.0, "reduce-overhead": 22.0, "max-autotune": 30.0,
               "max-autotune-no-cudagraphs": 28.0}
-_AUTOTUNED_WORKLOADS = frozenset({
-    "llm_swiglu_mlp", "llm_gelu_mlp", "llm_logits_projection_softmax", "llm_moe_router", "vlm_patch_embedding_conv2d",
-    "vlm_vit_mlp_block", "vlm_contrastive_nce_loss", "diff_unet_resblock", "diff_vae_decoder_upsample",
-    "diff_time_embedding_mlp",
-})
+# max-autotune benchmarks GEMM and convolution templates: the workloads tagged gemm or conv cost it most.
+_AUTOTUNED_WORKLOADS = frozenset(w.name for w in workload_registry.WORKLOADS if {"gemm", "conv"} & set(w.tags))
 
 
 @dataclass(frozen=True, order=True)
@@ -300,8 +298,10 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     return {c: results[c] for c in cells}
 
 
-# A clean timing's lower quartile lies within 11% of its median (1474 of 1475 cells of eight H100 and H200
-# runs); the one exception, a 6 us kernel timed while something outside the GPU lock ran on the GPU, lay 46% under.
+# How far under its median a timing's lower quartile may lie before the timing counts as disturbed (something
+# outside the GPU lock ran on the GPU). Undisturbed timings stay within about a tenth and disturbed ones fall far
+# further, so a quarter separates them with room on both sides; `tools/bench_runner.py` reports the widest
+# spread of a run's cells against it.
 DISTURBED_SPREAD = 0.25
 
 

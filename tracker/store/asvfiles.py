@@ -18,18 +18,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tracker import metrics
 from tracker.errors import ToolError
 from tracker.store import atomic
-from tracker.store.cells import METRICS, CellFailed, CellSkipped, metric_value
+from tracker.store.cells import CellFailed, CellSkipped, metric_value
 from workloads.kernels.registry import candidate_name
 
 BENCHMARK_CLASS = "baselines.Baseline"
 HOST_BENCHMARK = "baselines.Host.track_launch_overhead"
-# asv metric benchmark name for each of our metrics: baselines.Baseline.track_latency, ...
-METRIC_BENCHMARKS: dict[str, str] = {m: f"{BENCHMARK_CLASS}.track_{m}" for m in METRICS}
 # Kernels under test: params (preset, "workload:name"); a cell's mode is "kernel:<name>".
 CANDIDATE_CLASS = "candidates.Candidate"
-CANDIDATE_METRIC_BENCHMARKS: dict[str, str] = {m: f"{CANDIDATE_CLASS}.track_{m}" for m in METRICS}
+# asv's name of each metric's benchmark (baselines.Baseline.track_latency, ...). The writers and readers ask
+# tracker.metrics.benchmark_names when they run; these are for code that wants the names as constants.
+METRIC_BENCHMARKS: dict[str, str] = metrics.benchmark_names(BENCHMARK_CLASS)
+CANDIDATE_METRIC_BENCHMARKS: dict[str, str] = metrics.benchmark_names(CANDIDATE_CLASS)
 VERSION_KEYS = ("gpu", "driver", "cuda", "torch", "triton")
 
 
@@ -38,6 +40,7 @@ class AsvError(ToolError):
 
 
 def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str | None = None) -> Any:
+    """asv's config at `path`; `results_dir`, when given, in place of the config's."""
     from asv.config import Config
     from asv.util import UserError
 
@@ -45,6 +48,9 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
         conf = Config.load(str(path))
     except UserError as e:
         raise AsvError(f"cannot read asv config {path}: {e}") from None
+    # asv resolves the suite's folder against the working directory (its CLI runs from the config's folder);
+    # the tracker may run anywhere
+    conf.benchmark_dir = str(Path(path).resolve().parent / conf.benchmark_dir)
     if results_dir:
         conf.results_dir = os.path.abspath(results_dir)
     return conf
@@ -119,33 +125,22 @@ def _cell_param_key(cell: dict[str, Any]) -> tuple[str, ...]:
     return tuple(repr(cell[k]) for k in ("preset", "workload", "mode"))
 
 
-def _kept_stderr(old: str, replaced: set[tuple[str, ...]]) -> list[str]:
-    """The old log blocks of parameter combinations not measured again."""
-    kept = []
-    for block in filter(None, (b.strip() for b in old.split("\n\n"))):
-        head = block.splitlines()[0]
-        params = tuple(head.removeprefix("For parameters: ").split(", ")) if head.startswith("For parameters: ") else ()
-        if params not in replaced:
-            kept.append(block)
-    return kept
-
-
 def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]]) -> None:
     """Add measured cells to an asv Results object, as asv's runner would have recorded them: compile modes
     under baselines.Baseline, kernels under test under candidates.Candidate."""
     cells = list(cells)
     kernel_cells = [c for c in cells if candidate_name(c["mode"]) is not None]
     mode_cells = [c for c in cells if candidate_name(c["mode"]) is None]
-    _record_class(results, benchmarks, mode_cells, METRIC_BENCHMARKS)
-    _record_class(results, benchmarks, kernel_cells, CANDIDATE_METRIC_BENCHMARKS)
+    _record_class(results, benchmarks, mode_cells, BENCHMARK_CLASS)
+    _record_class(results, benchmarks, kernel_cells, CANDIDATE_CLASS)
 
 
-def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], metric_names: dict[str, str]) -> None:
+def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], benchmark_class: str) -> None:
     from asv.runner import BenchmarkResult
 
     if not cells:
         return
-    for metric, name in metric_names.items():
+    for metric, name in metrics.benchmark_names(benchmark_class).items():
         bench = benchmarks[name]
         index = {p: i for i, p in enumerate(_params_of(bench))}
         n = len(index)
@@ -153,7 +148,6 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], me
         samples: list[Any] = [None] * n
         number: list[Any] = [None] * n
         selected: set[int] = set()
-        stderr: list[str] = []
         duration = 0.0
         for cell in cells:
             i = index.get(_cell_param_key(cell))
@@ -166,9 +160,8 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], me
             except CellSkipped:
                 result[i] = float("nan")  # asv's mark for 'n/a'
                 continue
-            except CellFailed as e:
-                result[i] = None  # asv's 'failed'
-                stderr.append(f"For parameters: {', '.join(_cell_param_key(cell))}\nCellFailed: {e}")
+            except CellFailed:
+                result[i] = None  # asv's 'failed'; the reason stays in the cell store
                 continue
             if isinstance(value, dict):
                 result[i], samples[i], number[i] = True, value["samples"], value["number"]
@@ -176,9 +169,8 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], me
                 result[i] = value
         if not selected:
             continue
-        stderr = _kept_stderr(results.stderr.get(name, ""), {_params_of(bench)[i] for i in selected}) + stderr
-        res = BenchmarkResult(result=result, samples=samples, number=number, errcode=1 if stderr else 0,
-                              stderr="\n\n".join(stderr), profile=None)
+        # asv keeps a benchmark's log in memory only (Results.save writes no stderr): none is passed
+        res = BenchmarkResult(result=result, samples=samples, number=number, errcode=0, stderr="", profile=None)
         results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=True,
                            started_at=dt.datetime.now(dt.UTC))
 
@@ -239,8 +231,6 @@ def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_m
                     "use another virtualenv (asv keys results by interpreter path) or another --machine name"
                 )
         results.load_data(conf.results_dir)
-        # load_data leaves out the run logs; keep them, they hold the failure reasons
-        results._stderr, results._errcode = dict(old.stderr), dict(old.errcode)
     return results
 
 

@@ -1,11 +1,11 @@
 """The cell store: one JSON file per measured cell, written atomically as soon as the cell finishes.
 
 It is what makes a run resumable (a finished cell is never measured again for the same commit, machine
-and torch version) and what lets the three asv metrics of a cell (latency, compile time, peak memory)
-come from one measurement, although asv runs each in its own process. It is a cache beside the asv
-results, never published; the asv result files are the record.
+and torch version) and what lets every asv metric of a cell (tracker.metrics) come from one measurement,
+although asv runs each in its own process. It is a cache beside the asv results, never published; the asv
+result files are the record.
 
-Imports nothing heavy: asv imports the benchmark suite in every benchmark process.
+Imports neither torch nor pandas: asv imports the benchmark suite in every benchmark process.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tracker import metrics
 from tracker.stats import thin
 from tracker.store import atomic
 
@@ -60,10 +61,18 @@ class RunKey:
         return f"{_safe(self.machine)}/{_safe(self.commit)}/torch-{_safe(self.torch)}"
 
 
+def default_cells_dir(results_dir: str | os.PathLike[str]) -> Path:
+    """The cell store of a results directory: beside it, where `compile-baselines run` keeps it by default and
+    where failure reasons are looked up."""
+    return Path(results_dir).parent / "cells"
+
+
 def default_root(environ: os._Environ[str] | dict[str, str] = os.environ) -> Path:
+    """The store a benchmark process uses: $COMPILE_BASELINES_CELLS, else beside asv.conf.json's results
+    directory (.asv/results)."""
     if environ.get(ENV_ROOT):
         return Path(environ[ENV_ROOT])
-    return Path(environ.get("ASV_CONF_DIR") or ".") / ".asv" / "cells"
+    return default_cells_dir(Path(environ.get("ASV_CONF_DIR") or ".") / ".asv" / "results")
 
 
 class CellStore:
@@ -115,10 +124,6 @@ def stored_form(cell: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# The three asv metrics of a cell, in one place for asv's own runs and for the runner's direct writes.
-METRICS: dict[str, str] = {"latency": "ms", "compile_time": "s", "peak_memory": "MiB"}
-
-
 class CellSkipped(NotImplementedError):
     """asv records a NotImplementedError from setup as 'skipped' (n/a), not as a failure."""
 
@@ -127,18 +132,24 @@ class CellFailed(RuntimeError):
     pass
 
 
-def metric_value(cell: dict[str, Any], metric: str) -> Any:
-    """A stored cell's value for one asv metric; raises CellSkipped/CellFailed as asv should record it."""
+def check_measured(cell: dict[str, Any]) -> None:
+    """Raise as asv should record a cell that was not measured: CellSkipped or CellFailed, with its reason."""
     if cell["status"] == "skipped":
         raise CellSkipped(cell["reason"])
     if cell["status"] != "ok":
         raise CellFailed(cell["reason"])
-    if metric == "latency":
-        return {"samples": thin(cell["samples_ms"]), "number": 1}
-    if metric == "compile_time":
-        return cell["compile_s"]
-    if metric == "peak_memory":
-        if cell.get("peak_mem_bytes") is None:
-            raise CellSkipped("peak device memory is recorded on CUDA only")
-        return cell["peak_mem_bytes"] / 2**20
-    raise KeyError(f"unknown metric {metric!r}")
+
+
+def metric_value(cell: dict[str, Any], metric: str) -> Any:
+    """A stored cell's value for one metric of tracker.metrics, as asv takes it (samples as {"samples", "number"});
+    raises CellSkipped/CellFailed as asv should record it."""
+    check_measured(cell)
+    m = metrics.METRICS.get(metric)
+    if m is None:
+        raise KeyError(f"unknown metric {metric!r}")
+    value = m.value(cell)
+    if value is None and m.absent is not None:
+        raise CellSkipped(m.absent)
+    if m.sampled:
+        return {"samples": thin(value), "number": 1}
+    return value

@@ -9,19 +9,15 @@ gpu, torch and triton, so a run is identified by (commit, machine, torch). Resul
 is a measurement, NaN is "not run / n/a" (skipped), null is a failure. asv does not save a benchmark's log
 (Results.save drops stderr), so failure reasons come from the cell store beside the results when it is there.
 
-Reading is built for a year of nightly history (730 files of ~4 MB, almost all of it samples): samples are
-skipped without being parsed unless asked for (`with_samples`, or `load_samples` for the one run a comparison
-needs), which makes a file cost ~1 ms instead of ~90 ms. Result files are only ever read.
+Files are read by tracker.store.asvjson, which skips the samples (most of a file's bytes) unless asked for:
+`with_samples`, or `load_samples` for the one run a comparison needs.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import json
-import mmap
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,46 +27,35 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracker import metrics
 from tracker.errors import ToolError
-from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, HOST_BENCHMARK, METRIC_BENCHMARKS
-from tracker.store.cells import CellStore, RunKey
+from tracker.store.asvfiles import BENCHMARK_CLASS, CANDIDATE_CLASS, HOST_BENCHMARK
+from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads.kernels.registry import mode_of, split_key
 from workloads.names import DOMAINS, MODES, PRESET_NAMES, WORKLOAD_NAMES, domain_of
-
-ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
-METRIC_ORDER = ("latency", "compile_time", "peak_memory")
-LATENCY, COMPILE, MEMORY = (METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
-CANDIDATE_METRICS = tuple(CANDIDATE_METRIC_BENCHMARKS[m] for m in METRIC_ORDER)
 
 STATUSES = ("ok", "failed", "skipped")
 RUN_KEYS = ["commit", "machine", "torch"]
 CELL_KEYS = ["preset", "workload", "mode"]
-COLUMNS = [
-    "commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode", "domain", "status", "reason",
-    "median_ms", "ci_low", "ci_high", "q25", "q75", "n_samples", "samples", "compile_s", "peak_mem_mib", "launch_us",
-]
+# The sampled metric's statistics (tracker.metrics), from asv's stats of its row
+_STATS = {"ci_low": "ci_99_a", "ci_high": "ci_99_b", "q25": "q_25", "q75": "q_75", "n_samples": "repeat"}
+
+
+def table_columns() -> list[str]:
+    """The table's columns: the run and the cell, then the sampled metric's median, statistics and samples, then
+    one column per other metric of tracker.metrics, then the run's launch floor."""
+    return ["commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode", "domain", "status",
+            "reason", metrics.sampled().column, *_STATS, "samples", *(m.column for m in metrics.unsampled()),
+            "launch_us"]
+
+
 NO_REASON = "failed (reason not recorded: asv result files keep no logs and the cell store has no entry)"
 NOT_RUN = "not run or not applicable"
 
 
 class ResultsError(ToolError):
     pass
-
-
-@dataclass(frozen=True)
-class RunFile:
-    """One asv result file: one run of the suite on one machine for one commit and environment."""
-
-    path: Path
-    machine: str
-    commit: str
-    date_ms: int
-    env_name: str
-    params: dict[str, str]
-
-    @property
-    def torch(self) -> str:
-        return str(self.params.get("torch", "unknown"))
 
 
 @dataclass
@@ -92,174 +77,7 @@ class _Problems:
         self.messages.append(message)
 
 
-# ---------------------------------------------------------------------------------------------------- reading
-
-
-_RESULTS_KEY = re.compile(rb'"results"\s*:\s*\{')
-_COLUMNS_KEY = re.compile(rb'"result_columns"\s*:\s*(\[[^\]]*\])')
-_STRUCT = re.compile(rb'[\[\]{}"]')  # the bytes that change nesting, or start a string
-_SCALAR = re.compile(rb'[^,\]}\s]*')
-_WS = b" \t\n\r"
-_OPEN, _CLOSE, _QUOTE = b"[{", b"]}", ord('"')
-
-
-class _Unexpected(ValueError):
-    """The fast reader met a layout it does not handle; the plain JSON parser is used instead."""
-
-
-def _skip_ws(buf: Any, i: int) -> int:
-    while buf[i] in _WS:
-        i += 1
-    return i
-
-
-def _skip_string(buf: Any, i: int) -> int:
-    """End of the JSON string starting at `i` (its opening quote)."""
-    j = i + 1
-    while True:
-        j = buf.find(b'"', j)
-        if j < 0:
-            raise _Unexpected("unterminated string")
-        k = j - 1
-        while buf[k] == 0x5C:  # backslashes: an odd count escapes this quote
-            k -= 1
-        if (j - 1 - k) % 2 == 0:
-            return j + 1
-        j += 1
-
-
-def _skip_value(buf: Any, i: int) -> int:
-    """End of the JSON value at `i`, without building it: a regex hops from bracket to bracket over the numbers."""
-    c = buf[i]
-    if c == _QUOTE:
-        return _skip_string(buf, i)
-    if c not in _OPEN:
-        return _SCALAR.match(buf, i).end()
-    depth, j = 0, i
-    while True:
-        m = _STRUCT.search(buf, j)
-        if m is None:
-            raise _Unexpected("unterminated value")
-        ch = buf[m.start()]
-        if ch == _QUOTE:
-            j = _skip_string(buf, m.start())
-            continue
-        depth += 1 if ch in _OPEN else -1
-        j = m.end()
-        if depth == 0:
-            return j
-
-
-def _skip_samples(buf: Any, i: int) -> int:
-    """End of a samples value: null, or a list of (null | flat list of numbers). A sample list holds no brackets
-    or strings, so its end is the next ']' (a memchr-speed find): the bulk of a file is crossed at memory speed."""
-    if buf[i : i + 4] == b"null":
-        return i + 4
-    if buf[i] != 0x5B:
-        raise _Unexpected(f"samples at {i}")
-    i += 1
-    while True:
-        c = buf[i]
-        if c == 0x5B:  # '['
-            i = buf.find(b"]", i) + 1
-            if i == 0:
-                raise _Unexpected("unterminated samples")
-        elif c == 0x6E:  # 'n'ull
-            i += 4
-        elif c == 0x5D:  # ']'
-            return i + 1
-        elif c in b", \t\n\r":
-            i += 1
-        else:
-            raise _Unexpected(f"samples at {i}")
-
-
-def _samples_spans(buf: Any) -> list[tuple[int, int]]:
-    """Byte spans of every benchmark's samples column in an asv result file (empty when there are none)."""
-    cols = _COLUMNS_KEY.search(buf)
-    start = _RESULTS_KEY.search(buf)
-    if not cols or not start:
-        raise _Unexpected("no result_columns or results")
-    columns = json.loads(cols.group(1))
-    if "samples" not in columns:
-        return []
-    samples_col = columns.index("samples")
-    spans = []
-    i = _skip_ws(buf, start.end())
-    while buf[i] != 0x7D:  # '}': the end of "results"
-        i = _skip_ws(buf, _skip_string(buf, i))
-        if buf[i] != 0x3A:  # ':'
-            raise _Unexpected("key")
-        i = _skip_ws(buf, i + 1)
-        if buf[i] != 0x5B:
-            raise _Unexpected("row")
-        i = _skip_ws(buf, i + 1)
-        col = 0
-        while buf[i] != 0x5D:
-            if col == samples_col:
-                end = _skip_samples(buf, i)
-                spans.append((i, end))
-                i = end
-            else:
-                i = _skip_value(buf, i)
-            col += 1
-            i = _skip_ws(buf, i)
-            if buf[i] == 0x2C:  # ','
-                i = _skip_ws(buf, i + 1)
-        i = _skip_ws(buf, i + 1)
-        if buf[i] == 0x2C:
-            i = _skip_ws(buf, i + 1)
-    return spans
-
-
-def parse_result_bytes(buf: Any, with_samples: bool = False) -> dict[str, Any]:
-    """An asv result file's JSON (bytes or an mmap; NaN and Infinity allowed). Unless `with_samples`, every samples
-    column is cut out before parsing (read as null): only the small rest is decoded and parsed."""
-    if not with_samples:
-        try:
-            spans = _samples_spans(buf)
-        except (_Unexpected, ValueError, IndexError):
-            spans = None  # anything unusual: the plain parser decides (and reports a broken file)
-        if spans is not None:
-            parts, last = [], 0
-            for a, b in spans:
-                parts += [buf[last:a], b"null"]
-                last = b
-            parts.append(buf[last:])
-            return json.loads(b"".join(parts))
-    return json.loads(bytes(buf))
-
-
-def parse_result_text(text: str, with_samples: bool = False) -> dict[str, Any]:
-    return parse_result_bytes(text.encode("utf-8"), with_samples)
-
-
-def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
-    """The parsed file; ValueError (with the reason) when it is not a readable asv result file of our format."""
-    try:
-        with open(path, "rb") as f:
-            try:
-                buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # no copy of the samples' megabytes
-            except ValueError:  # an empty file cannot be mapped
-                buf = b""
-            try:
-                data = parse_result_bytes(buf, with_samples)
-            finally:
-                if isinstance(buf, mmap.mmap):
-                    buf.close()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not UTF-8 text ({e.reason})") from None
-    except ValueError as e:
-        raise ValueError(f"not valid JSON, truncated or corrupt ({e})") from None
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    version = data.get("version")
-    if version != ASV_RESULTS_VERSION:
-        raise ValueError(f"asv result format version {version!r}; this tracker reads version {ASV_RESULTS_VERSION}")
-    for key in ("commit_hash", "date", "params", "result_columns", "results"):
-        if key not in data:
-            raise ValueError(f"missing key {key!r}")
-    return data
+# ---------------------------------------------------------------------------------------------------- runs
 
 
 def result_files(results_dir: str | os.PathLike[str]) -> list[Path]:
@@ -273,37 +91,6 @@ def result_files(results_dir: str | os.PathLike[str]) -> list[Path]:
     if not files:
         raise ResultsError(f"no asv result files in {root}: run `compile-baselines run` first, or check --results-dir")
     return files
-
-
-_HEAD = {
-    "commit": re.compile(r'"commit_hash"\s*:\s*"([0-9A-Fa-f]+)"'),
-    "env": re.compile(r'"env_name"\s*:\s*"([^"]*)"'),
-    "date": re.compile(r'"date"\s*:\s*(\d+)'),
-    "params": re.compile(r'"params"\s*:\s*(\{[^{}]*\})'),
-}
-
-
-def _run_of(path: Path, data: dict[str, Any]) -> RunFile:
-    params = {k: str(v) for k, v in data["params"].items()}
-    return RunFile(path, params.get("machine") or path.parent.name, str(data["commit_hash"]), int(data["date"]),
-                   str(data.get("env_name", "")), params)
-
-
-def read_header(path: Path) -> RunFile:
-    """Which run a file holds, from its first bytes (asv writes commit, env, date and params first)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = f.read(16384)
-    found = {k: rx.search(head) for k, rx in _HEAD.items()}
-    if all(found.values()) and head.lstrip().startswith("{"):
-        try:
-            params = json.loads(found["params"].group(1))
-        except ValueError:
-            params = None
-        if isinstance(params, dict):
-            data = {"commit_hash": found["commit"].group(1), "date": found["date"].group(1), "params": params,
-                    "env_name": found["env"].group(1)}
-            return _run_of(path, data)
-    return _run_of(path, read_result_file(path))
 
 
 def list_runs(results_dir: str | os.PathLike[str], strict: bool = False) -> tuple[list[RunFile], list[str]]:
@@ -417,10 +204,6 @@ def _floats(values: Any, n: int) -> np.ndarray:
     return np.array(values, dtype=float)  # None -> NaN
 
 
-def _stat(stats: Any, key: str, n: int) -> np.ndarray:
-    return _floats(stats.get(key), n) if stats else np.full(n, np.nan)
-
-
 @dataclass
 class _Chunk:
     """The rows one benchmark class of one file contributes, as arrays (codes into PRESET_NAMES, WORKLOAD_NAMES
@@ -436,30 +219,25 @@ class _Chunk:
     unknown: tuple[str, ...]
 
 
-def _metric_arrays(results: dict[str, Any], columns: dict[str, int], names: tuple[str, str, str],
+def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_class: str,
                    n: int) -> dict[str, np.ndarray]:
-    """Median, CI, quartiles, sample count and status (0 ok, 1 failed, 2 skipped) of a benchmark class's cells
-    from its latency row; compile time and peak memory from its other two metric rows."""
-    row = results[names[0]]
+    """A benchmark class's cells: median, statistics and status (0 ok, 1 failed, 2 skipped) from its sampled
+    metric's row, one array per other metric from that metric's row."""
+    names = metrics.benchmark_names(benchmark_class)
+    sampled = metrics.sampled()
+    row = results[names[sampled.name]]
     result = _column(row, columns, "result")
     result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
     failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
     median = _floats(result, n)
-    stats = {k: _column(row, columns, f"stats_{k}") for k in ("ci_99_a", "ci_99_b", "q_25", "q_75", "repeat")}
-    arrays = {
-        "median_ms": median,
-        "ci_low": _floats(stats["ci_99_a"], n),
-        "ci_high": _floats(stats["ci_99_b"], n),
-        "q25": _floats(stats["q_25"], n),
-        "q75": _floats(stats["q_75"], n),
-        "n_samples": _floats(stats["repeat"], n),
-        "status": np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8),
-    }
-    for out, name in (("compile_s", names[1]), ("peak_mem_mib", names[2])):
-        other = results.get(name)
+    arrays = {sampled.column: median}
+    arrays.update({out: _floats(_column(row, columns, f"stats_{key}"), n) for out, key in _STATS.items()})
+    arrays["status"] = np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8)
+    for metric in metrics.unsampled():
+        other = results.get(names[metric.name])
         same_grid = other is not None and _column(other, columns, "params") == _column(row, columns, "params")
         values = _column(other, columns, "result") if same_grid else None
-        arrays[out] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
+        arrays[metric.column] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
     return arrays
 
 
@@ -480,19 +258,20 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> lis
     results = data["results"]
     chunks: list[_Chunk] = []
     measured: set[tuple[int, int]] = set()  # the (preset, workload) instances of the modes run here
-    row = results.get(LATENCY)
+    sampled = metrics.sampled().name
+    row = results.get(metrics.benchmark_names(BENCHMARK_CLASS)[sampled])
     if row is not None:
         grid = _grid(_params(row, columns))
-        arrays = _metric_arrays(results, columns, (LATENCY, COMPILE, MEMORY), len(grid.preset))
+        arrays = _metric_arrays(results, columns, BENCHMARK_CLASS, len(grid.preset))
         # Keep every mode of an instance that has any result; an instance with none was not run here.
         has_result = arrays["status"] != 2
         present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group)
         chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
         measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
-    row = results.get(CANDIDATE_METRICS[0])
+    row = results.get(metrics.benchmark_names(CANDIDATE_CLASS)[sampled])
     if row is not None:
         grid = _candidate_grid(_params(row, columns))
-        arrays = _metric_arrays(results, columns, CANDIDATE_METRICS, len(grid.preset))
+        arrays = _metric_arrays(results, columns, CANDIDATE_CLASS, len(grid.preset))
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
         # existing file's grid with failures (null) in the presets this run did not select.
@@ -514,7 +293,8 @@ def _launch_us(data: dict[str, Any]) -> float:
 
 
 def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Path]], problems: _Problems) -> None:
-    ours = {*METRIC_BENCHMARKS.values(), *CANDIDATE_METRIC_BENCHMARKS.values(), HOST_BENCHMARK}
+    ours = {*metrics.benchmark_names(BENCHMARK_CLASS).values(), *metrics.benchmark_names(CANDIDATE_CLASS).values(),
+            HOST_BENCHMARK}
     for name in data["results"]:
         if name not in ours:
             if problems.strict:
@@ -541,7 +321,7 @@ def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
 
 def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,
               cells_dir: str | os.PathLike[str] | None = None) -> Loaded:
-    """The table of the given runs' cells (see COLUMNS), and one warning per skipped file or stale benchmark."""
+    """The table of the given runs' cells (see `table_columns`), and one warning per skipped file or stale benchmark."""
     problems = _Problems(strict)
     chunks: list[_Chunk] = []
     files: list[RunFile] = []
@@ -551,7 +331,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     for run in runs:
         try:
             data = read_result_file(run.path, with_samples)
-            run = _run_of(run.path, data)
+            run = run_of(run.path, data)
             _check_benchmarks(data, run.path, stale, problems)
             file_chunks = _file_rows(data, len(files), with_samples)
             for name in (name for chunk in file_chunks for name in chunk.unknown):
@@ -575,7 +355,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     table = _assemble(chunks, files, launch, with_samples)
     table = _drop_duplicate_runs(table, problems)
     table["reason"] = _reasons(table, Path(cells_dir) if cells_dir else None)
-    return Loaded(table[COLUMNS], problems.messages)
+    return Loaded(table[table_columns()], problems.messages)
 
 
 def _categorical(values: list[str], codes: np.ndarray) -> pd.Categorical:
@@ -601,8 +381,8 @@ def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], w
     else:
         file_idx = np.array([], dtype=np.int32)
         preset = workload = mode = np.array([], dtype=np.int16)
-        arrays = {k: np.array([], dtype=float) for k in ("median_ms", "ci_low", "ci_high", "q25", "q75", "n_samples",
-                                                         "compile_s", "peak_mem_mib")}
+        numeric = [metrics.sampled().column, *_STATS, *(m.column for m in metrics.unsampled())]
+        arrays = {k: np.array([], dtype=float) for k in numeric}
         arrays["status"] = np.array([], dtype=np.int8)
     domains = np.array([DOMAINS.index(domain_of(w)) for w in WORKLOAD_NAMES], dtype=np.int8)
     table = pd.DataFrame({
@@ -638,11 +418,6 @@ def _drop_duplicate_runs(table: pd.DataFrame, problems: _Problems) -> pd.DataFra
                          "file: the cells of the last file read are used")
         table = table.loc[~dup].reset_index(drop=True)
     return table
-
-
-def default_cells_dir(results_dir: str | os.PathLike[str]) -> Path:
-    """Where `compile-baselines run` keeps the cell store by default: beside the results directory."""
-    return Path(results_dir).parent / "cells"
 
 
 def load_results(results_dir: str | os.PathLike[str], *, machine: str | None = None, commit: str | None = None,

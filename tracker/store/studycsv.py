@@ -8,7 +8,8 @@ What is written, and why:
 - latency: the study's median, exactly, as the benchmark's value. The study kept no samples, only median, p25
   and p99; inventing samples would fake asv's CI and quartiles, and asv's tools need both quartiles when any is
   present, so no statistics are stored (the tie-aware view then uses the relative band alone).
-- compile time and peak memory: n/a (NaN), the study did not record them; failed cells are null in all three.
+- every other metric (compile time, peak memory): n/a (NaN), the study did not record them; failed cells are null
+  in all of them.
 - the launch floor: only when given (`launch_us`); without it host-bound flags are unknown for this run.
 - failed cells also go to the cell store beside the results, the place failure reasons are read from (asv's
   result files keep no logs).
@@ -33,11 +34,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles
-from tracker.store.cells import CellStore, RunKey
-from tracker.store.results import default_cells_dir
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
@@ -128,7 +129,7 @@ def suite_benchmarks() -> dict[str, dict[str, Any]]:
     base = module.Baseline
     params = [[repr(v) for v in values] for values in base.params]
     out = {name: {"name": name, "params": params, "param_names": list(base.param_names), "version": str(base.version)}
-           for name in asvfiles.METRIC_BENCHMARKS.values()}
+           for name in metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).values()}
     out[asvfiles.HOST_BENCHMARK] = {"name": asvfiles.HOST_BENCHMARK, "params": [], "param_names": [],
                                     "version": str(module.Host.version)}
     return out
@@ -139,14 +140,13 @@ def _combinations(params: list[list[str]]) -> dict[tuple[str, ...], int]:
     return {combo: i for i, combo in enumerate(itertools.product(*params))}
 
 
-def _add(results: Any, bench: dict[str, Any], values: list[Any], selected: set[int], duration: float,
-         errors: list[str]) -> None:
+def _add(results: Any, bench: dict[str, Any], values: list[Any], selected: set[int], duration: float) -> None:
     from asv.runner import BenchmarkResult
 
     n = len(values)
-    # number=None: asv keeps the value as given (no statistics computed from samples)
-    res = BenchmarkResult(result=values, samples=[None] * n, number=[None] * n, errcode=1 if errors else 0,
-                          stderr="\n\n".join(errors), profile=None)
+    # number=None: asv keeps the value as given (no statistics computed from samples). No log: asv writes none
+    # into result files; failure reasons go to the cell store.
+    res = BenchmarkResult(result=values, samples=[None] * n, number=[None] * n, errcode=0, stderr="", profile=None)
     results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=False,
                        started_at=dt.datetime.now(dt.UTC))
 
@@ -173,25 +173,23 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
     benchmarks = suite_benchmarks()
     results = asvfiles.open_results(conf, STUDY_ENV, entry, commit, date_ms)
 
-    bench = benchmarks[asvfiles.METRIC_BENCHMARKS["latency"]]
+    names = metrics.benchmark_names(asvfiles.BENCHMARK_CLASS)
+    bench = benchmarks[names[metrics.sampled().name]]
     index = _combinations(bench["params"])
     n = len(index)
     latency: list[Any] = [float("nan")] * n
     selected: set[int] = set()
-    errors: list[str] = []
     for c in cells:
         i = index[(repr(c.preset), repr(c.workload), repr(c.mode))]
         selected.add(i)
         latency[i] = c.median_ms if c.ok else None
-        if not c.ok:
-            errors.append(f"For parameters: {c.preset!r}, {c.workload!r}, {c.mode!r}\n{c.reason}")
     duration = sum(c.wall_s for c in cells)
-    _add(results, bench, latency, selected, duration, errors)
+    _add(results, bench, latency, selected, duration)
     not_recorded = [None if v is None else float("nan") for v in latency]  # failed stays failed; ok -> n/a
-    for metric in ("compile_time", "peak_memory"):
-        _add(results, benchmarks[asvfiles.METRIC_BENCHMARKS[metric]], not_recorded, selected, duration, errors)
+    for metric in metrics.unsampled():
+        _add(results, benchmarks[names[metric.name]], not_recorded, selected, duration)
     if launch_us is not None:
-        _add(results, benchmarks[asvfiles.HOST_BENCHMARK], [float(launch_us)], {0}, 0.0, [])
+        _add(results, benchmarks[asvfiles.HOST_BENCHMARK], [float(launch_us)], {0}, 0.0)
     written = asvfiles.save_results(conf, results, entry)
 
     store = CellStore(cells_dir if cells_dir is not None else default_cells_dir(results_dir),

@@ -1,0 +1,58 @@
+"""The metrics a cell reports, one registry: everything that names a metric derives from it.
+
+One measurement of a cell (tracker.measure.harness) feeds every metric; asv records each as its own
+benchmark, `track_<name>` of baselines.Baseline and candidates.Candidate, with the metric's unit. The cell
+store hands asv the value (tracker.store.cells.metric_value), the results table reads it back into the
+metric's column, the study importer and the publisher describe it from here. Adding a metric is one entry
+below plus the measurement that stores its value in the cell.
+
+Exactly one metric is sampled (latency): asv computes its median, confidence interval and quartiles from the
+samples, its row says whether a cell was measured, failed or skipped, and the table's statistics columns
+(ci_low, ci_high, q25, q75, n_samples, samples) are its.
+
+Standard library only: asv imports the benchmark suite, and with it this module, in every benchmark process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # asv benchmark `track_<name>`
+    unit: str  # asv's unit of that benchmark
+    column: str  # the results table's column (for the sampled metric: its median)
+    value: Callable[[dict[str, Any]], Any]  # a measured (ok) stored cell -> the value; samples when `sampled`
+    sampled: bool = False  # the value is a list of samples, asv keeps them and computes the statistics
+    absent: str | None = None  # when set, a value of None is asv's n/a (skipped) with this reason
+
+
+def _peak_mib(cell: dict[str, Any]) -> float | None:
+    peak = cell.get("peak_mem_bytes")
+    return None if peak is None else peak / 2**20
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("latency", "ms", "median_ms", lambda cell: cell["samples_ms"], sampled=True),
+    Metric("compile_time", "s", "compile_s", lambda cell: cell["compile_s"]),
+    Metric("peak_memory", "MiB", "peak_mem_mib", _peak_mib, absent="peak device memory is recorded on CUDA only"),
+)}
+
+
+def sampled() -> Metric:
+    """The one sampled metric: its asv row gives each cell's status and the table's statistics."""
+    (metric,) = (m for m in METRICS.values() if m.sampled)
+    return metric
+
+
+def unsampled() -> list[Metric]:
+    """The other metrics, in registry order: one number each per cell."""
+    return [m for m in METRICS.values() if not m.sampled]
+
+
+def benchmark_names(benchmark_class: str) -> dict[str, str]:
+    """asv's benchmark name of every metric of a class: {"latency": "baselines.Baseline.track_latency", ...}."""
+    return {m.name: f"{benchmark_class}.track_{m.name}" for m in METRICS.values()}
