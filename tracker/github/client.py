@@ -114,17 +114,8 @@ class GitHubClient:
     def list_issue_comments(self, owner: str, repo: str, number: int) -> list[Comment]:
         """All comments of an issue or PR, oldest first, following `Link: rel="next"` across pages."""
         what = f"{owner}/{repo}#{number}"
-        url: str | None = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}/comments?per_page=100"
-        seen: set[str] = set()
-        comments: list[Comment] = []
-        while url:
-            if url in seen:  # a server that links a page to itself would loop forever
-                raise GitHubError(f"GitHub pagination loops at {_path(url)} while listing comments of {what}")
-            seen.add(url)
-            response = self._request("GET", url, what, hint=HINT_PR)
-            comments += [_comment(item, what) for item in _json_list(response, what)]
-            url = response.links.get("next", {}).get("url")
-        return comments
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}/comments?per_page=100"
+        return [_comment(item, what) for item in self._pages(url, what, HINT_PR, "comments of ")]
 
     def create_issue_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues/{number}/comments"
@@ -146,18 +137,9 @@ class GitHubClient:
         """The repository's issues in `state`, following pagination; pull requests (which GitHub lists among
         issues, marked by a "pull_request" key) are left out."""
         what = f"issues of {owner}/{repo}"
-        url: str | None = f"{self.api_url}/repos/{owner}/{repo}/issues?state={state}&per_page=100"
-        seen: set[str] = set()
-        issues: list[Issue] = []
-        while url:
-            if url in seen:
-                raise GitHubError(f"GitHub pagination loops at {_path(url)} while listing {what}")
-            seen.add(url)
-            response = self._request("GET", url, what)
-            issues += [_issue(item, what) for item in _json_list(response, what)
-                       if not isinstance(item, dict) or "pull_request" not in item]
-            url = response.links.get("next", {}).get("url")
-        return issues
+        url = f"{self.api_url}/repos/{owner}/{repo}/issues?state={state}&per_page=100"
+        return [_issue(item, what) for item in self._pages(url, what, HINT_REPO)
+                if not isinstance(item, dict) or "pull_request" not in item]
 
     def create_issue(self, owner: str, repo: str, title: str, body: str) -> Issue:
         url = f"{self.api_url}/repos/{owner}/{repo}/issues"
@@ -171,6 +153,20 @@ class GitHubClient:
         return _issue(_json(self._request("PATCH", url, what, dict(fields)), what), what)
 
     # -- transport -------------------------------------------------------------------------------------
+
+    def _pages(self, url: str, what: str, hint: str, listing: str = "") -> list[Any]:
+        """The items of a listing, following `Link: rel="next"` across pages."""
+        items: list[Any] = []
+        seen: set[str] = set()
+        next_url: str | None = url
+        while next_url:
+            if next_url in seen:  # a server that links a page to itself would loop forever
+                raise GitHubError(f"GitHub pagination loops at {_path(next_url)} while listing {listing}{what}")
+            seen.add(next_url)
+            response = self._request("GET", next_url, what, hint=hint)
+            items += _json_list(response, what)
+            next_url = response.links.get("next", {}).get("url")
+        return items
 
     def _request(self, method: str, url: str, what: str, payload: dict[str, Any] | None = None,
                  hint: str = HINT_REPO) -> requests.Response:
