@@ -35,7 +35,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the tracker is imported lazily: the child's import time and RSS are measured
 
-LATENCY = "baselines.Baseline.track_latency"
 DAY_MS = 86_400_000
 SAMPLES_MARK = "__SAMPLES__"
 
@@ -58,9 +57,13 @@ def _study_cells(n: int) -> list[tuple[str, str, str]]:
 
 def build_year(source: Path, out: Path, commits: int, torches: int, cells: int, min_samples: int) -> int:
     """Write the synthetic history; returns the bytes written."""
+    from tracker import metrics
+    from tracker.store.asvfiles import HOST_BENCHMARK, METRIC_BENCHMARKS
+
+    latency = METRIC_BENCHMARKS["latency"]
     data = _template(source)
     cols = {c: i for i, c in enumerate(data["result_columns"])}
-    row = data["results"][LATENCY]
+    row = data["results"][latency]
     params = row[cols["params"]]
     combos = [tuple(eval_repr(v) for v in c) for c in itertools.product(*params)]
     index = {c: i for i, c in enumerate(combos)}
@@ -111,9 +114,8 @@ def build_year(source: Path, out: Path, commits: int, torches: int, cells: int, 
                      params, "1", 0, 1.0]
             doc = dict(data, commit_hash=commit, date=1_735_689_600_000 + c * DAY_MS, env_name=f"existing-py_t{v}",
                        params=dict(data["params"], torch=torch, machine="bench-h100"),
-                       results={LATENCY: new_row, "baselines.Baseline.track_compile_time": other,
-                                "baselines.Baseline.track_peak_memory": other,
-                                "baselines.Host.track_launch_overhead": [[6.0 + 0.1 * v], [], "1", 0, 1.0]})
+                       results={latency: new_row, **{METRIC_BENCHMARKS[m.name]: other for m in metrics.unsampled()},
+                                HOST_BENCHMARK: [[6.0 + 0.1 * v], [], "1", 0, 1.0]})
             text = json.dumps(doc).replace(json.dumps(SAMPLES_MARK), samples_text, 1)
             path = out / "bench-h100" / f"{commit[:8]}-existing-py_t{v}.json"
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from tracker.measure.harness import Settings
-from tracker.runner.pool import DISTURBED_SPREAD, Progress, RunConfig, measure_cells, plan
-from tracker.stats import quantile
+from tracker.runner.pool import Progress, RunConfig, measure_cells, plan
+from tracker.stats import DISTURBED_SPREAD, lower_spread, quantile
 from tracker.store.cells import CellStore, RunKey, torch_version
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -110,8 +110,8 @@ def cmd_phases(a: argparse.Namespace) -> None:
         if xs:
             print(f"  {name:<14} {statistics.median(xs):7.3f} {statistics.fmean(xs):7.3f} {sum(xs):8.1f}"
                   f"  ({len(xs)} cells)")
-    spread = {(c["preset"], c["workload"], c["mode"]): (c["median_ms"] - c["p25_ms"]) / c["median_ms"] for c in cells}
-    if spread:  # how far below its median a cell's lower quartile lies (runner.DISTURBED_SPREAD)
+    spread = {(c["preset"], c["workload"], c["mode"]): lower_spread(c["median_ms"], c["p25_ms"]) for c in cells}
+    if spread:  # how far below its median a cell's lower quartile lies (stats.DISTURBED_SPREAD)
         widest = max(spread, key=spread.get)
         print(f"widest timing spread (median - p25) / median: {spread[widest]:.1%} ({' '.join(widest)}); "
               f"{sum(v > DISTURBED_SPREAD for v in spread.values())} cells over {DISTURBED_SPREAD:.0%}")

@@ -82,6 +82,25 @@ def relative_spread(median: float, q25: float | None, q75: float | None,
     return math.nan
 
 
+# How far under its median a timing's lower quartile may lie before the timing counts as disturbed (something
+# outside the GPU lock ran on the GPU). Undisturbed timings stay within about a tenth and disturbed ones fall far
+# further, so a quarter separates them with room on both sides; `tools/bench_runner.py` reports the widest
+# spread of a run's cells against it.
+DISTURBED_SPREAD = 0.25
+
+
+def lower_spread(median: float | None, p25: float | None) -> float:
+    """How far the lower quartile lies under the median, relative to it; NaN when either is missing."""
+    if _missing(median) or _missing(p25) or not median:
+        return math.nan
+    return float((median - p25) / median)
+
+
+def disturbed(median: float | None, p25: float | None) -> bool:
+    """A timing whose samples spread as only a disturbed timing's do (see DISTURBED_SPREAD)."""
+    return lower_spread(median, p25) > DISTURBED_SPREAD  # NaN compares False
+
+
 # ---------------------------------------------------------------------------------------------------- two measurements
 
 

@@ -31,11 +31,11 @@ from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, decla
 from tracker.publish.summary_json import preset_summary
 from tracker.stats import float_or_none
 from tracker.store import results
+from tracker.store.asvfiles import METRIC_BENCHMARKS
 from tracker.store.cells import RunKey
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-LATENCY_BENCHMARK = "baselines.Baseline.track_latency"
 
 
 class ReportError(ToolError):
@@ -130,7 +130,7 @@ def asv_link(asv_index: str | None, machine: str, preset: str, workload: str) ->
         return None
     q = "&".join(f"{k}={quote(v, safe='')}" for k, v in
                  (("machine", machine), ("p-preset", repr(preset)), ("p-workload", repr(workload))))
-    return f"{asv_index}#{LATENCY_BENCHMARK}?{q}"
+    return f"{asv_index}#{METRIC_BENCHMARKS['latency']}?{q}"
 
 
 def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner: str | None,

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from tracker import stats
 from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
@@ -298,20 +299,14 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     return {c: results[c] for c in cells}
 
 
-# How far under its median a timing's lower quartile may lie before the timing counts as disturbed (something
-# outside the GPU lock ran on the GPU). Undisturbed timings stay within about a tenth and disturbed ones fall far
-# further, so a quarter separates them with room on both sides; `tools/bench_runner.py` reports the widest
-# spread of a run's cells against it.
-DISTURBED_SPREAD = 0.25
 
 
 def needs_gpu_alone(result: dict[str, Any]) -> bool:
     """Other cells shared the GPU: a cell that ran out of memory, whose L2 flush had to be cut short for lack
     of free memory (so its timing may include host time), or whose samples spread as only a disturbed timing's
     do, gets a run of its own at the end."""
-    median, p25 = result.get("median_ms"), result.get("p25_ms")
-    disturbed = bool(median and p25 is not None and (median - p25) / median > DISTURBED_SPREAD)
-    return result.get("reason", "").startswith("out of memory") or bool(result.get("flush_capped")) or disturbed
+    return (result.get("reason", "").startswith("out of memory") or bool(result.get("flush_capped"))
+            or stats.disturbed(result.get("median_ms"), result.get("p25_ms")))
 
 
 def _finish(cell: CellId, result: dict[str, Any] | None, results: dict[CellId, dict[str, Any]],
