@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from tracker.measure.fingerprint import compiled_fingerprint, loaded_modules
 from tracker.measure.hostinfo import host_info
 from tracker.stats import quantile
 from workloads import names, registry
@@ -67,6 +68,8 @@ class CellResult:
     lock_held_s: float | None = None
     lock_wait_s: float | None = None
     host: dict[str, str] = field(default_factory=dict)
+    # A compile mode's generated code and chosen launch configs, hashed (tracker.measure.fingerprint)
+    fingerprint: dict[str, Any] | None = None
     wall_s: float = 0.0
 
     @property
@@ -390,6 +393,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
         ref = _clone(fn(*args, **kwargs))
         _sync(device)
     torch._dynamo.reset()
+    before = loaded_modules()
     if fn_override is not None:
         call_fn = fn_override
     elif mode == "eager":
@@ -436,6 +440,8 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, devi
             samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
         if device == "cuda":
             result.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
+    if fn_override is None and mode != "eager":
+        result.fingerprint = compiled_fingerprint(before)
     result.samples_ms = samples
     result.median_ms = quantile(samples, 0.5)
     result.p25_ms = quantile(samples, 0.25)
