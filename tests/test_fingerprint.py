@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -71,17 +72,26 @@ def test_modules_loaded_before_the_cell_are_left_out(tmp_path, loaded):
     assert fingerprint.compiled_fingerprint(before)["modules"] == 1
 
 
-def _measured(workload: str, mode: str) -> list:
+def _measured(workload: str, mode: str, cache: Path) -> list:
     code = ("import json, sys\nfrom tracker.measure.harness import Settings, measure_cell\n"
             "c = measure_cell('tiny', sys.argv[1], sys.argv[2], device='cpu', "
             "settings=Settings(warmup_ms=1, rep_ms=5, warmup_calls=2))\n"
             "print(json.dumps([c.status, c.fingerprint]))")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}  # a cold run gives each cell its own cache
     out = subprocess.run([sys.executable, "-c", code, workload, mode], capture_output=True, text=True, cwd=ROOT,
-                         check=True)
+                         check=True, env=env)
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def test_two_compiles_in_fresh_processes_agree_and_eager_has_none():
-    a, b = _measured("diff_cfg_blend", "default"), _measured("diff_cfg_blend", "default")
+def test_two_cold_compiles_in_fresh_processes_agree_and_eager_has_none(tmp_path):
+    a = _measured("diff_cfg_blend", "default", tmp_path / "cache-a")
+    b = _measured("diff_cfg_blend", "default", tmp_path / "cache-b")
     assert a[0] == b[0] == "ok" and a[1]["code"] == b[1]["code"]
-    assert _measured("diff_cfg_blend", "eager") == ["ok", None]
+    assert _measured("diff_cfg_blend", "eager", tmp_path / "cache-c") == ["ok", None]
+
+
+def test_what_differs_between_identical_compiles_is_left_out():
+    a = "# kernel path: /tmp/tmpa1/inductor/4a/c4a.py\nhook=<function f at 0x7f00ab12>"
+    b = "# kernel path: /tmp/tmpzz/inductor/4a/c4a.py\nhook=<function f at 0x7f99cd34>"
+    assert fingerprint.normalised(a) == fingerprint.normalised(b)
+    assert fingerprint.normalised("x = a / b") == "x = a / b"

@@ -19,9 +19,19 @@ Never raises: a torch without these internals gives no fingerprint, not a failed
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 DIGITS = 12  # hex digits kept: enough to tell compiles of one cell apart
+# What differs between compiles of the same code: the compile cache's location (each cell of a cold run has its
+# own, and inductor names its files in comments and strings) and object addresses in reprs.
+_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]*")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def normalised(text: str) -> str:
+    """`text` without what varies between identical compiles: absolute paths and object addresses."""
+    return _ADDRESS.sub("", _PATH.sub("<path>", text))
 
 
 def _digest(parts: list[str]) -> str:
@@ -38,7 +48,7 @@ def _sources(modules: list[Any]) -> list[str]:
         path = getattr(module, "__file__", None)
         if path:
             with open(path, encoding="utf-8") as f:
-                out.append(f.read())
+                out.append(normalised(f.read()))
     return sorted(out)
 
 
@@ -50,7 +60,7 @@ def _launch_configs(modules: list[Any]) -> list[str]:
         for name, obj in sorted(vars(module).items()):
             launchers = getattr(obj, "launchers", None)
             if isinstance(launchers, list) and launchers:
-                out.append(f"{name}: " + "; ".join(str(getattr(x, "config", "?")) for x in launchers))
+                out.append(normalised(f"{name}: " + "; ".join(str(getattr(x, "config", "?")) for x in launchers)))
     return out
 
 
