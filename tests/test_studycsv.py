@@ -126,7 +126,7 @@ def test_rows_are_deduplicated_and_an_ok_row_beats_a_failed_tag(tmp_path: Path) 
     assert cells["max-autotune"].reason == "status 'timeout' in the study's file"
 
     rd = tmp_path / "results"
-    studycsv.import_csv(path, rd, machine="study", torch="2.9.1", commit="abc1234", date_ms=1)
+    studycsv.import_csv(path, rd, machine="study", torch="2.9.1", commit="abc1234", date_ms=1_767_225_600_001)
     t = results.load_results(rd).table.set_index("mode")
     assert t.loc["reduce-overhead", "status"] == "failed"
     assert t.loc["reduce-overhead", "reason"] == "InductorError: boom"  # from the cell store beside the results
@@ -159,8 +159,9 @@ def test_the_study_is_one_point_of_a_history(study: dict[str, Any], tmp_path: Pa
     rd = tmp_path / "results"
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
                             "llm_rmsnorm,prefill,llm,all,default,ok,20,0.11,0.1,0.2,\n")
-    studycsv.import_csv(STUDY_CSV, rd, machine="h100", torch="2.9.1", commit="1" * 40, date_ms=1000)
-    studycsv.import_csv(path, rd, machine="h100", torch="2.10.0", commit="2" * 40, date_ms=2000, launch_us=6.5)
+    studycsv.import_csv(STUDY_CSV, rd, machine="h100", torch="2.9.1", commit="1" * 40, date_ms=1_767_225_601_000)
+    studycsv.import_csv(path, rd, machine="h100", torch="2.10.0", commit="2" * 40, date_ms=1_767_225_602_000,
+                        launch_us=6.5)
     a = analysis.analyse(results.load_results(rd).table)
     by_torch = analysis.history(a, "torch")
     assert list(by_torch[by_torch["preset"] == "prefill"]["torch"].astype(str)) == ["2.9.1", "2.10.0"]
@@ -188,7 +189,8 @@ def test_the_generator_rebuilds_the_committed_csv() -> None:
 def test_import_main_says_what_became_of_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
                             "llm_rmsnorm,prefill,llm,all,default,error,20,,,,boom\n")
-    assert studycsv.import_main(path, tmp_path / "r", "study", "2.9.1", commit="abcdef1234", date_ms=5) == 0
+    assert studycsv.import_main(path, tmp_path / "r", "study", "2.9.1", commit="abcdef1234",
+                                date_ms=1_767_225_600_005) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"imported 2 cells (1 failed) from {path} as commit abcdef1234 on machine study")
     assert "abcdef12-existing-study-csv.json" in out

@@ -37,7 +37,7 @@ from typing import Any
 from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
-from tracker.store import asvfiles
+from tracker.store import asvfiles, asvjson
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -157,6 +157,8 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
                launch_us: float | None = None, cells_dir: str | os.PathLike[str] | None = None) -> Path:
     """Write the study CSV at `path` as one asv run in `results_dir`; returns the result file written."""
     path = Path(path)
+    if date_ms is not None and (problem := asvjson.date_problem(date_ms)):
+        raise StudyCsvError(f"--date: {problem}")
     cells = read_study_csv(path)
     if commit is None:
         commit = hashlib.sha1(path.read_bytes()).hexdigest()
@@ -164,7 +166,10 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
         raise StudyCsvError(f"commit {commit!r} is not a hexadecimal git hash (asv names result files by it)")
     if not machine or not re.fullmatch(r"[A-Za-z0-9._+-]+", machine):
         raise StudyCsvError(f"machine name {machine!r}: use letters, digits and . _ + - (it names a directory)")
-    date_ms = int(path.stat().st_mtime * 1000) if date_ms is None else int(date_ms)  # when it was written
+    if date_ms is None:  # when it was written
+        date_ms = int(path.stat().st_mtime * 1000)
+        if problem := asvjson.date_problem(date_ms):
+            raise StudyCsvError(f"{path}'s modification time as the run's {problem}: pass --date")
     host = {"gpu": gpu or "unknown", "driver": driver or "unknown", "cuda": cuda or "unknown", "torch": torch,
             "triton": triton or "unknown"}
     entry = {"machine": machine, "os": "unknown", "arch": "unknown", "cpu": "unknown", "num_cpu": "", "ram": "",
