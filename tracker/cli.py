@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -334,10 +336,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader of our output went away (`list | head -1`): as CPython's docs on SIGPIPE recommend, send the
+        # rest of the output to devnull so that the flush at exit does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
         print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
         return 2
+    except OSError as e:  # a file where a directory should be, a read-only directory, a full disk
+        print(f"compile-baselines {args.command}: error: {e.strerror or e}"
+              + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"compile-baselines {args.command}: interrupted; finished cells are kept, run again to resume",
               file=sys.stderr)
@@ -348,7 +362,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _message(e: BaseException) -> Any:
-    return e.args[0] if isinstance(e, KeyError) and e.args else e
+    """The error's line. A KeyError with a message says it; one with a bare key (a lookup that failed) says which
+    key was missing and where, instead of the key alone."""
+    if not isinstance(e, KeyError) or not e.args:
+        return e
+    key = e.args[0]
+    if isinstance(key, str) and " " in key:
+        return key
+    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    place = f" (in {Path(where.filename).name}:{where.lineno}, {where.name})" if where else ""
+    return f"missing key {key!r}{place}"
 
 
 if __name__ == "__main__":
