@@ -84,3 +84,24 @@ def test_summary_of_unreadable_files_is_one_line(tmp_path: Path, capsys: pytest.
     path.write_text("{corrupt")
     assert cli.main(["summary", "--results-dir", str(tmp_path)]) == 1
     assert path.name in _one_error_line(capsys.readouterr().err, "summary")
+
+
+@pytest.mark.parametrize("argv", [
+    ["measure", "--preset", "tiny", "--workload", "llm_rmsnorm", "--mode", "eager", "--rep-ms", "0"],
+    ["measure", "--preset", "tiny", "--workload", "llm_rmsnorm", "--mode", "eager", "--warmup-ms", "-1"],
+    ["measure", "--preset", "tiny", "--workload", "llm_rmsnorm", "--mode", "eager", "--rep-ms", "nan"],
+    ["run", "--cell-timeout", "0"],
+    ["import-csv", "x.csv", "--machine", "m", "--torch", "2", "--launch-us", "-3"],
+])
+def test_measurement_settings_must_be_positive(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2 and "give a number" in capsys.readouterr().err
+
+
+def test_run_refuses_a_date_in_nanoseconds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--commit", "abc1234", "--date", "1795333738000000000", "--results-dir", str(tmp_path / "r"),
+            "--workload", "llm_rmsnorm", "--mode", "eager"]
+    assert cli.main(argv) == 1
+    assert "ms since the epoch" in _one_error_line(capsys.readouterr().err, "run")
+    assert not (tmp_path / "r").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -216,6 +217,23 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
+    """An argparse type: a finite number of `kind` above `minimum` (or at least it, unless `strict`)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number {'>' if strict else '>='} {minimum:g}")
+        return value
+
+    return parse
+
+
+POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compile-baselines", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config (default: the project's)")
@@ -225,10 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     def timing(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("measurement settings (defaults: the study's)")
-        g.add_argument("--warmup-ms", type=float, default=100.0, help="do_bench warmup budget (ms)")
-        g.add_argument("--rep-ms", type=float, default=1000.0, help="do_bench measurement budget (ms)")
-        g.add_argument("--warmup-calls", type=int, default=20, help="direct calls after compiling")
-        g.add_argument("--time-limit", type=float, default=None, help="seconds for a whole cell, compile included")
+        g.add_argument("--warmup-ms", type=NON_NEGATIVE, default=100.0, help="do_bench warmup budget (ms)")
+        g.add_argument("--rep-ms", type=POSITIVE, default=1000.0, help="do_bench measurement budget (ms)")
+        g.add_argument("--warmup-calls", type=COUNT, default=20, help="direct calls after compiling")
+        g.add_argument("--time-limit", type=POSITIVE, default=None, help="seconds for a whole cell, compile included")
 
     m = sub.add_parser("measure", help="measure one cell in this process, without asv")
     m.add_argument("--preset", required=True, choices=PRESET_NAMES)
@@ -258,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", choices=("cpu", "cuda"))
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
-    r.add_argument("--cell-timeout", type=float, default=1800.0, help="kill a cell's process after this (s)")
+    r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     timing(r)
@@ -287,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--triton")
     c.add_argument("--driver")
     c.add_argument("--cuda")
-    c.add_argument("--launch-us", type=float, help="the measuring host's launch floor, if known (us)")
+    c.add_argument("--launch-us", type=POSITIVE, help="the measuring host's launch floor, if known (us)")
 
     d = sub.add_parser("compare", help="base vs head: per-cell changes with significance, best-mode changes")
     reading(d)
