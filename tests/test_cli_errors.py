@@ -105,3 +105,20 @@ def test_run_refuses_a_date_in_nanoseconds(tmp_path: Path, capsys: pytest.Captur
     assert cli.main(argv) == 1
     assert "ms since the epoch" in _one_error_line(capsys.readouterr().err, "run")
     assert not (tmp_path / "r").exists()
+
+
+def test_summary_of_a_run_where_every_cell_failed_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": None, "default": None}))
+    assert cli.main(["summary", "--results-dir", str(tmp_path)]) == 0
+    assert "warning: no cell measured ok: 2 failed" in capsys.readouterr().err
+
+
+def test_compare_names_the_unreadable_file_a_missing_run_may_be_in(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}), commit="a" * 40)
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.4}), commit="b" * 40,
+                      date_ms=1_767_225_700_000)
+    base.write_text(base.read_text()[:100])
+    assert cli.main(["compare", "--results-dir", str(tmp_path), "--base", "aaaa", "--head", "bbbb"]) == 1
+    line = _one_error_line(capsys.readouterr().err, "compare")
+    assert "no results for commit 'aaaa'" in line and "could not be read" in line and base.name in line

@@ -20,7 +20,7 @@ import functools
 import math
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,20 +112,24 @@ def list_runs(results_dir: str | os.PathLike[str], strict: bool = False) -> tupl
     return runs, problems.messages
 
 
-def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | None = None) -> list[RunFile]:
-    """Runs of `machine` whose commit starts with `commit`; ResultsError naming what exists when none match."""
+def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | None = None,
+                unreadable: Sequence[str] = ()) -> list[RunFile]:
+    """Runs of `machine` whose commit starts with `commit`; ResultsError naming what exists when none match, and
+    the first of the `unreadable` files' warnings (list_runs's): the run asked for may be in one of them."""
+    maybe = (f"; {len(unreadable)} result file(s) could not be read, e.g. {unreadable[0]}" if unreadable else "")
     chosen = runs
     if machine is not None:
         chosen = [r for r in chosen if r.machine == machine]
         if not chosen:
             known = sorted({r.machine for r in runs})
-            raise ResultsError(f"no results for machine {machine!r}; machines with results: {', '.join(known)}")
+            raise ResultsError(f"no results for machine {machine!r}; machines with results: {', '.join(known)}"
+                               + maybe)
     if commit is not None:
         by_prefix = [r for r in chosen if r.commit.lower().startswith(commit.lower())]
         if not by_prefix:
             recent = [r.commit[:8] for r in chosen[-5:]]
             raise ResultsError(f"no results for commit {commit!r}" + (f" on machine {machine!r}" if machine else "")
-                               + f"; latest commits with results: {', '.join(recent)}")
+                               + f"; latest commits with results: {', '.join(recent)}" + maybe)
         if len({r.commit for r in by_prefix}) > 1:
             matches = ", ".join(sorted({r.commit for r in by_prefix}))
             raise ResultsError(f"commit prefix {commit!r} is ambiguous: {matches}")
@@ -505,7 +509,7 @@ def load_results(results_dir: str | os.PathLike[str], *, machine: str | None = N
     the suite are skipped with one warning each; `strict` raises ResultsError instead. Failure reasons are read
     from `cells_dir` (default: the cell store beside the results directory)."""
     runs, warnings = list_runs(results_dir, strict)
-    runs = select_runs(runs, machine, commit)
+    runs = select_runs(runs, machine, commit, warnings)
     loaded = load_runs(runs, strict=strict, with_samples=with_samples,
                        cells_dir=cells_dir if cells_dir is not None else default_cells_dir(results_dir))
     loaded.warnings[:0] = warnings
