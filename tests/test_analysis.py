@@ -17,6 +17,7 @@ from tracker.stats import HostBound, NoiseModel
 from tracker.store import results
 from workloads.names import MODES
 
+T0 = 1_767_225_600_000  # 2026-01-01 in ms: a plausible run date
 MANCG = "max-autotune-no-cudagraphs"
 
 
@@ -166,9 +167,9 @@ def three_runs(tmp_path: Path) -> analysis.Analysis:
         return instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": default, MANCG: mancg})
 
     t = load(tmp_path,
-             {"cells": cells(0.120, 0.110), "commit": "1" * 40, "date_ms": 1_000_000, "env": "py-a"},
-             {"cells": cells(0.100, 0.112), "commit": "2" * 40, "date_ms": 2_000_000, "env": "py-a"},
-             {"cells": cells(0.100, 0.099), "commit": "2" * 40, "date_ms": 2_000_000, "env": "py-b",
+             {"cells": cells(0.120, 0.110), "commit": "1" * 40, "date_ms": T0 + 1_000_000, "env": "py-a"},
+             {"cells": cells(0.100, 0.112), "commit": "2" * 40, "date_ms": T0 + 2_000_000, "env": "py-a"},
+             {"cells": cells(0.100, 0.099), "commit": "2" * 40, "date_ms": T0 + 2_000_000, "env": "py-b",
               "torch": "2.10.0"})
     return analysis.analyse(t)
 
@@ -203,8 +204,8 @@ def test_a_flip_within_noise_is_a_change_but_not_beyond_noise(tmp_path: Path) ->
     def cells(default: float, mancg: float) -> dict[Any, Any]:
         return instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": default, MANCG: mancg})
 
-    t = load(tmp_path, {"cells": cells(0.1010, 0.1000), "commit": "1" * 40, "date_ms": 1},
-             {"cells": cells(0.1000, 0.1005), "commit": "2" * 40, "date_ms": 2})
+    t = load(tmp_path, {"cells": cells(0.1010, 0.1000), "commit": "1" * 40, "date_ms": T0 + 1},
+             {"cells": cells(0.1000, 0.1005), "commit": "2" * 40, "date_ms": T0 + 2})
     tl = analysis.best_mode_timeline(analysis.analyse(t))
     assert list(tl["changed"]) == [False, True] and list(tl["changed_beyond_noise"]) == [False, False]
 
@@ -212,8 +213,8 @@ def test_a_flip_within_noise_is_a_change_but_not_beyond_noise(tmp_path: Path) ->
 def test_figures_cover_every_run_and_preset_at_once(tmp_path: Path) -> None:
     cells = instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.12})
     cells |= instance("decode", "llm_rmsnorm", {"eager": 0.03, "default": 0.01})
-    t = load(tmp_path, {"cells": cells, "commit": "1" * 40, "date_ms": 1},
-             {"cells": cells, "commit": "2" * 40, "date_ms": 2, "machine": "h200"})
+    t = load(tmp_path, {"cells": cells, "commit": "1" * 40, "date_ms": T0 + 1},
+             {"cells": cells, "commit": "2" * 40, "date_ms": T0 + 2, "machine": "h200"})
     f = analysis.analyse(t).figures
     assert len(f) == 4 and set(f["machine"].astype(str)) == {"h100", "h200"}
     assert (f["instances"] == 1).all() and (f["wins_default"] == 1).all()

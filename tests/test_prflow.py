@@ -107,7 +107,7 @@ def test_a_ref_resolves_to_its_full_hash_and_a_run_records_under_it(repo: tuple[
     with pytest.raises(CommitError, match="'no-such-ref' is not a commit of the repository"):
         resolve_ref("no-such-ref", r)
     assert commits.resolve(c["head"][:10], r)[0] == c["head"]
-    assert commits.resolve("cafe", tmp_path, 5) == ("cafe", 5)  # no repository: recorded as given
+    assert commits.resolve("cafe", tmp_path, 1_767_225_600_000) == ("cafe", 1_767_225_600_000)  # no repository
 
 
 def test_pr_flow_measures_both_sides_compares_and_comments_once(

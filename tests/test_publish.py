@@ -234,6 +234,20 @@ def test_html_dir_is_relative_to_the_config(results_dir: Path, tmp_path: Path) -
     assert (tmp_path / "conf" / ".asv" / "html" / "report" / "index.html").is_file()
 
 
+def test_a_stale_benchmarks_json_leaving_out_graphs_is_warned_about(results_dir: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    results = Path(shutil.copytree(results_dir, tmp_path / "results"))
+    listed = json.loads((results / "benchmarks.json").read_text())
+    del listed[asvfiles.METRIC_BENCHMARKS["compile_time"]]  # written before the metric was added
+    (results / "benchmarks.json").write_text(json.dumps(listed))
+    publish.publish_main(results, None, tmp_path / "site")
+    err = capsys.readouterr().err
+    assert "publish: warning: 1 benchmark(s) with results have no graphs" in err
+    assert asvfiles.METRIC_BENCHMARKS["compile_time"] in err and "stale?" in err
+
+
 def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_path: Path) -> None:
     """A suite newer than its results (kernels under test not yet run): asv's grid would 404 on them."""
     import shutil

@@ -369,3 +369,74 @@ def test_the_real_h100_runs_load_completely() -> None:
     assert (t["n_samples"] > 0).all() and (t["ci_low"] <= t["median_ms"]).all()
     assert (t["median_ms"] <= t["ci_high"]).all() and t["launch_us"].notna().all()
     assert t["peak_mem_mib"].notna().all() and t["compile_s"].notna().all()  # measured on CUDA
+
+
+# ---------------------------------------------------------------------------------------------------- hostile files
+
+
+@pytest.mark.parametrize("value", [-1.5, 0.0, math.inf])
+def test_an_impossible_latency_is_a_failed_cell_with_one_warning(tmp_path: Path, value: float) -> None:
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": value}))
+    loaded = results.load_results(tmp_path)
+    row = loaded.table[loaded.table["mode"] == "default"].iloc[0]
+    assert row["status"] == "failed" and math.isnan(row["median_ms"]) and "impossible latency" in row["reason"]
+    assert len(loaded.warnings) == 1 and "prefill/llm_rmsnorm/default" in loaded.warnings[0]
+    assert (loaded.table["median_ms"].dropna() > 0).all()
+
+
+def test_an_impossible_latency_never_reaches_compare(tmp_path: Path) -> None:
+    from tracker.analyse.compare import compare_runs
+
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": -1.5}), commit="a" * 40)
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.2}), commit="b" * 40,
+                      date_ms=1_767_225_700_000)
+    c = compare_runs(tmp_path, "aaaa", "bbbb")
+    assert any("impossible latency" in w for w in c.warnings)
+
+
+def test_impossible_statistics_and_samples_are_read_as_na(tmp_path: Path) -> None:
+    cell = {"median": 0.5, "ci": (-1.0, math.inf), "samples": [0.5, -2.0, 0.5]}
+    write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": cell}))
+    loaded = results.load_results(tmp_path, with_samples=True)
+    row = loaded.table.iloc[0]
+    assert row["status"] == "ok" and math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
+    assert row["samples"] is None
+    assert any("ci_low" in w for w in loaded.warnings) and any("samples" in w for w in loaded.warnings)
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d: d.update(params="x"), '"params" is not an object'),
+    (lambda d: d.update(date=1_795_333_738_000_000_000), "between 2000 and 2100"),
+    (lambda d: d.update(date=-5), "between 2000 and 2100"),
+    (lambda d: d.update(commit_hash=["x"]), "commit_hash"),
+    (lambda d: d.update(results=[1]), '"results" is not an object'),
+    (lambda d: d["results"]["baselines.Baseline.track_latency"][0].__setitem__(0, "fast"), "'fast' is not a number"),
+    (lambda d: d["results"]["baselines.Baseline.track_latency"].__setitem__(1, "x"), "skipped"),
+    (lambda d: d["results"].__setitem__("deep", "[" * 100_000 + "]" * 100_000), "nested too deeply"),
+])
+def test_a_file_with_values_of_the_wrong_kind_is_skipped_with_a_warning_naming_it(tmp_path: Path, change: Any,
+                                                                                   why: str) -> None:
+    good = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}), commit="a" * 40)
+    bad = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.6}), commit="b" * 40,
+                            date_ms=1_767_225_700_000)
+    data = json.loads(bad.read_text())
+    change(data)
+    text = json.dumps(data)
+    bad.write_text(text.replace('"' + "[" * 100_000, "[" * 100_000).replace("]" * 100_000 + '"', "]" * 100_000))
+    loaded = results.load_results(tmp_path)
+    assert set(loaded.table["commit"].astype(str)) == {"a" * 40}, loaded.warnings
+    assert len(loaded.warnings) == 1 and bad.name in loaded.warnings[0] and why in loaded.warnings[0]
+    assert good.exists()
+
+
+def test_every_file_unreadable_is_one_clear_error(tmp_path: Path) -> None:
+    path = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}))
+    path.write_text("{corrupt")
+    with pytest.raises(results.ResultsError, match="none of the 1 result file"):
+        results.list_runs(tmp_path)
+    path.unlink()
+    good = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5}))
+    data = good.read_text()
+    good.write_text(data[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}")  # its header still reads
+    with pytest.raises(results.ResultsError, match="nested too deeply"):
+        results.load_results(tmp_path)

@@ -126,7 +126,7 @@ def test_rows_are_deduplicated_and_an_ok_row_beats_a_failed_tag(tmp_path: Path) 
     assert cells["max-autotune"].reason == "status 'timeout' in the study's file"
 
     rd = tmp_path / "results"
-    studycsv.import_csv(path, rd, machine="study", torch="2.9.1", commit="abc1234", date_ms=1)
+    studycsv.import_csv(path, rd, machine="study", torch="2.9.1", commit="abc1234", date_ms=1_767_225_600_001)
     t = results.load_results(rd).table.set_index("mode")
     assert t.loc["reduce-overhead", "status"] == "failed"
     assert t.loc["reduce-overhead", "reason"] == "InductorError: boom"  # from the cell store beside the results
@@ -159,8 +159,9 @@ def test_the_study_is_one_point_of_a_history(study: dict[str, Any], tmp_path: Pa
     rd = tmp_path / "results"
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
                             "llm_rmsnorm,prefill,llm,all,default,ok,20,0.11,0.1,0.2,\n")
-    studycsv.import_csv(STUDY_CSV, rd, machine="h100", torch="2.9.1", commit="1" * 40, date_ms=1000)
-    studycsv.import_csv(path, rd, machine="h100", torch="2.10.0", commit="2" * 40, date_ms=2000, launch_us=6.5)
+    studycsv.import_csv(STUDY_CSV, rd, machine="h100", torch="2.9.1", commit="1" * 40, date_ms=1_767_225_601_000)
+    studycsv.import_csv(path, rd, machine="h100", torch="2.10.0", commit="2" * 40, date_ms=1_767_225_602_000,
+                        launch_us=6.5)
     a = analysis.analyse(results.load_results(rd).table)
     by_torch = analysis.history(a, "torch")
     assert list(by_torch[by_torch["preset"] == "prefill"]["torch"].astype(str)) == ["2.9.1", "2.10.0"]
@@ -188,7 +189,37 @@ def test_the_generator_rebuilds_the_committed_csv() -> None:
 def test_import_main_says_what_became_of_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
                             "llm_rmsnorm,prefill,llm,all,default,error,20,,,,boom\n")
-    assert studycsv.import_main(path, tmp_path / "r", "study", "2.9.1", commit="abcdef1234", date_ms=5) == 0
+    assert studycsv.import_main(path, tmp_path / "r", "study", "2.9.1", commit="abcdef1234",
+                                date_ms=1_767_225_600_005) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"imported 2 cells (1 failed) from {path} as commit abcdef1234 on machine study")
     assert "abcdef12-existing-study-csv.json" in out
+
+
+def test_conflicting_duplicate_rows_are_refused_naming_both_lines(tmp_path: Path) -> None:
+    path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
+                            "llm_rmsnorm,prefill,llm,memory-bound,eager,ok,5,0.5,0.5,0.6,\n"
+                            "llm_rmsnorm,prefill,llm,norm,eager,ok,5,0.9,0.8,1.0,\n")
+    with pytest.raises(studycsv.StudyCsvError, match=r"lines 2 and 4 measure prefill/llm_rmsnorm/eager differently"):
+        studycsv.read_study_csv(path)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    path = tmp_path / "study.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n").encode())
+    (cell,) = studycsv.read_study_csv(path)
+    assert cell.workload == "llm_rmsnorm" and cell.median_ms == 0.5
+
+
+def test_a_zero_median_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0,0,0,\n")
+    with pytest.raises(studycsv.StudyCsvError, match=r"study.csv:2: median_ms '0' is not a finite positive number"):
+        studycsv.read_study_csv(path)
+
+
+@pytest.mark.parametrize("date_ms", [1_795_333_738_000_000_000, 1_795_333_738, -1])
+def test_an_implausible_date_is_refused_and_nothing_is_written(tmp_path: Path, date_ms: int) -> None:
+    path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n")
+    with pytest.raises(studycsv.StudyCsvError, match=r"--date: .* ms since the epoch"):
+        studycsv.import_csv(path, tmp_path / "r", machine="study", torch="2.9.1", date_ms=date_ms)
+    assert not (tmp_path / "r").exists()

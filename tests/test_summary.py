@@ -84,9 +84,9 @@ def test_latest_run_by_default_and_any_run_on_request(tmp_path: Path) -> None:
 
 def test_all_torch_versions_of_the_latest_commit_are_shown(tmp_path: Path) -> None:
     cells = instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.12})
-    write_result_file(tmp_path, cells, commit="1" * 40, date_ms=1, env="a")
-    write_result_file(tmp_path, cells, commit="2" * 40, date_ms=2, env="a")
-    write_result_file(tmp_path, cells, commit="2" * 40, date_ms=2, env="b", torch="2.10.0")
+    write_result_file(tmp_path, cells, commit="1" * 40, date_ms=1_767_225_600_001, env="a")
+    write_result_file(tmp_path, cells, commit="2" * 40, date_ms=1_767_225_600_002, env="a")
+    write_result_file(tmp_path, cells, commit="2" * 40, date_ms=1_767_225_600_002, env="b", torch="2.10.0")
     runs = summary.summary_for(tmp_path)[0]["runs"]
     assert {(r["commit"][0], r["torch"]) for r in runs} == {("2", "2.9.1"), ("2", "2.10.0")}
 

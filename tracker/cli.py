@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import socket
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -214,6 +217,23 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
+    """An argparse type: a finite number of `kind` above `minimum` (or at least it, unless `strict`)."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number {'>' if strict else '>='} {minimum:g}")
+        return value
+
+    return parse
+
+
+POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compile-baselines", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config (default: the project's)")
@@ -223,10 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     def timing(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("measurement settings (defaults: the study's)")
-        g.add_argument("--warmup-ms", type=float, default=100.0, help="do_bench warmup budget (ms)")
-        g.add_argument("--rep-ms", type=float, default=1000.0, help="do_bench measurement budget (ms)")
-        g.add_argument("--warmup-calls", type=int, default=20, help="direct calls after compiling")
-        g.add_argument("--time-limit", type=float, default=None, help="seconds for a whole cell, compile included")
+        g.add_argument("--warmup-ms", type=NON_NEGATIVE, default=100.0, help="do_bench warmup budget (ms)")
+        g.add_argument("--rep-ms", type=POSITIVE, default=1000.0, help="do_bench measurement budget (ms)")
+        g.add_argument("--warmup-calls", type=COUNT, default=20, help="direct calls after compiling")
+        g.add_argument("--time-limit", type=POSITIVE, default=None, help="seconds for a whole cell, compile included")
 
     m = sub.add_parser("measure", help="measure one cell in this process, without asv")
     m.add_argument("--preset", required=True, choices=PRESET_NAMES)
@@ -256,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", choices=("cpu", "cuda"))
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
-    r.add_argument("--cell-timeout", type=float, default=1800.0, help="kill a cell's process after this (s)")
+    r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     timing(r)
@@ -285,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--triton")
     c.add_argument("--driver")
     c.add_argument("--cuda")
-    c.add_argument("--launch-us", type=float, help="the measuring host's launch floor, if known (us)")
+    c.add_argument("--launch-us", type=POSITIVE, help="the measuring host's launch floor, if known (us)")
 
     d = sub.add_parser("compare", help="base vs head: per-cell changes with significance, best-mode changes")
     reading(d)
@@ -334,10 +354,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader of our output went away (`list | head -1`): as CPython's docs on SIGPIPE recommend, send the
+        # rest of the output to devnull so that the flush at exit does not fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
         print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
         return 2
+    except OSError as e:  # a file where a directory should be, a read-only directory, a full disk
+        print(f"compile-baselines {args.command}: error: {e.strerror or e}"
+              + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"compile-baselines {args.command}: interrupted; finished cells are kept, run again to resume",
               file=sys.stderr)
@@ -348,7 +380,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _message(e: BaseException) -> Any:
-    return e.args[0] if isinstance(e, KeyError) and e.args else e
+    """The error's line. A KeyError with a message says it; one with a bare key (a lookup that failed) says which
+    key was missing and where, instead of the key alone."""
+    if not isinstance(e, KeyError) or not e.args:
+        return e
+    key = e.args[0]
+    if isinstance(key, str) and " " in key:
+        return key
+    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    place = f" (in {Path(where.filename).name}:{where.lineno}, {where.name})" if where else ""
+    return f"missing key {key!r}{place}"
 
 
 if __name__ == "__main__":

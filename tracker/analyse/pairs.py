@@ -36,9 +36,9 @@ class RunInfo:
     launch_us: float | None = None
 
 
-def _pick(runs: list[RunFile], machine: str | None, commit: str, other: str) -> RunFile:
+def _pick(runs: list[RunFile], machine: str | None, commit: str, other: str, unreadable: list[str]) -> RunFile:
     """The one run of `commit` (on `machine`, or the one machine that has both commits)."""
-    chosen = select_runs(runs, machine, commit)
+    chosen = select_runs(runs, machine, commit, unreadable)
     if machine is None:
         theirs = {r.machine for r in select_runs(runs, None, other)}
         both = sorted({r.machine for r in chosen} & theirs)
@@ -95,7 +95,7 @@ def pick_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine
     """The base and head runs' files in a results directory (nothing parsed beyond their headers), and the
     warnings about files that could not be listed."""
     runs, warnings = list_runs(results_dir)
-    b, h = _pick(runs, machine, base, head), _pick(runs, head_machine or machine, head, base)
+    b, h = _pick(runs, machine, base, head, warnings), _pick(runs, head_machine or machine, head, base, warnings)
     if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
         raise CompareError(f"base and head are the same run ({b.commit[:12]} on {b.machine}): nothing to compare")
     return b, h, warnings

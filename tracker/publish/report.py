@@ -30,7 +30,7 @@ from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
 from tracker.publish.summary_json import preset_summary
 from tracker.stats import float_or_none
-from tracker.store import results
+from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
 from tracker.store.cells import RunKey
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
@@ -342,7 +342,6 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
         raise ReportError(f"no measured cells in {results_dir}: run `compile-baselines run` or pass --results-dir")
     html = build_page(loaded.table, asv_index, machine_files(results_dir))
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "index.html").write_text(html, encoding="utf-8")
+    atomic.write_text(out / "index.html", html)  # an OSError (read-only, a file in the way) is the CLI's one line
     print(f"report: {out / 'index.html'} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
     return 0

@@ -116,6 +116,31 @@ def drop_benchmarks_without_results(site: Path) -> list[str]:
     return dropped
 
 
+def graphs_left_out(results_dir: Path, site: Path, dropped: list[str]) -> list[str]:
+    """What asv's pages leave out, said: benchmarks of the newest result file that benchmarks.json (the suite's
+    description asv publishes from) does not list, as a stale one does, and benchmarks listed with no result."""
+    from tracker.store import asvjson, results
+
+    index = json.loads((site / "index.json").read_text())
+    runs, _ = results.list_runs(results_dir)
+    measured: set[str] = set()
+    for run in reversed(runs):
+        try:
+            measured = set(asvjson.read_result_file(run.path)["results"])
+            break
+        except (ValueError, OSError):
+            continue
+    out = []
+    missing = sorted(measured - set(index["benchmarks"]) - set(dropped))
+    if missing:
+        out.append(f"{len(missing)} benchmark(s) with results have no graphs: {results_dir / 'benchmarks.json'} "
+                   f"does not describe them (stale? delete it and publish again): {', '.join(missing)}")
+    if dropped:
+        out.append(f"{len(dropped)} benchmark(s) of benchmarks.json have no results and no graphs: "
+                   f"{', '.join(dropped)}")
+    return out
+
+
 def link_report(site: Path) -> None:
     """Add the report to asv's navigation bar (once)."""
     index = site / "index.html"
@@ -321,7 +346,8 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
     if site.is_relative_to(results):
         raise PublishError(f"output {site} is inside the results directory {results}: choose another --out")
     run_asv_publish(results, site, config_path)
-    drop_benchmarks_without_results(site)
+    for warning in graphs_left_out(results, site, drop_benchmarks_without_results(site)):
+        print(f"publish: warning: {warning}", file=sys.stderr)
     make_offline(site)
     link_report(site)
     code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")

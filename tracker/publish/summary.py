@@ -204,7 +204,7 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None,
     """The files of the requested run: the given commit (all torch versions), else the latest run's commit, on
     `machine` or on the machine of the latest run. ResultsError when there is nothing to show."""
     runs, warnings = list_runs(results_dir)
-    chosen = select_runs(runs, machine, commit)
+    chosen = select_runs(runs, machine, commit, warnings)
     if commit is None:
         latest = chosen[-1]  # list_runs sorts by date
         chosen = [r for r in chosen if r.commit == latest.commit and r.machine == latest.machine]
@@ -216,7 +216,19 @@ def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, 
     files, warnings = pick_runs(results_dir, commit, machine)
     loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
     analysis = analyse(loaded.table, noise, host)
-    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings
+    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table)
+
+
+def _nothing_ok(table: Any) -> list[str]:
+    """A run with no cell measured ok is a result, but an empty summary must not hide it: what failed, and why."""
+    if table.empty or (table["status"] == "ok").any():
+        return []
+    failed = table[table["status"] == "failed"]
+    reasons = failed["reason"].astype(str).str.slice(0, 120).value_counts()
+    why = "; ".join(f"{n} x {reason}" for reason, n in reasons.head(3).items())
+    more = f"; and {len(reasons) - 3} other reason(s)" if len(reasons) > 3 else ""
+    return [f"no cell measured ok: {len(failed)} failed, {int((table['status'] == 'skipped').sum())} skipped"
+            + (f" ({why}{more})" if why else "")]
 
 
 def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None) -> str:

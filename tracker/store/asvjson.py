@@ -16,6 +16,23 @@ from pathlib import Path
 from typing import Any
 
 ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
+# The dates a run can plausibly have, ms since the epoch: 2000-01-01 up to 2100-01-01. A date outside (seconds or
+# nanoseconds given for ms, a negative number) is refused where it enters and skips its file where it is read.
+DATE_MS_MIN, DATE_MS_MAX = 946_684_800_000, 4_102_444_800_000
+
+
+def date_problem(date_ms: object) -> str | None:
+    """Why `date_ms` is not a plausible run date in ms since the epoch, or None when it is."""
+    if isinstance(date_ms, bool) or not isinstance(date_ms, int | str):
+        return f"date {date_ms!r} is not a whole number of ms since the epoch"
+    try:
+        value = int(date_ms)
+    except ValueError:
+        return f"date {date_ms!r} is not a whole number of ms since the epoch"
+    if not DATE_MS_MIN <= value < DATE_MS_MAX:
+        return (f"date {value} is not in ms since the epoch between 2000 and 2100 (seconds or nanoseconds given "
+                "for ms?)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -188,6 +205,8 @@ def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
                     buf.close()
     except UnicodeDecodeError as e:
         raise ValueError(f"not UTF-8 text ({e.reason})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to be an asv result file") from None
     except ValueError as e:
         raise ValueError(f"not valid JSON, truncated or corrupt ({e})") from None
     if not isinstance(data, dict):
@@ -198,6 +217,11 @@ def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
     for key in ("commit_hash", "date", "params", "result_columns", "results"):
         if key not in data:
             raise ValueError(f"missing key {key!r}")
+    columns = data["result_columns"]
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError("\"result_columns\" is not a list of column names")
+    if not isinstance(data["results"], dict) or not all(isinstance(r, list) for r in data["results"].values()):
+        raise ValueError("\"results\" is not an object of benchmark rows")
     return data
 
 
@@ -211,8 +235,17 @@ _HEAD = {
 
 def run_of(path: Path, data: dict[str, Any]) -> RunFile:
     """The run a parsed file (or its header's fields) holds; the machine is its folder's name when unrecorded."""
-    params = {k: str(v) for k, v in data["params"].items()}
-    return RunFile(path, params.get("machine") or path.parent.name, str(data["commit_hash"]), int(data["date"]),
+    raw = data["params"]
+    if not isinstance(raw, dict) or not all(isinstance(v, str | int | float | None) for v in raw.values()):
+        raise ValueError("\"params\" is not an object of machine keys and their values")
+    params = {k: str(v) for k, v in raw.items()}
+    commit = data["commit_hash"]
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9A-Fa-f]{1,64}", commit):
+        raise ValueError(f"commit_hash {commit!r} is not a hexadecimal commit hash")
+    problem = date_problem(data["date"])
+    if problem:
+        raise ValueError(problem)
+    return RunFile(path, params.get("machine") or path.parent.name, commit, int(data["date"]),
                    str(data.get("env_name", "")), params)
 
 

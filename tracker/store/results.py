@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,29 +98,38 @@ def list_runs(results_dir: str | os.PathLike[str], strict: bool = False) -> tupl
     """Every run in `results_dir`, oldest first, and one warning per file that could not be read."""
     problems = _Problems(strict)
     runs = []
-    for path in result_files(results_dir):
+    files = result_files(results_dir)
+    for path in files:
         try:
             runs.append(read_header(path))
-        except (ValueError, OSError) as e:
-            problems.add(f"skipped {path}: {e}")
+        except (ValueError, OSError, RecursionError) as e:
+            problems.add(f"skipped {path}: {_reason(e)}")
+    if not runs:
+        more = f" (and {len(files) - 1} more like it)" if len(files) > 1 else ""
+        raise ResultsError(f"none of the {len(files)} result file(s) in {results_dir} could be read: "
+                           f"{problems.messages[0]}{more}")
     runs.sort(key=lambda r: (r.date_ms, r.machine, r.commit, r.torch))
     return runs, problems.messages
 
 
-def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | None = None) -> list[RunFile]:
-    """Runs of `machine` whose commit starts with `commit`; ResultsError naming what exists when none match."""
+def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | None = None,
+                unreadable: Sequence[str] = ()) -> list[RunFile]:
+    """Runs of `machine` whose commit starts with `commit`; ResultsError naming what exists when none match, and
+    the first of the `unreadable` files' warnings (list_runs's): the run asked for may be in one of them."""
+    maybe = (f"; {len(unreadable)} result file(s) could not be read, e.g. {unreadable[0]}" if unreadable else "")
     chosen = runs
     if machine is not None:
         chosen = [r for r in chosen if r.machine == machine]
         if not chosen:
             known = sorted({r.machine for r in runs})
-            raise ResultsError(f"no results for machine {machine!r}; machines with results: {', '.join(known)}")
+            raise ResultsError(f"no results for machine {machine!r}; machines with results: {', '.join(known)}"
+                               + maybe)
     if commit is not None:
         by_prefix = [r for r in chosen if r.commit.lower().startswith(commit.lower())]
         if not by_prefix:
             recent = [r.commit[:8] for r in chosen[-5:]]
             raise ResultsError(f"no results for commit {commit!r}" + (f" on machine {machine!r}" if machine else "")
-                               + f"; latest commits with results: {', '.join(recent)}")
+                               + f"; latest commits with results: {', '.join(recent)}" + maybe)
         if len({r.commit for r in by_prefix}) > 1:
             matches = ", ".join(sorted({r.commit for r in by_prefix}))
             raise ResultsError(f"commit prefix {commit!r} is ambiguous: {matches}")
@@ -196,12 +206,25 @@ def _column(row: list[Any], columns: dict[str, int], name: str) -> Any:
     return row[i] if i is not None and i < len(row) else None
 
 
+_NUMBER_TYPES = frozenset({int, float, type(None)})
+
+
 def _floats(values: Any, n: int) -> np.ndarray:
     if not isinstance(values, list):
         return np.full(n, np.nan)
     if len(values) != n:
         raise ValueError(f"{len(values)} values for {n} parameter combinations")
+    if not all(type(v) in _NUMBER_TYPES for v in values):  # asv writes numbers, null and NaN only
+        bad = next(v for v in values if type(v) not in _NUMBER_TYPES)
+        raise ValueError(f"result value {bad!r} is not a number")
     return np.array(values, dtype=float)  # None -> NaN
+
+
+def _impossible(values: np.ndarray, positive: bool) -> np.ndarray:
+    """Where a value is a number no measurement gives: infinite, negative, or (`positive`) zero. NaN is asv's n/a."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
+    return ~ok & ~np.isnan(values)
 
 
 @dataclass
@@ -219,10 +242,15 @@ class _Chunk:
     unknown: tuple[str, ...]
 
 
+IMPOSSIBLE = "_impossible"  # the table's temporary column: an impossible latency read from the file, else NaN
+
+
 def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_class: str,
-                   n: int) -> dict[str, np.ndarray]:
+                   n: int, notes: list[str]) -> dict[str, np.ndarray]:
     """A benchmark class's cells: median, statistics and status (0 ok, 1 failed, 2 skipped) from its sampled
-    metric's row, one array per other metric from that metric's row."""
+    metric's row, one array per other metric from that metric's row. A latency no measurement gives (zero,
+    negative, infinite) makes its cell failed, kept in IMPOSSIBLE for the reason; an impossible statistic or other
+    metric is read as n/a; each kind gets a line in `notes`."""
     names = metrics.benchmark_names(benchmark_class)
     sampled = metrics.sampled()
     row = results[names[sampled.name]]
@@ -230,30 +258,49 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
     result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
     failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
     median = _floats(result, n)
-    arrays = {sampled.column: median}
+    bad = _impossible(median, positive=True)
+    arrays = {sampled.column: np.where(bad, np.nan, median), IMPOSSIBLE: np.where(bad, median, np.nan)}
     arrays.update({out: _floats(_column(row, columns, f"stats_{key}"), n) for out, key in _STATS.items()})
-    arrays["status"] = np.where(failed, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8)
+    arrays["status"] = np.where(failed | bad, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8)
     for metric in metrics.unsampled():
         other = results.get(names[metric.name])
         same_grid = other is not None and _column(other, columns, "params") == _column(row, columns, "params")
         values = _column(other, columns, "result") if same_grid else None
         arrays[metric.column] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
+    for column in (*_STATS, *(m.column for m in metrics.unsampled())):
+        wrong = _impossible(arrays[column], positive=False) | (bad & ~np.isnan(arrays[column]))
+        if wrong.any():
+            if not bad[wrong].all():
+                notes.append(f"{int(wrong.sum())} {column} value(s) negative or infinite, read as n/a")
+            arrays[column] = np.where(wrong, np.nan, arrays[column])
     return arrays
 
 
+def _good_samples(x: Any) -> bool:
+    return isinstance(x, list) and all(type(v) in (int, float) and 0 < v < math.inf for v in x)
+
+
 def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[str, np.ndarray], present: np.ndarray,
-           file_index: int, with_samples: bool) -> _Chunk:
+           file_index: int, with_samples: bool, notes: list[str]) -> _Chunk:
     keep = np.flatnonzero(present & (grid.preset >= 0) & (grid.workload >= 0) & (grid.mode >= 0))
     samples = None
     if with_samples:
         stored = _column(row, columns, "samples") or [None] * len(grid.preset)
-        samples = [stored[i] for i in keep]
+        if not isinstance(stored, list) or len(stored) != len(grid.preset):
+            raise ValueError("the samples column does not match the parameter combinations")
+        samples = [stored[i] if arrays["status"][i] == 0 else None for i in keep]
+        wrong = [j for j, x in enumerate(samples) if x is not None and not _good_samples(x)]
+        for j in wrong:
+            samples[j] = None
+        if wrong:
+            notes.append(f"{len(wrong)} cell(s) with samples that are not positive finite numbers: samples ignored")
     return _Chunk(file_index, grid.preset[keep], grid.workload[keep], grid.mode[keep], grid.modes,
                   {k: v[keep] for k, v in arrays.items()}, samples, grid.unknown)
 
 
-def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> list[_Chunk]:
-    """The file's cells: the compile modes', then the kernels under test's."""
+def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes: list[str]) -> list[_Chunk]:
+    """The file's cells: the compile modes', then the kernels under test's; what was read as n/a or failed for
+    being impossible goes to `notes`."""
     columns = {c: i for i, c in enumerate(data["result_columns"])}
     results = data["results"]
     chunks: list[_Chunk] = []
@@ -262,23 +309,23 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool) -> lis
     row = results.get(metrics.benchmark_names(BENCHMARK_CLASS)[sampled])
     if row is not None:
         grid = _grid(_params(row, columns))
-        arrays = _metric_arrays(results, columns, BENCHMARK_CLASS, len(grid.preset))
+        arrays = _metric_arrays(results, columns, BENCHMARK_CLASS, len(grid.preset), notes)
         # Keep every mode of an instance that has any result; an instance with none was not run here.
         has_result = arrays["status"] != 2
         present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group)
-        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
+        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples, notes))
         measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
     row = results.get(metrics.benchmark_names(CANDIDATE_CLASS)[sampled])
     if row is not None:
         grid = _candidate_grid(_params(row, columns))
-        arrays = _metric_arrays(results, columns, CANDIDATE_CLASS, len(grid.preset))
+        arrays = _metric_arrays(results, columns, CANDIDATE_CLASS, len(grid.preset), notes)
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
         # existing file's grid with failures (null) in the presets this run did not select.
         run_here = np.fromiter(((p, w) in measured for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
                                                                   strict=True)), dtype=bool, count=len(grid.preset))
         present = (arrays["status"] == 0) | run_here
-        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples))
+        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples, notes))
     return chunks
 
 
@@ -328,24 +375,35 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     launch: list[float] = []
     stale: dict[str, list[Path]] = defaultdict(list)
     unknown: dict[str, list[Path]] = defaultdict(list)
+    runs = list(runs)
+    unreadable: list[str] = []
     for run in runs:
         try:
             data = read_result_file(run.path, with_samples)
             run = run_of(run.path, data)
             _check_benchmarks(data, run.path, stale, problems)
-            file_chunks = _file_rows(data, len(files), with_samples)
+            notes: list[str] = []
+            file_chunks = _file_rows(data, len(files), with_samples, notes)
             for name in (name for chunk in file_chunks for name in chunk.unknown):
                 if strict:
                     problems.add(f"{run.path}: {name} is no longer in the suite")
                 unknown[name].append(run.path)
-        except (ValueError, OSError, TypeError, KeyError, SyntaxError) as e:
-            problems.add(f"skipped {run.path}: {e}")
+        except (ValueError, OSError, TypeError, KeyError, SyntaxError, RecursionError, MemoryError) as e:
+            problems.add(f"skipped {run.path}: {_reason(e)}")
+            unreadable.append(problems.messages[-1])
             continue
+        if bad := _impossible_cells(file_chunks):
+            notes.insert(0, f"{len(bad)} cell(s) with an impossible latency (e.g. {bad[0]}), counted as failed")
+        for note in notes:
+            problems.add(f"{run.path}: {note}")
         if not file_chunks:
             continue
         files.append(run)
         launch.append(_launch_us(data))
         chunks += file_chunks
+    if runs and len(unreadable) == len(runs):
+        more = f" (and {len(runs) - 1} more like it)" if len(runs) > 1 else ""
+        raise ResultsError(f"none of the {len(runs)} result file(s) to read could be read: {unreadable[0]}{more}")
     for name, paths in sorted(stale.items()):
         problems.add(f"ignored benchmark {name} in {len(paths)} result file(s) (e.g. {paths[0]}): no longer in the "
                      "suite")
@@ -355,7 +413,29 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     table = _assemble(chunks, files, launch, with_samples)
     table = _drop_duplicate_runs(table, problems)
     table["reason"] = _reasons(table, Path(cells_dir) if cells_dir else None)
+    impossible = table[IMPOSSIBLE].notna()
+    table.loc[impossible, "reason"] = [f"impossible latency {float(v)!r} ms in the result file: not a measurement"
+                                       for v in table.loc[impossible, IMPOSSIBLE]]
     return Loaded(table[table_columns()], problems.messages)
+
+
+def _reason(e: BaseException) -> str:
+    """An exception as a reason a file was skipped: what went wrong, where a KeyError alone would say only 'x'."""
+    if isinstance(e, KeyError):
+        return f"missing key {e.args[0]!r}" if e.args else "missing key"
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    return str(e) or type(e).__name__
+
+
+def _impossible_cells(chunks: list[_Chunk]) -> list[str]:
+    """'preset/workload/mode = value ms' of every cell of a file whose latency was impossible."""
+    out = []
+    for c in chunks:
+        for j in np.flatnonzero(~np.isnan(c.arrays[IMPOSSIBLE])):
+            out.append(f"{PRESET_NAMES[c.preset[j]]}/{WORKLOAD_NAMES[c.workload[j]]}/{c.modes[c.mode[j]]} = "
+                       f"{float(c.arrays[IMPOSSIBLE][j])!r} ms")
+    return out
 
 
 def _categorical(values: list[str], codes: np.ndarray) -> pd.Categorical:
@@ -381,7 +461,7 @@ def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], w
     else:
         file_idx = np.array([], dtype=np.int32)
         preset = workload = mode = np.array([], dtype=np.int16)
-        numeric = [metrics.sampled().column, *_STATS, *(m.column for m in metrics.unsampled())]
+        numeric = [metrics.sampled().column, IMPOSSIBLE, *_STATS, *(m.column for m in metrics.unsampled())]
         arrays = {k: np.array([], dtype=float) for k in numeric}
         arrays["status"] = np.array([], dtype=np.int8)
     domains = np.array([DOMAINS.index(domain_of(w)) for w in WORKLOAD_NAMES], dtype=np.int8)
@@ -429,7 +509,7 @@ def load_results(results_dir: str | os.PathLike[str], *, machine: str | None = N
     the suite are skipped with one warning each; `strict` raises ResultsError instead. Failure reasons are read
     from `cells_dir` (default: the cell store beside the results directory)."""
     runs, warnings = list_runs(results_dir, strict)
-    runs = select_runs(runs, machine, commit)
+    runs = select_runs(runs, machine, commit, warnings)
     loaded = load_runs(runs, strict=strict, with_samples=with_samples,
                        cells_dir=cells_dir if cells_dir is not None else default_cells_dir(results_dir))
     loaded.warnings[:0] = warnings

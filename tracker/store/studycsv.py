@@ -37,7 +37,7 @@ from typing import Any
 from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
-from tracker.store import asvfiles
+from tracker.store import asvfiles, asvjson
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -64,21 +64,27 @@ class StudyCell:
     reason: str
 
 
-def _number(text: str, what: str, line: int, path: Path) -> float:
+def _number(text: str, what: str, line: int, path: Path, positive: bool = False) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
         raise StudyCsvError(f"{path}:{line}: {what} {text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise StudyCsvError(f"{path}:{line}: {what} {text!r} is not a finite non-negative number")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        kind = "positive" if positive else "non-negative"
+        raise StudyCsvError(f"{path}:{line}: {what} {text!r} is not a finite {kind} number")
     return value
+
+
+def _measured(r: dict[str, str]) -> tuple[str, ...]:
+    """An ok row's measurement, as written: median, p25 and p99."""
+    return tuple((r[c] or "").strip() for c in ("median_ms", "p25_ms", "p99_ms"))
 
 
 def read_study_csv(path: str | os.PathLike[str]) -> list[StudyCell]:
     """The de-duplicated cells of a study-format CSV, in file order; StudyCsvError for anything malformed."""
     path = Path(path)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte order mark is no column
             reader = csv.DictReader(f)
             missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
             if missing:
@@ -103,12 +109,16 @@ def read_study_csv(path: str | os.PathLike[str]) -> list[StudyCell]:
         # the first ok row of a cell wins; a failed row only stands when no row of the cell is ok
         if key not in chosen or (r["status"] == "ok" and chosen[key][1]["status"] != "ok"):
             chosen[key] = (line, r)
+        elif r["status"] == "ok" and _measured(r) != _measured(chosen[key][1]):
+            # the study repeats a measurement once per tag, identically: two different ones is not the study's file
+            raise StudyCsvError(f"{path}: lines {chosen[key][0]} and {line} measure {'/'.join(key)} differently "
+                                f"({_measured(chosen[key][1])} vs {_measured(r)}): remove one of them")
     cells = []
     for (preset, workload, mode), (line, r) in chosen.items():
         ok = r["status"] == "ok"
         wall = _number(r["elapsed_wall_s"], "elapsed_wall_s", line, path) if r["elapsed_wall_s"] else 0.0
         if ok:
-            median = _number(r["median_ms"], "median_ms", line, path)
+            median = _number(r["median_ms"], "median_ms", line, path, positive=True)
             p25 = _number(r["p25_ms"], "p25_ms", line, path) if r["p25_ms"] else None
             p99 = _number(r["p99_ms"], "p99_ms", line, path) if r["p99_ms"] else None
             cells.append(StudyCell(preset, workload, mode, True, median, p25, p99, wall, ""))
@@ -157,6 +167,8 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
                launch_us: float | None = None, cells_dir: str | os.PathLike[str] | None = None) -> Path:
     """Write the study CSV at `path` as one asv run in `results_dir`; returns the result file written."""
     path = Path(path)
+    if date_ms is not None and (problem := asvjson.date_problem(date_ms)):
+        raise StudyCsvError(f"--date: {problem}")
     cells = read_study_csv(path)
     if commit is None:
         commit = hashlib.sha1(path.read_bytes()).hexdigest()
@@ -164,7 +176,10 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
         raise StudyCsvError(f"commit {commit!r} is not a hexadecimal git hash (asv names result files by it)")
     if not machine or not re.fullmatch(r"[A-Za-z0-9._+-]+", machine):
         raise StudyCsvError(f"machine name {machine!r}: use letters, digits and . _ + - (it names a directory)")
-    date_ms = int(path.stat().st_mtime * 1000) if date_ms is None else int(date_ms)  # when it was written
+    if date_ms is None:  # when it was written
+        date_ms = int(path.stat().st_mtime * 1000)
+        if problem := asvjson.date_problem(date_ms):
+            raise StudyCsvError(f"{path}'s modification time as the run's {problem}: pass --date")
     host = {"gpu": gpu or "unknown", "driver": driver or "unknown", "cuda": cuda or "unknown", "torch": torch,
             "triton": triton or "unknown"}
     entry = {"machine": machine, "os": "unknown", "arch": "unknown", "cpu": "unknown", "num_cpu": "", "ram": "",
