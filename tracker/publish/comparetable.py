@@ -56,7 +56,7 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
         lines.append("no cell changed beyond noise" if only_changed else "no cells")
     if c.best_changes:
         lines += ["", f"best baseline changed ({len(c.best_changes)}):"]
-        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'} ({i.reason})"
+        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}: {i.reason}"
                   for i in c.best_changes]
     kernels = c.kernel_changes if only_changed else [k for k in c.kernels if k.verdict != SAME]
     if kernels:
