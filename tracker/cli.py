@@ -301,10 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = command("measure", "measure one cell in this process, without asv, and print it",
                 "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
                 "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json")
-    m.add_argument("--preset", required=True, choices=PRESET_NAMES)
+    m.add_argument("--preset", required=True, choices=PRESET_NAMES, help="input shapes: tiny runs on a CPU")
     m.add_argument("--workload", required=True, choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="see `list`")
     what = m.add_mutually_exclusive_group(required=True)
-    what.add_argument("--mode", choices=MODES)
+    what.add_argument("--mode", choices=MODES, help="eager or a torch.compile mode")
     what.add_argument("--kernel", metavar="NAME", help="a registered candidate of WORKLOAD instead of a mode")
     m.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -418,22 +418,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
     q.add_argument("-j", "--jobs", type=int, help="cells at once (as run's)")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
-    q.add_argument("--preset", nargs="+", choices=PRESET_NAMES)
+    q.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: prefill and decode")
     q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     q.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
 
     i = command("issue", "open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)",
                 "compile-baselines issue --repo OWNER/NAME --title 'Best baselines' --body-file body.md")
     i.add_argument("--repo", required=True, help="OWNER/NAME")
-    i.add_argument("--title", required=True)
-    i.add_argument("--body-file", required=True)
+    i.add_argument("--title", required=True, help="the issue's title (used when it is opened)")
+    i.add_argument("--body-file", required=True, help="markdown file with the body")
 
     k = command("comment", "post or update the one PR comment (GITHUB_TOKEN, GITHUB_API_URL)",
                 "compile-baselines compare --base main --head HEAD --out comment.md\n"
                 "compile-baselines comment --repo OWNER/NAME --pr 42 --body-file comment.md --only-on-change")
     k.add_argument("--repo", required=True, help="OWNER/NAME")
-    k.add_argument("--pr", required=True, type=int)
-    k.add_argument("--body-file", required=True)
+    k.add_argument("--pr", required=True, type=int, help="pull request number")
+    k.add_argument("--body-file", required=True, help="markdown file with the body (e.g. compare --out)")
     k.add_argument("--only-on-change", action="store_true", help="create no comment when nothing changed")
 
     o = command("report", "write a self-contained HTML report of the results",
