@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = command("issue", "open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)",
                 "compile-baselines issue --repo OWNER/NAME --title 'Best baselines' --body-file body.md")
     i.add_argument("--repo", required=True, help="OWNER/NAME")
-    i.add_argument("--title", required=True, help="the issue's title (used when it is opened)")
+    i.add_argument("--title", required=True, help="the issue's title")
     i.add_argument("--body-file", required=True, help="markdown file with the body")
 
     k = command("comment", "post or update the one PR comment (GITHUB_TOKEN, GITHUB_API_URL)",

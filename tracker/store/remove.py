@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class Selection:
     """Which runs to remove: all given selectors must hold (None: any). Dates are ms since the epoch, inclusive,
     compared with the run's date (its commit's date, the one asv orders and plots by)."""
 
-    commit: str | None = None  # a hash prefix, or a git ref resolved in the repository
+    commit: str | None = None  # a hash prefix of one commit, or a git ref resolved in the repository
     machine: str | None = None
     torch: str | None = None  # a version, or its leading part: 2.11 matches 2.11.0+cu130, not 2.1
     since_ms: int | None = None
@@ -65,6 +66,9 @@ def select(runs: list[RunFile], sel: Selection, repo_dir: Path | None = None) ->
     if sel.commit is not None:
         commit = match_ref(sel.commit, [r.commit for r in runs], repo_dir).lower()
         chosen = [r for r in chosen if r.commit.lower().startswith(commit)]
+        matches = sorted({r.commit[:12] for r in chosen})
+        if len(matches) > 1:  # one commit at a time: a short prefix is more likely a slip than a wish
+            raise RemoveError(f"--commit {sel.commit} matches several commits ({', '.join(matches)}): give more digits")
     if sel.machine is not None:
         chosen = [r for r in chosen if r.machine == sel.machine]
     if sel.torch is not None:
@@ -107,7 +111,7 @@ def rm_main(results_dir: str | os.PathLike[str], cells_dir: str | os.PathLike[st
     RemoveError when nothing matches (most often a mistyped selector)."""
     runs, warnings = list_runs(results_dir)
     for w in warnings:
-        print(f"warning: {w}", flush=True)
+        print(f"warning: {w}", file=sys.stderr)
     chosen = select(runs, sel, repo_dir)
     if not chosen:
         machines = ", ".join(sorted({r.machine for r in runs}))
