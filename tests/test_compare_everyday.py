@@ -14,7 +14,7 @@ import pytest
 from tests.test_compare import BASE, EARLIER, H100, MACHINE, SCENARIOS, write_run
 from tracker import cli
 from tracker.analyse.compare import FASTER, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
-from tracker.publish.comparison import compare_main, comparison_json
+from tracker.publish.comparison import FORMATS, compare_main, comparison_json
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
 
@@ -165,6 +165,7 @@ def test_cli_picks_a_table_on_a_terminal_and_markdown_into_a_pipe(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     _, (first, second, _) = repo
+    assert cli.FORMATS_COMPARE == FORMATS  # named in the CLI without loading pandas
     args = ["compare", "--results-dir", str(results), "--base", first[:8], "--head", second[:8]]
     assert cli.main(args) == 0
     assert capsys.readouterr().out.startswith(MARKER)  # captured: not a terminal
