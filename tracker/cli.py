@@ -9,6 +9,7 @@ import math
 import os
 import socket
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from tracker.paths import REPO_ROOT
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 ROOT = REPO_ROOT
+FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
 
 
 class UsageError(Exception):
@@ -188,11 +190,30 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return publish_main(_results_dir(args), None, args.out, config=args.config)
 
 
+def _compare_format(args: argparse.Namespace) -> str:
+    """--format, else a table on a terminal and markdown (the PR comment, as before) into a pipe or --out."""
+    if args.format:
+        return str(args.format)
+    return "table" if args.out is None and sys.stdout.isatty() else "md"
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from tracker.publish.comparison import compare_main
 
-    return compare_main(_results_dir(args), args.base, args.head, args.machine, args.format, args.fail_on, args.out,
-                        args.allow_cross_versions, head_machine=args.head_machine)
+    return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
+                        args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
+                        only_changed=args.only_changed, repo_dir=ROOT)
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    from tracker.store.cells import default_cells_dir
+    from tracker.store.remove import Selection, rm_main
+
+    results_dir = _results_dir(args)
+    sel = Selection(args.commit, args.machine, args.torch, args.since, args.until)
+    if sel.empty():
+        raise UsageError("say which runs to remove: --commit, --machine, --torch, --since or --until")
+    return rm_main(results_dir, args.cells_dir or default_cells_dir(results_dir), sel, args.yes, repo_dir=ROOT)
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
@@ -213,7 +234,7 @@ def cmd_issue(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
-    "compare": cmd_compare, "pr": cmd_pr, "issue": cmd_issue,
+    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue,
 }
 
 
@@ -234,12 +255,61 @@ def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
 POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
 
 
+DESCRIPTION = """\
+Measure eager and the four torch.compile modes on the study's 23 workloads, record them as asv results, and
+track which mode is the baseline your kernel has to beat: per run (summary), between two runs (compare), as a
+PR comment (pr) and as an HTML report (report, publish)."""
+
+EPILOG = """\
+everyday use:
+  compile-baselines run                         measure (tiny preset on CPU, prefill + decode on CUDA)
+  compile-baselines summary                     the best mode per workload in the latest run
+  compile-baselines compare                     the latest two runs, as a table in a terminal
+  compile-baselines compare --base HEAD~1 --head HEAD --only-changed
+  compile-baselines rm --commit 1a2b3c4d        list a run to drop; add --yes to drop it
+
+`compile-baselines COMMAND --help` has every option of a command.
+exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the command line or its inputs,
+3 compare/pr --fail-on held, 130 interrupted."""
+
+
+def _date(end_of_day: bool = False) -> Callable[[str], int]:
+    """An argparse type: ms since the epoch or an ISO date/time (tracker.store.commits.parse_date_ms)."""
+    def parse(text: str) -> int:
+        from tracker.store.commits import parse_date_ms
+
+        try:
+            return parse_date_ms(text, end_of_day)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a ratio of at least 1, e.g. 1.1 for 10%, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compile-baselines", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="compile-baselines", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config (default: the project's)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("list", help="the 23 workloads, the modes and presets")
+    def command(name: str, summary: str, example: str, more: str = "") -> argparse.ArgumentParser:
+        """A subcommand: `summary` in the command list and atop its --help, then `more`; `example` under it."""
+        text = textwrap.fill(summary[0].upper() + summary[1:] + "." + more, 100)
+        return sub.add_parser(name, help=summary, description=text,
+                              epilog="example:\n  " + example.replace("\n", "\n  "),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    command("list", "the 23 workloads, the modes, the presets and the kernels under test",
+            "compile-baselines list")
 
     def timing(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("measurement settings (defaults: the study's)")
@@ -248,11 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
         g.add_argument("--warmup-calls", type=COUNT, default=20, help="direct calls after compiling")
         g.add_argument("--time-limit", type=POSITIVE, default=None, help="seconds for a whole cell, compile included")
 
-    m = sub.add_parser("measure", help="measure one cell in this process, without asv")
-    m.add_argument("--preset", required=True, choices=PRESET_NAMES)
-    m.add_argument("--workload", required=True, choices=WORKLOAD_NAMES, metavar="WORKLOAD")
+    m = command("measure", "measure one cell in this process, without asv, and print it",
+                "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
+                "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json")
+    m.add_argument("--preset", required=True, choices=PRESET_NAMES, help="input shapes: tiny runs on a CPU")
+    m.add_argument("--workload", required=True, choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="see `list`")
     what = m.add_mutually_exclusive_group(required=True)
-    what.add_argument("--mode", choices=MODES)
+    what.add_argument("--mode", choices=MODES, help="eager or a torch.compile mode")
     what.add_argument("--kernel", metavar="NAME", help="a registered candidate of WORKLOAD instead of a mode")
     m.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -261,19 +333,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="call torch.compiler.cudagraph_mark_step_begin() before each call (not the study's way)")
     timing(m)
 
-    r = sub.add_parser("run", help="measure cells (one process each) and record them as asv results")
+    r = command("run", "measure cells (a fresh process each) and record them as asv results, then print the summary",
+                "compile-baselines run --workload llm_rmsnorm llm_layernorm -j 4\n"
+                "compile-baselines run --commit v1.2 --date 2026-11-23", more=(
+                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."))
     r.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: tiny on CPU, prefill+decode on CUDA")
     r.add_argument("--workload", nargs="+", choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="default: all 23")
     r.add_argument("--mode", nargs="+", choices=MODES, help="default: all five")
     r.add_argument("--kernel", nargs="+", metavar="K",
                    help="kernels under test: all (default), none, NAME or WORKLOAD:NAME (see `list`)")
     r.add_argument("--machine", help="asv machine name (default: hostname)")
-    r.add_argument("--commit", help="record under this commit (default: HEAD)")
-    r.add_argument("--date", type=int, help="commit date, ms since the epoch (default: from git, else now)")
+    r.add_argument("--commit", help="record under this commit: a hash or a git ref (default: HEAD)")
+    r.add_argument("--date", type=_date(), metavar="WHEN",
+                   help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
+                        "offset is given) or ms since the epoch (default: from git, else now)")
     r.add_argument("-j", "--jobs", type=int,
                    help="cells at once (default, or 0: 1 on CPU, one per core up to 16 on CUDA)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards")
-    r.add_argument("--device", choices=("cpu", "cuda"))
+    r.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
@@ -281,71 +358,111 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     timing(r)
 
-    g = sub.add_parser("merge", help="combine shard results directories into one")
+    g = command("merge", "combine the results directories of shards into one",
+                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
 
     def reading(p: argparse.ArgumentParser) -> None:
         p.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
 
-    s = sub.add_parser("summary", help="wins, geomeans, margins, domains of the latest (or a given) run")
+    s = command("summary", "wins, geomeans, margins, domains, ties of the latest (or a given) run",
+                "compile-baselines summary\ncompile-baselines summary --commit 1a2b3c4d --format md")
     reading(s)
     s.add_argument("--commit", help="a commit hash or prefix (default: the latest run)")
     s.add_argument("--machine", help="asv machine name (needed when several are present)")
-    s.add_argument("--format", choices=("table", "md", "json"), default="table")
+    s.add_argument("--format", choices=("table", "md", "json"), default="table",
+                   help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 
-    c = sub.add_parser("import-csv", help="the study's results CSV -> asv results")
+    c = command("import-csv", "turn the study's results CSV into asv results",
+                "compile-baselines import-csv study_results.csv --machine h100 --torch 2.9.1 "
+                "--gpu 'NVIDIA H100 80GB HBM3'")
     reading(c)
     c.add_argument("file", help="CSV with columns workload, shape_preset, domain, tag, mode, status, ...")
     c.add_argument("--machine", required=True, help="asv machine name to record under")
     c.add_argument("--torch", required=True, help="torch version the CSV was measured with, e.g. 2.9.1")
     c.add_argument("--gpu", help="GPU name, e.g. 'NVIDIA H100 80GB HBM3'")
     c.add_argument("--commit", help="commit hash (default: derived from the file's content)")
-    c.add_argument("--date", type=int, help="date, ms since the epoch (default: the file's time)")
-    c.add_argument("--triton")
-    c.add_argument("--driver")
-    c.add_argument("--cuda")
+    c.add_argument("--date", type=_date(), metavar="WHEN",
+                   help="2026-11-23, 2026-11-23T10:00:00Z or ms since the epoch (default: the file's time)")
+    c.add_argument("--triton", help="triton version, if known")
+    c.add_argument("--driver", help="GPU driver version, if known")
+    c.add_argument("--cuda", help="CUDA version, if known")
     c.add_argument("--launch-us", type=POSITIVE, help="the measuring host's launch floor, if known (us)")
 
-    d = sub.add_parser("compare", help="base vs head: per-cell changes with significance, best-mode changes")
+    d = command("compare", "base vs head: which cells changed beyond noise, and which best modes",
+                "compile-baselines compare\n"
+                "compile-baselines compare --base HEAD~1 --head HEAD --only-changed --factor 1.2\n"
+                "compile-baselines compare --base main --head 1a2b3c4d --format md --out comment.md",
+                more=" Without --base and --head: the machine's latest two runs (by date).")
     reading(d)
-    d.add_argument("--base", required=True, help="base commit (hash or prefix)")
-    d.add_argument("--head", required=True, help="head commit (hash or prefix)")
+    d.add_argument("--base", help="base commit: a hash, a prefix, or a git ref such as HEAD~1, a branch or a tag "
+                                  "(default: the run before head)")
+    d.add_argument("--head", help="head commit, as --base (default: the machine's latest run)")
     d.add_argument("--machine", help="asv machine name (needed when several are present)")
     d.add_argument("--head-machine", help="the head's machine, when it differs (e.g. one machine per PyTorch version)")
-    d.add_argument("--format", choices=("md", "json"), default="md")
+    d.add_argument("--format", choices=FORMATS_COMPARE,
+                   help="table: for a terminal (default on a terminal); md: the PR comment (default into a pipe or "
+                        "--out); json: a stable shape for scripts")
+    d.add_argument("--only-changed", action="store_true",
+                   help="list only the cells, best modes and kernel speedups that changed")
+    d.add_argument("--factor", type=_factor, metavar="F",
+                   help="also require a change beyond F (e.g. 1.2: 20%% slower or faster) on top of the noise rule; "
+                        "only ever makes a verdict stricter")
     d.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     d.add_argument("--out", help="write the comparison here instead of standard output")
     d.add_argument("--allow-cross-versions", action="store_true", help="compare across GPUs or PyTorch versions")
 
-    q = sub.add_parser("pr", help="GPU host: measure what a PR changed at base and head, compare, comment")
+    x = command("rm", "remove runs from the results (and their cells), like `asv rm`",
+                "compile-baselines rm --commit 1a2b3c4d          # lists what it would remove\n"
+                "compile-baselines rm --commit HEAD --machine h100 --yes\n"
+                "compile-baselines rm --torch 2.9 --until 2026-06-30 --yes",
+                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be.")
+    reading(x)
+    x.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1")
+    x.add_argument("--machine", help="asv machine name")
+    x.add_argument("--torch", metavar="VERSION", help="torch version, or its start: 2.11 matches 2.11.0+cu130")
+    x.add_argument("--since", type=_date(), metavar="WHEN",
+                   help="runs whose commit date is on or after this (2026-11-23, 2026-11-23T10:00:00Z)")
+    x.add_argument("--until", type=_date(end_of_day=True), metavar="WHEN",
+                   help="runs whose commit date is on or before this (a bare date includes its whole day)")
+    x.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
+    x.add_argument("--yes", action="store_true", help="remove them (default: only list them)")
+
+    q = command("pr", "on a GPU host: measure what a PR changed at base and head, compare, comment",
+                "compile-baselines pr --base origin/main --head HEAD --repo OWNER/NAME --pr 42")
     reading(q)
     q.add_argument("--base", required=True, help="base ref")
     q.add_argument("--head", required=True, help="head ref")
     q.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
-    q.add_argument("-j", "--jobs", type=int)
+    q.add_argument("-j", "--jobs", type=int, help="cells at once (as run's)")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
-    q.add_argument("--preset", nargs="+", choices=PRESET_NAMES)
+    q.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: prefill and decode")
     q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     q.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
 
-    i = sub.add_parser("issue", help="open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)")
+    i = command("issue", "open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)",
+                "compile-baselines issue --repo OWNER/NAME --title 'Best baselines' --body-file body.md")
     i.add_argument("--repo", required=True, help="OWNER/NAME")
-    i.add_argument("--title", required=True)
-    i.add_argument("--body-file", required=True)
+    i.add_argument("--title", required=True, help="the issue's title")
+    i.add_argument("--body-file", required=True, help="markdown file with the body")
 
-    k = sub.add_parser("comment", help="post or update the one PR comment (GITHUB_TOKEN, GITHUB_API_URL)")
+    k = command("comment", "post or update the one PR comment (GITHUB_TOKEN, GITHUB_API_URL)",
+                "compile-baselines compare --base main --head HEAD --out comment.md\n"
+                "compile-baselines comment --repo OWNER/NAME --pr 42 --body-file comment.md --only-on-change")
     k.add_argument("--repo", required=True, help="OWNER/NAME")
-    k.add_argument("--pr", required=True, type=int)
-    k.add_argument("--body-file", required=True)
+    k.add_argument("--pr", required=True, type=int, help="pull request number")
+    k.add_argument("--body-file", required=True, help="markdown file with the body (e.g. compare --out)")
     k.add_argument("--only-on-change", action="store_true", help="create no comment when nothing changed")
 
-    o = sub.add_parser("report", help="self-contained HTML report of the results")
+    o = command("report", "write a self-contained HTML report of the results",
+                "compile-baselines report --out site/report")
     reading(o)
     o.add_argument("--out", required=True, help="output directory")
 
-    u = sub.add_parser("publish", help="asv publish (renders offline) + the report next to it")
+    u = command("publish", "asv publish (renders with no network) plus the report next to it",
+                "compile-baselines publish --out site")
     reading(u)
     u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir)")
     return parser

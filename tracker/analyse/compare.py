@@ -6,7 +6,9 @@ A cell (preset, workload, mode) changed when both hold (ChangeRule):
 - its median moved by more than what fresh processes show with unchanged code: 10%, 25% for cells under 50 us or
   host-bound, 30% for the autotuned modes;
 and neither run's samples are spread over more than 20% (relative IQR): such a cell was disturbed while it was
-measured, and its change is reported as "noisy", never as a regression.
+measured, and its change is reported as "noisy", never as a regression. A user's factor (ChangeRule.factor, compare
+--factor F, asv compare's --factor) raises every band to at least F: a change must also exceed F (ratio > F or
+< 1/F), so the factor only ever makes a verdict stricter.
 
 Why: the H100 fixture (tests/fixtures/h100) holds two full runs of the same workload code. Within a run, the samples
 of a cell separate even 1% shifts (p < 0.01 for 85-92% of cells), so the p-value alone flags noise. Across the runs,
@@ -29,6 +31,7 @@ import math
 import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -73,12 +76,18 @@ class ChangeRule:
     max_spread: float = 0.20  # relative IQR above which a measurement is too disturbed to judge
     noise: NoiseModel = field(default_factory=NoiseModel)
     host: HostBound = field(default_factory=HostBound)
+    factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
+
+    def __post_init__(self) -> None:
+        if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
+            raise ValueError(f"--factor takes a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
 
     def threshold(self, mode: str, ms: float, launch_us: float) -> float:
         """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed."""
         small = self.noise.small(ms) or self.host.bound(ms, launch_us)
         t = self.small_change if small else self.min_change
-        return max(t, self.autotuned_change) if mode in self.autotuned_modes else t
+        t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
+        return t if self.factor is None else max(t, self.factor - 1)
 
 
 # ---------------------------------------------------------------------------------------------------- records
@@ -393,16 +402,18 @@ def check_versions(b: RunInfo, h: RunInfo, allow_cross_versions: bool) -> None:
 
 def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head: str, machine: str | None = None,
                  allow_cross_versions: bool = False, rule: ChangeRule | None = None,
-                 workloads: Collection[str] | None = None, head_machine: str | None = None) -> Comparison:
+                 workloads: Collection[str] | None = None, head_machine: str | None = None,
+                 repo_dir: Path | None = None) -> Comparison:
     """Compare the runs of commits `base` and `head` (hashes or prefixes) of one machine: from a results directory
     (only those two files are read), or from a results table with samples. CompareError across versions unless
     `allow_cross_versions`; `workloads` restricts the comparison (the PR flow measures only some). `head_machine`
-    names another machine for the head run (one machine per PyTorch version: compare the versions at one commit)."""
+    names another machine for the head run (one machine per PyTorch version: compare the versions at one commit).
+    With `repo_dir`, a commit that is no hash prefix of a run is resolved as a git ref there (HEAD~1, a branch)."""
     if isinstance(source, pd.DataFrame):
         tb, th, bi, hi = pairs.split_pair(source, base, head, machine, head_machine)
         warnings: list[str] = []
     else:
-        b, h, warnings = pairs.pick_pair(source, base, head, machine, head_machine)
+        b, h, warnings = pairs.pick_pair(source, base, head, machine, head_machine, repo_dir)
         check_versions(pairs.header_info(b), pairs.header_info(h), allow_cross_versions)  # before any parsing
         tb, th, bi, hi, loading = pairs.load_pair(source, b, h)
         warnings = warnings + loading

@@ -2,18 +2,22 @@
 
 From a results directory, the pair is picked on the files' headers first (`pick_pair`), so that a comparison the
 caller refuses (tracker.analyse.compare.check_versions) costs no parsing; then only those two files are read, with
-their samples (`load_pair`). From a results table, the pair is split out of it (`split_pair`).
+their samples (`load_pair`). A commit is a hash prefix, or a git ref resolved in the repository (HEAD~1, a branch);
+with none given, the machine's latest two runs are compared (`default_pair`). From a results table, the pair is
+split out of it (`split_pair`).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from tracker.errors import ToolError
 from tracker.stats import float_or_none
+from tracker.store.commits import match_ref
 from tracker.store.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
 
 
@@ -90,15 +94,47 @@ def split_pair(table: pd.DataFrame, base: str, head: str, machine: str | None = 
     return tb, th, bi, hi
 
 
+def _resolve(runs: list[RunFile], ref: str, repo_dir: Path | None) -> str:
+    """`ref` as a commit with results: a hash prefix of one as given, else the commit git resolves it to; CompareError
+    when git knows the commit but it has no results."""
+    commit = match_ref(ref, [r.commit for r in runs], repo_dir)
+    if commit != ref and not any(r.commit == commit for r in runs):
+        recent = ", ".join(r.commit[:8] for r in runs[-5:])
+        raise CompareError(f"no results for {ref!r} (commit {commit[:12]}); latest commits with results: {recent}")
+    return commit
+
+
 def pick_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
-              head_machine: str | None = None) -> tuple[RunFile, RunFile, list[str]]:
+              head_machine: str | None = None,
+              repo_dir: Path | None = None) -> tuple[RunFile, RunFile, list[str]]:
     """The base and head runs' files in a results directory (nothing parsed beyond their headers), and the
-    warnings about files that could not be listed."""
+    warnings about files that could not be listed. Commits are hash prefixes, or git refs resolved in `repo_dir`
+    (HEAD~1, a branch, a tag) when no result's commit starts with them."""
     runs, warnings = list_runs(results_dir)
+    base, head = _resolve(runs, base, repo_dir), _resolve(runs, head, repo_dir)
     b, h = _pick(runs, machine, base, head, warnings), _pick(runs, head_machine or machine, head, base, warnings)
     if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
         raise CompareError(f"base and head are the same run ({b.commit[:12]} on {b.machine}): nothing to compare")
     return b, h, warnings
+
+
+def default_pair(results_dir: str | os.PathLike[str], base: str | None, head: str | None, machine: str | None = None,
+                 repo_dir: Path | None = None) -> tuple[RunFile, RunFile]:
+    """The runs to compare when --base or --head is left out: head, the machine's latest run (by date); base, its
+    run before head's. The machine: `machine`, else the only one with results."""
+    runs, _ = list_runs(results_dir)
+    machines = sorted({r.machine for r in runs})
+    if machine is None and len(machines) > 1:
+        raise CompareError(f"results of several machines ({', '.join(machines)}): pass --machine, or --base and "
+                           "--head")
+    mine = select_runs(runs, machine or machines[0])  # oldest first
+    h = mine[-1] if head is None else _pick(mine, None, _resolve(mine, head, repo_dir), base or head)
+    if base is not None:
+        return _pick(mine, None, _resolve(mine, base, repo_dir), head or base), h
+    earlier = [r for r in mine[:mine.index(h)] if r.commit != h.commit]
+    if not earlier:
+        raise CompareError(f"no run on {h.machine} before {h.commit[:8]} to compare it with: pass --base")
+    return earlier[-1], h
 
 
 def header_info(r: RunFile) -> RunInfo:
@@ -119,4 +155,4 @@ def load_pair(results_dir: str | os.PathLike[str], b: RunFile,
     return tb, th, _run_info(tb, b.params), _run_info(th, h.params), loaded.warnings
 
 
-__all__ = ["CompareError", "RunInfo", "header_info", "load_pair", "pick_pair", "split_pair"]
+__all__ = ["CompareError", "RunInfo", "default_pair", "header_info", "load_pair", "pick_pair", "split_pair"]

@@ -1,20 +1,26 @@
-"""`compile-baselines compare`: a comparison (tracker.analyse.compare) as markdown, the PR comment's body
-(tracker.publish.prcomment), or as JSON in a stable shape (`comparison_json`)."""
+"""`compile-baselines compare`: a comparison (tracker.analyse.compare) as a terminal table
+(tracker.publish.comparetable), as markdown, the PR comment's body (tracker.publish.prcomment), or as JSON in a stable
+shape (`comparison_json`)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from tracker.analyse.compare import EXIT_FAIL_ON, EXIT_OK, FAIL_ON, Comparison, compare_runs
+from tracker.analyse.compare import EXIT_FAIL_ON, EXIT_OK, FAIL_ON, ChangeRule, Comparison, compare_runs
+from tracker.analyse.pairs import default_pair
+from tracker.publish.comparetable import render_table
 from tracker.publish.prcomment import headline, render_comment
 from tracker.store import atomic
+from tracker.store.asvjson import RunFile
 
-FORMATS = ("md", "json")
+FORMATS = ("table", "md", "json")
 
 
 def _round(x: Any) -> Any:
@@ -27,9 +33,15 @@ def _round(x: Any) -> Any:
     return x
 
 
-def comparison_json(c: Comparison) -> dict[str, Any]:
-    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none)."""
+def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
+    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule
+    has a "factor" only when the comparison was given one. `only_changed`: the instances, cells and kernels lists
+    keep only what changed (the summary still counts the whole comparison)."""
     rule = asdict(c.rule)
+    factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
+    instances, cells, kernels = c.instances, c.cells, c.kernels
+    if only_changed:
+        instances, cells, kernels = c.best_changes, [x for x in c.cells if x.significant], c.kernel_changes
     return _round({
         "base": asdict(c.base), "head": asdict(c.head),
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
@@ -37,29 +49,54 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
                     "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances)},
         "rule": {k: rule[k] for k in ("p_value", "min_change", "small_change", "autotuned_change", "autotuned_modes",
                                       "max_spread")} | {"small_below_ms": c.rule.noise.small_below_ms,
-                                                        "host_bound_k": c.rule.host.k},
-        "instances": [asdict(i) for i in c.instances],
-        "cells": [asdict(x) for x in c.cells],
-        "kernels": [asdict(k) for k in c.kernels],
+                                                        "host_bound_k": c.rule.host.k} | factor,
+        "instances": [asdict(i) for i in instances],
+        "cells": [asdict(x) for x in cells],
+        "kernels": [asdict(k) for k in kernels],
         "figures": [asdict(f) for f in c.figures],
         "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
         "notes": c.notes, "warnings": c.warnings,
     })
 
 
-def compare_main(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
+def _when(r: RunFile) -> str:
+    return dt.datetime.fromtimestamp(r.date_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: str | None, machine: str | None = None,
                  fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
-                 allow_cross_versions: bool = False, head_machine: str | None = None) -> int:
-    """`compile-baselines compare`: the comparison as markdown (the PR comment's body) or JSON, to `out` or
-    stdout. Exit 0, or EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
+                 allow_cross_versions: bool = False, head_machine: str | None = None, *, factor: float | None = None,
+                 only_changed: bool = False, repo_dir: Path | None = None) -> int:
+    """`compile-baselines compare`: the comparison as a terminal table, markdown (the PR comment's body) or JSON, to
+    `out` or stdout. `base`/`head`: hash prefixes, or git refs resolved in `repo_dir`; None: the machine's latest run
+    (head) and the run before it (base), said on stderr. `factor`: a change must also exceed this ratio;
+    `only_changed`: list only what changed. Exit 0, or EXIT_FAIL_ON (3) when the --fail-on condition holds; errors
+    raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
-    c = compare_runs(results_dir, base, head, machine, allow_cross_versions, head_machine=head_machine)
+    rule = ChangeRule(factor=factor)
+    if base is None or head is None:
+        if head_machine is not None:
+            raise ValueError("--head-machine needs --base and --head")
+        b, h = default_pair(results_dir, base, head, machine, repo_dir)
+        picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
+                              (("base", b, base), ("head", h, head)) if given is None)
+        why = "the latest run" if base is not None else "the run before head" if head is not None else \
+            "the latest two runs"
+        print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
+        base, head, machine = b.commit, h.commit, h.machine
+    c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
+                     repo_dir=repo_dir)
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    text = render_comment(c) if fmt == "md" else json.dumps(comparison_json(c), indent=1) + "\n"
+    if fmt == "table":
+        text = render_table(c, only_changed)
+    elif fmt == "md":
+        text = render_comment(c, only_changed=only_changed)
+    else:
+        text = json.dumps(comparison_json(c, only_changed), indent=1) + "\n"
     if out is not None:
         atomic.write_text(out, text)
     else:

@@ -62,7 +62,7 @@ def headline(c: Comparison) -> str:
     return " · ".join(parts)
 
 
-def _view(c: Comparison, scope: str | None = None) -> dict[str, Any]:
+def _view(c: Comparison, scope: str | None = None, only_changed: bool = False) -> dict[str, Any]:
     explained = {(i.preset, i.workload) for i in c.best_changes}
     significant = [x for x in c.cells if x.significant and not x.mode.startswith(KERNEL_PREFIX)]
     significant.sort(key=lambda x: (x.verdict not in REGRESSION_VERDICTS, (x.preset, x.workload) in explained))
@@ -72,7 +72,8 @@ def _view(c: Comparison, scope: str | None = None) -> dict[str, Any]:
     return {
         "skipped": False, "scope": scope,
         "c": c, "headline": headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
-        "best": c.best_changes, "cells": significant, "kernels": c.kernels, "details": c.cells,
+        "best": c.best_changes, "cells": significant, "kernels": c.kernel_changes if only_changed else c.kernels,
+        "details": [] if only_changed else c.cells, "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
     }
@@ -82,11 +83,13 @@ def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
     return _ENV.get_template("comment.md.j2").render(**view, limits=limits)
 
 
-def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | None = None) -> str:
+def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | None = None,
+                   only_changed: bool = False) -> str:
     """The PR comment (markdown with the hidden markers), fitted into `max_chars` by cutting rows: every cell's
     details first, then the significant cells, the kernels and the changed instances; never the headline.
-    `scope` says what was measured (the PR flow: which workloads, and why)."""
-    view = _view(c, scope)
+    `scope` says what was measured (the PR flow: which workloads, and why). `only_changed` (compare
+    --only-changed): without the every-cell details, and only the kernels whose speedup changed."""
+    view = _view(c, scope, only_changed)
     limits: dict[str, int | None] = {"details": None, "cells": None, "kernels": None, "best": None}
     text = _render(view, limits)
     for section in limits:

@@ -1,11 +1,14 @@
 """Git, read-only: a ref resolved to its commit, and the commit a run is recorded under with its date (asv orders
-history by commit date). The PR flow runs its other git commands through `git` too."""
+history by commit date); what a user types for a commit (a hash prefix or a git ref) or a date (ms since the epoch
+or ISO 8601), read. The PR flow runs its other git commands through `git` too."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from tracker.errors import ToolError
@@ -58,3 +61,36 @@ def resolve(commit: str | None, repo_dir: Path, date_ms: int | None = None) -> t
         stamp = _git(["log", "-1", "--format=%ct", commit], repo_dir)
         date_ms = int(stamp) * 1000 if stamp else int(time.time() * 1000)
     return commit, date_ms
+
+
+def match_ref(ref: str, known: Iterable[str], repo_dir: Path | None) -> str:
+    """What `ref` names among the `known` commits (those with results): `ref` itself when it is a prefix of one of
+    them (an abbreviated hash), else the full hash git resolves it to in `repo_dir` (HEAD~1, a branch, a tag), else
+    `ref` unchanged (the caller's lookup then says there are no results for it)."""
+    lowered = ref.lower()
+    if any(c.lower().startswith(lowered) for c in known) or repo_dir is None:
+        return ref
+    try:
+        return resolve_ref(ref, repo_dir)
+    except CommitError:
+        return ref
+
+
+def parse_date_ms(text: str, end_of_day: bool = False) -> int:
+    """A date as ms since the epoch, from ms since the epoch ("1795333830000"), an ISO date ("2026-11-23": its
+    start, or with `end_of_day` its last ms) or an ISO time ("2026-11-23T10:00:00Z"; UTC when no offset is given).
+    ValueError of one line otherwise."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        if len(text) == 10:  # a bare date
+            day = dt.datetime.combine(dt.date.fromisoformat(text), dt.time(), dt.UTC)
+            return int(day.timestamp() * 1000) + (86_400_000 - 1 if end_of_day else 0)
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date: give 2026-11-23, 2026-11-23T10:00:00Z or ms since the epoch"
+                         ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)

@@ -1,0 +1,177 @@
+"""compare as people type it every day: git refs and abbreviated hashes, the latest two runs when none is named, a
+terminal table (the default on a terminal), --only-changed, and --factor, which only ever makes a verdict stricter.
+Runs are modified copies of the real H100 fixture (tests/test_compare.py's write_run)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_compare import BASE, EARLIER, H100, MACHINE, SCENARIOS, write_run
+from tracker import cli
+from tracker.analyse.compare import FASTER, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
+from tracker.publish.comparison import FORMATS, compare_main, comparison_json
+from tracker.publish.markdown import MARKER
+from tracker.publish.prcomment import render_comment
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A git repository of three commits, oldest first; the results hold runs of the first two."""
+    path = tmp_path_factory.mktemp("repo")
+    git(path, "init", "-q")
+    for name in ("one", "two", "three"):
+        git(path, "commit", "-q", "--allow-empty", "-m", name)
+    return path, git(path, "log", "--reverse", "--format=%H").split()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory, repo: tuple[Path, list[str]]) -> Path:
+    """The fixture's two real runs, then the repo's first commit (a copy of BASE) and its second (the regression
+    scenario of test_compare), one and two hours later."""
+    rd = tmp_path_factory.mktemp("everyday") / "results"
+    shutil.copytree(H100, rd)
+    first, second, _ = repo[1]
+    write_run(rd, first, hours=1)
+    write_run(rd, second, SCENARIOS["regression"], hours=2)
+    return rd
+
+
+def run_json(results: Path, base: str | None, head: str | None, capsys: pytest.CaptureFixture[str],
+             repo_dir: Path | None = None, **kw: object) -> tuple[dict, str]:
+    assert compare_main(results, base, head, MACHINE, "json", repo_dir=repo_dir, **kw) == 0  # type: ignore[arg-type]
+    captured = capsys.readouterr()
+    return json.loads(captured.out), captured.err
+
+
+def test_git_refs_and_abbreviated_hashes_name_the_runs(results: Path, repo: tuple[Path, list[str]],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path, (first, second, third) = repo
+    data, _ = run_json(results, "HEAD~2", "HEAD~1", capsys, path)
+    assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
+    data, _ = run_json(results, first[:7], "main" if git(path, "branch", "--show-current") == "main" else second,
+                       capsys, path)
+    assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
+    with pytest.raises(Exception, match=rf"no results for 'HEAD' \(commit {third[:12]}\); latest commits with "
+                                        rf"results: {EARLIER[:8]}, {BASE[:8]}, {first[:8]}, {second[:8]}"):
+        compare_main(results, "HEAD~1", "HEAD", MACHINE, repo_dir=path)
+    with pytest.raises(Exception, match="no results for commit 'HEAD~1'"):  # no repository: not resolved
+        compare_main(results, "HEAD~1", second, MACHINE)
+
+
+def test_without_base_and_head_the_machines_latest_two_runs(results: Path, repo: tuple[Path, list[str]],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    _, (first, second, _) = repo
+    data, err = run_json(results, None, None, capsys)
+    assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
+    assert err.splitlines()[0] == (f"compare: base {first[:8]} (2026-11-22 08:48 UTC) and head {second[:8]} "
+                                   f"(2026-11-22 09:48 UTC): the latest two runs on {MACHINE}")
+    data, err = run_json(results, None, first[:8], capsys)  # only --head: the run before it
+    assert (data["base"]["commit"], data["head"]["commit"]) == (BASE, first)
+    assert err.splitlines()[0].endswith(f": the run before head on {MACHINE}")
+    data, err = run_json(results, EARLIER[:8], None, capsys)  # only --base: the latest run
+    assert (data["base"]["commit"], data["head"]["commit"]) == (EARLIER, second)
+    assert err.splitlines()[0].startswith(f"compare: head {second[:8]} ")
+
+
+def test_the_latest_two_runs_need_two_runs_and_one_machine(tmp_path: Path) -> None:
+    rd = tmp_path / "results"
+    write_run(rd, BASE)
+    with pytest.raises(Exception, match=f"no run on {MACHINE} before {BASE[:8]} to compare it with: pass --base"):
+        compare_main(rd, None, None)
+    write_run(rd, EARLIER, hours=-1)
+    write_run(rd, BASE, machine="other")
+    with pytest.raises(Exception, match=rf"results of several machines \({MACHINE}, other\): pass --machine"):
+        compare_main(rd, None, None)
+    assert compare_main(rd, None, None, MACHINE, "json") == 0
+
+
+def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
+        results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
+    _, (first, second, _) = repo
+    assert compare_main(results, first, second, MACHINE, "table") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"compare {first[:8]} -> {second[:8]} on {MACHINE} · NVIDIA H100 80GB HBM3")
+    assert lines[1] == "Best baselines changed: 0 · significant regressions: 3 · improvements: 1"
+    assert lines[3].split() == ["before", "after", "ratio", "verdict", "preset", "workload", "mode"]
+    rows = {tuple(line.split()[-3:]): line for line in lines[4:4 + 213]}
+    assert len(rows) == 213
+    eager = rows[("prefill", "vlm_patch_embedding_conv2d", "eager")]
+    assert eager.startswith("+") and f" 1.50x  {SLOWER} " in eager
+    assert rows[("prefill", "llm_qk_norm", "eager")].startswith("-")
+    assert rows[("decode", "llm_rmsnorm", "max-autotune-no-cudagraphs")].startswith("~")
+    failed = rows[("decode", "llm_logits_projection_softmax", "max-autotune")]
+    assert failed.startswith("+") and f" -      -  {NOW_FAILS}  decode " in failed
+    assert lines[-2].startswith("213 cells: 3 slower or now failing (+), 1 faster or now ok (-)")
+
+
+def test_only_changed_lists_the_changed_cells_in_every_format(
+        results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
+    _, (first, second, _) = repo
+    assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[-1] for line in lines[4:8]] == ["reduce-overhead", "eager", "eager", "max-autotune"]
+    assert lines[8] == "" and lines[-2].endswith("; 209 not shown (--only-changed)")
+    data, _ = run_json(results, first, second, capsys, only_changed=True)
+    assert [(x["workload"], x["verdict"]) for x in data["cells"]] == [
+        ("llm_topk_sampling_prep", SLOWER), ("llm_qk_norm", FASTER), ("vlm_patch_embedding_conv2d", SLOWER),
+        ("llm_logits_projection_softmax", NOW_FAILS)]
+    assert data["summary"]["cells"] == 213 and data["instances"] == [] and data["kernels"] == []
+    assert compare_main(results, first, second, MACHINE, "md", only_changed=True) == 0
+    md = capsys.readouterr().out
+    assert md.startswith(MARKER) and "#### Significant cell changes" in md and "Every cell" not in md
+
+
+def test_factor_only_makes_verdicts_stricter(results: Path, repo: tuple[Path, list[str]],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    _, (first, second, _) = repo
+    plain = compare_runs(results, first, second, MACHINE)
+    strict = compare_runs(results, first, second, MACHINE, rule=ChangeRule(factor=1.3))
+    verdicts = {(x.preset, x.workload, x.mode): x.verdict for x in strict.cells}
+    for x in plain.cells:  # the same verdict, or "same" where the change stays within the factor
+        assert verdicts[(x.preset, x.workload, x.mode)] in (x.verdict, SAME)
+    assert {(x.workload, x.verdict) for x in strict.regressions + strict.improvements} == {
+        ("vlm_patch_embedding_conv2d", SLOWER), ("llm_logits_projection_softmax", NOW_FAILS)}  # 1.25x, 0.8x: within
+    assert all(x.threshold >= 0.3 for x in strict.cells if x.threshold is not None)
+    loose = compare_runs(results, first, second, MACHINE, rule=ChangeRule(factor=1.01))  # below every band
+    assert [x.verdict for x in loose.cells] == [x.verdict for x in plain.cells]
+    data, _ = run_json(results, first, second, capsys, factor=1.3)
+    assert data["rule"]["factor"] == 1.3 and data["summary"]["regressions"] == 2
+    assert "factor 1.3\u00d7 (--factor)" in render_comment(strict)
+    with pytest.raises(ValueError, match="--factor takes a ratio of at least 1"):
+        ChangeRule(factor=0.9)
+
+
+def test_without_the_new_options_md_and_json_are_as_before(results: Path, repo: tuple[Path, list[str]],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _, (first, second, _) = repo
+    c = compare_runs(results, first, second, MACHINE)
+    assert compare_main(results, first, second, MACHINE, "md") == 0
+    assert capsys.readouterr().out == render_comment(c)
+    data, _ = run_json(results, first, second, capsys)
+    assert "factor" not in data["rule"] and data == comparison_json(c)
+
+
+def test_cli_picks_a_table_on_a_terminal_and_markdown_into_a_pipe(
+        results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, (first, second, _) = repo
+    assert cli.FORMATS_COMPARE == FORMATS  # named in the CLI without loading pandas
+    args = ["compare", "--results-dir", str(results), "--base", first[:8], "--head", second[:8]]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.startswith(MARKER)  # captured: not a terminal
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.startswith(f"compare {first[:8]} -> {second[:8]}")
+    with pytest.raises(SystemExit) as e:
+        cli.main([*args, "--factor", "0.5"])
+    assert e.value.code == 2 and "argument --factor: takes a ratio of at least 1" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""`compile-baselines compare --format table`: a comparison for the terminal, in the manner of `asv compare`: the
+headline, then one row per cell (before, after, ratio, verdict), then the best baselines and kernel speedups that
+changed, then what the verdicts rest on.
+
+The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge.
+"""
+
+from __future__ import annotations
+
+from tracker.analyse.compare import IMPROVEMENT_VERDICTS, NOISY, REGRESSION_VERDICTS, SAME, CellChange, Comparison
+from tracker.publish.prcomment import headline
+
+DASH = "-"
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return DASH
+    return f"{x * 1000:.3g} us" if x < 1 else f"{x:.3g} ms"
+
+
+def _ratio(x: float | None) -> str:
+    return DASH if x is None else f"{x:.2f}x"
+
+
+def _mark(verdict: str) -> str:
+    if verdict in REGRESSION_VERDICTS:
+        return "+"
+    if verdict in IMPROVEMENT_VERDICTS:
+        return "-"
+    return "~" if verdict == NOISY else " "
+
+
+def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
+            .rstrip() for r in rows]
+
+
+def _cell_rows(cells: list[CellChange]) -> list[str]:
+    rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode")]
+    rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio), x.verdict, x.preset, x.workload,
+              x.mode) for x in cells]
+    return _columns(rows, right={1, 2, 3})
+
+
+def render_table(c: Comparison, only_changed: bool = False) -> str:
+    """The comparison as plain text for a terminal; `only_changed`: only the cells whose verdict is a change."""
+    lines = [f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · "
+             f"torch {c.head.torch} · triton {c.head.triton}", headline(c), ""]
+    lines += [f"note: {n}" for n in c.notes]
+    cells = [x for x in c.cells if x.significant] if only_changed else c.cells
+    if cells:
+        lines += _cell_rows(cells)
+    else:
+        lines.append("no cell changed beyond noise" if only_changed else "no cells")
+    if c.best_changes:
+        lines += ["", f"best baseline changed ({len(c.best_changes)}):"]
+        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}: {i.reason}"
+                  for i in c.best_changes]
+    kernels = c.kernel_changes if only_changed else [k for k in c.kernels if k.verdict != SAME]
+    if kernels:
+        lines += ["", "kernel speedup over the best baseline:"]
+        lines += [f"  {k.preset} {k.workload} {k.kernel}: {_ratio(k.base_speedup)} -> {_ratio(k.head_speedup)} "
+                  f"{k.verdict}" for k in kernels]
+    same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy)
+    lines += ["", f"{len(c.cells)} cells: {len(c.regressions)} slower or now failing (+), {len(c.improvements)} "
+                  f"faster or now ok (-), {len(c.noisy)} too noisy to judge (~), {same} otherwise"
+              + (f"; {len(c.cells) - len(cells)} not shown (--only-changed)" if only_changed else "")]
+    r = c.rule
+    factor = f" and beyond --factor {r.factor:g}" if r.factor is not None else ""
+    lines.append(f"a cell changed when p < {r.p_value:g} and its median moved beyond its band ({r.min_change:.0%}, "
+                 f"{r.small_change:.0%} when small or host-bound, {r.autotuned_change:.0%} autotuned){factor}; "
+                 f"spread over {r.max_spread:.0%}: too noisy")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["render_table"]
