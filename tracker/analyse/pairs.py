@@ -122,15 +122,15 @@ def default_pair(results_dir: str | os.PathLike[str], base: str | None, head: st
                  repo_dir: Path | None = None) -> tuple[RunFile, RunFile]:
     """The runs to compare when --base or --head is left out: head, the machine's latest run (by date); base, its
     run before head's. The machine: `machine`, else the only one with results."""
-    runs, _ = list_runs(results_dir)
+    runs, unreadable = list_runs(results_dir)
     machines = sorted({r.machine for r in runs})
     if machine is None and len(machines) > 1:
         raise CompareError(f"results of several machines ({', '.join(machines)}): pass --machine, or --base and "
                            "--head")
     mine = select_runs(runs, machine or machines[0])  # oldest first
-    h = mine[-1] if head is None else _pick(mine, None, _resolve(mine, head, repo_dir), base or head)
+    h = mine[-1] if head is None else _pick(mine, None, _resolve(mine, head, repo_dir), base or head, unreadable)
     if base is not None:
-        return _pick(mine, None, _resolve(mine, base, repo_dir), head or base), h
+        return _pick(mine, None, _resolve(mine, base, repo_dir), head or base, unreadable), h
     earlier = [r for r in mine[:mine.index(h)] if r.commit != h.commit]
     if not earlier:
         raise CompareError(f"no run on {h.machine} before {h.commit[:8]} to compare it with: pass --base")
