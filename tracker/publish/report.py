@@ -280,7 +280,7 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
         presets = []
         for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
-            figures = preset_summary(a, run.commit, machine, run.torch, preset)
+            figures = preset_summary(a, run.commit, machine, run.torch, preset, table=latest)
             section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset))
             section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
             cost = cost_plot(rows, modes, preset)
