@@ -28,6 +28,7 @@ from tracker.errors import ToolError
 from tracker.publish import plots
 from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
+from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
 from tracker.stats import float_or_none
 from tracker.store import results
@@ -106,6 +107,25 @@ class MachineSection:
     gpu: str
     presets: list[PresetSection]
     runs: int
+
+    @property
+    def timer(self) -> str:
+        """What timed this machine's cells (HTML): the cell records its device, and a CPU cell (gpu "cpu") is timed
+        by the harness' CPU timer (tracker.measure.harness.cpu_bench), a CUDA cell by do_bench."""
+        if self.gpu == "cpu":
+            return ("a CPU timer (<code>time.perf_counter</code> around single calls, in do_bench's result shape; "
+                    "no GPU)")
+        return "<code>triton.testing.do_bench</code>"
+
+
+def timers(sections: Sequence[MachineSection]) -> list[str]:
+    """The timers of the page's machines, each once; named per machine where they differ."""
+    by_timer: dict[str, list[str]] = {}
+    for s in sections:
+        by_timer.setdefault(s.timer, []).append(s.machine)
+    if len(by_timer) == 1:
+        return list(by_timer)
+    return [f"{t} ({', '.join(machines)})" for t, machines in by_timer.items()]
 
 
 def _fmt_pct(pct: float) -> str:
@@ -306,6 +326,7 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
     return env.get_template("report.html.j2").render(
         sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
         asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
+        timers=timers(sections), calls=calls_text,
         svg=Markup)  # the plots are our own matplotlib output
 
 
@@ -344,5 +365,5 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "index.html").write_text(html, encoding="utf-8")
-    print(f"report: {out / 'index.html'} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
+    print(f"report: {(out / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
     return 0

@@ -225,7 +225,7 @@ def _h2h(p: dict[str, Any], side: Any) -> str:
                          WIDTH - 2, subsequent_indent="    ", break_on_hyphens=False)
 
 
-def _calls(calls: int | None) -> str:
+def calls_text(calls: int | None) -> str:
     if calls is None:
         return "never"
     for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -239,7 +239,7 @@ def _break_even_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per workload, the calls to break even of each compiled mode measured ok with eager ("-": not measured)."""
     by_workload: dict[str, dict[str, str]] = {}
     for b in rows:
-        by_workload.setdefault(b["workload"], {})[b["mode"]] = _calls(b["calls"])
+        by_workload.setdefault(b["workload"], {})[b["mode"]] = calls_text(b["calls"])
     return [{"workload": w, "calls": [calls.get(m, "-") for m in COMPILED]} for w, calls in by_workload.items()]
 
 
