@@ -133,6 +133,27 @@ def test_asv_history_of_an_instance_from_the_report(browser: Browser, base_url: 
     _save(by_mode, shots, "asv-history.png", full_page=False)
 
 
+def test_asv_graph_page_opens_on_what_was_measured(browser: Browser, base_url: str, shots: Path) -> None:
+    """A benchmark's graph opened as asv's grid opens it (no parameter selection): every series plotted has data,
+    one measured instance in all its measured modes, not asv's first values of each parameter."""
+    page = browser.open(base_url + "index.html#baselines.Baseline.track_latency",
+                        "document.querySelectorAll('#main-graph canvas').length > 0"
+                        " && $('#main-graph').data('plot') !== undefined"
+                        " && $('#main-graph').data('plot').getData().length > 0")
+    _clean(page, base_url)
+    assert "p-preset=" in page.evaluate("location.hash")
+    series = page.evaluate("$('#main-graph').data('plot').getData().map(s => [s.label, s.data.length])")
+    labels = page.evaluate("[...document.querySelectorAll('#main-graph .legendLabel')].map(e => e.innerText)")
+    assert len(labels) == len(series) >= 2 and all(n > 0 for _, n in series), series
+    # from the grid: the same selection
+    grid = browser.open(base_url + "index.html",
+                        "document.querySelectorAll('.benchmark-container canvas').length >= 3")
+    grid.evaluate("document.querySelector('a.benchmark-container[href=\"#baselines.Baseline.track_latency\"]')"
+                  ".click()")
+    browser.pump(1.0)
+    assert grid.evaluate("location.hash") == page.evaluate("location.hash")
+
+
 def test_report_renders_from_file(browser: Browser, site: Path) -> None:
     url = (site / "report" / "index.html").as_uri()
     page = browser.open(url, REPORT_READY)

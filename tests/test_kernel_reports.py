@@ -259,10 +259,12 @@ def test_text_and_markdown_summaries_have_the_kernels_block() -> None:
     text = summary.render_text(H100)
     assert max(len(line) for line in text.splitlines()) <= summary.WIDTH
     assert "  kernels vs best baseline:\n" in text
-    assert "    llm_rmsnorm triton_rmsnorm: 1.15x vs best (default), 4.6x vs eager; host-bound\n" in text
-    # wrapped at 100 columns
-    assert ("llm_rmsnorm triton_rmsnorm: 0.992x vs best (max-autotune-no-cudagraphs), 5.33x vs eager; "
-            "within noise") in " ".join(text.split())
+    assert ("    llm_rmsnorm triton_rmsnorm: 1.15x faster than best (default), 4.6x faster than eager; "
+            "host-bound\n") in text
+    # slower reads as the inverse (1 / 0.992 = 1.008), wrapped at 100 columns
+    assert ("llm_rmsnorm triton_rmsnorm: 1.01x slower than best (max-autotune-no-cudagraphs), 5.33x faster than "
+            "eager; within noise") in " ".join(text.split())
+    assert "diff_cfg_blend torch_lerp: 1.13x slower than best (default), 1.92x faster than eager" in text
     data, _ = summary.summary_for(CPU)
     md = summary.render(data, "md")
     assert "Kernels vs best baseline:" in md
@@ -274,9 +276,12 @@ def test_text_and_markdown_summaries_have_the_kernels_block() -> None:
 def test_kernel_line_for_each_case() -> None:
     base = {"workload": "w", "candidate": "k", "median_ms": 0.5, "best_baseline": "default", "speedup_vs_best": 1.02,
             "speedup_vs_eager": 5.4, "correct": True, "within_noise": False, "host_bound": False, "reason": None}
-    assert summary.kernel_line(base) == "w k: 1.02x vs best (default), 5.4x vs eager"
+    assert summary.kernel_line(base) == "w k: 1.02x faster than best (default), 5.4x faster than eager"
     assert summary.kernel_line({**base, "best_baseline": "eager", "speedup_vs_eager": 1.02}) == \
-        "w k: 1.02x vs best (eager)"
+        "w k: 1.02x faster than best (eager)"
+    assert summary.kernel_line({**base, "speedup_vs_best": 0.8, "speedup_vs_eager": 0.25}) == \
+        "w k: 1.25x slower than best (default), 4x slower than eager"
+    assert summary.kernel_line({**base, "speedup_vs_best": 1.0004}).startswith("w k: as fast as best (default)")
     assert summary.kernel_line({**base, "speedup_vs_best": None, "speedup_vs_eager": None, "best_baseline": None}) \
         == "w k: 0.5 ms, no baseline measured ok"
     assert summary.kernel_line({**base, "within_noise": True, "host_bound": True}).endswith(

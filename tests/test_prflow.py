@@ -7,13 +7,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_github import FakeGitHub
 from test_compare import MACHINE, SCENARIOS, write_run
 
 from tracker.analyse.compare import EXIT_FAIL_ON
-from tracker.github.prflow import PrFlowError, pr_main, select_workloads, workloads_at
+from tracker.github.prflow import PrFlowError, pr_main, run_command, select_workloads, workloads_at
 from tracker.publish.markdown import MARKER
 from tracker.store import commits
 from tracker.store.commits import CommitError, resolve_ref
@@ -129,7 +130,8 @@ def test_pr_flow_measures_both_sides_compares_and_comments_once(
     assert f"Measured {', '.join(LLM)} (workloads/llm.py changed)." in body
     assert "diff_cfg_blend" not in body  # not measured, not compared
     assert summary.read_text() == body + "\n"
-    assert capsys.readouterr().out.startswith(f"created comment {comment['id']} on octo/widgets#7")
+    out, err = capsys.readouterr()
+    assert out == "" and f"created comment {comment['id']} on octo/widgets#7" in err
     assert git(r, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
 
     # A later push that changes only docs: nothing is measured, the comment is edited to say so.
@@ -149,12 +151,38 @@ def test_no_change_creates_no_comment_and_no_token_prints(
     env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
     assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path, machine=MACHINE, env=env, repo_dir=r,
                    runner=FakeRunner(c["docs"])) == 0
-    assert fake.comments() == [] and "no comment on octo/widgets#7" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert fake.comments() == [] and out == "" and "no comment on octo/widgets#7" in err
     assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path, machine=MACHINE, env={}, repo_dir=r,
                    runner=FakeRunner(c["docs"])) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(MARKER)
-    assert out.rstrip().endswith("GITHUB_TOKEN is not set (the comment body is printed above)")
+    out, err = capsys.readouterr()
+    assert out.startswith(MARKER) and "GITHUB_TOKEN" not in out  # the body alone
+    assert err.rstrip().endswith("GITHUB_TOKEN is not set (the comment body is printed on stdout)")
+
+
+class TalkativeRunner(FakeRunner):
+    """FakeRunner whose run, like `compile-baselines run`, prints progress and its summary on its stdout: a real
+    subprocess started the way `pr` starts one (prflow.run_command)."""
+
+    def __call__(self, command: list[str], cwd: Path) -> int:
+        script = "import sys; print('run: 10 cells'); print('tiny: 2 instances'); print('warn', file=sys.stderr)"
+        assert run_command([sys.executable, "-c", script], cwd) == 0
+        return super().__call__(command, cwd)
+
+
+@pytest.mark.parametrize("target", [{}, {"repo": "octo/widgets", "pr": 7}])
+def test_stdout_carries_the_comment_body_alone(repo: tuple[Path, dict[str, str]], tmp_path: Path,
+                                                capfd: pytest.CaptureFixture[str], target: dict[str, Any]) -> None:
+    # `compile-baselines pr ... > comment.md` without a token: both runs' output and the logs go to stderr
+    r, c = repo
+    assert pr_main(c["base"], c["head"], results_dir=tmp_path / "results", machine=MACHINE, env={}, repo_dir=r,
+                   runner=TalkativeRunner(c["head"]), **target) == 0
+    out, err = capfd.readouterr()
+    assert out.startswith(MARKER) and out.endswith("\n")
+    assert "run: 10 cells" not in out and "tiny: 2 instances" not in out and "pr: " not in out
+    assert err.count("run: 10 cells") == 2 and err.count("tiny: 2 instances") == 2  # base and head
+    assert "pr: measuring" in err
+    assert "### compile-baselines: Best baselines changed: 2" in out
 
 
 def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -287,6 +288,24 @@ def test_publishes_the_h100_fixture(tmp_path: Path) -> None:
         pytest.skip(f"no H100 fixture at {H100_FIXTURE}")
     assert publish.publish_main(results_dir, None, tmp_path / "site") == 0
     assert publish.external_loads((tmp_path / "site" / "index.html").read_text()) == []
+    # asv's graph pages open on a measured instance, all five modes (both runs measured them all)
+    selection = publish.measured_selection(tmp_path / "site")
+    modes = ["'eager'", "'default'", "'reduce-overhead'", "'max-autotune'", "'max-autotune-no-cudagraphs'"]
+    assert selection["baselines.Baseline.track_latency"] == {
+        "p-preset": ["'prefill'"], "p-workload": ["'llm_rmsnorm'"], "p-mode": modes}
+
+
+def test_asv_graphs_open_on_what_an_eager_and_default_run_measured(tmp_path: Path) -> None:
+    # the committed CPU run (tiny preset, llm_rmsnorm and diff_cfg_blend, eager and default): asv alone would open
+    # on prefill/decode/tiny x llm_rmsnorm/llm_layernorm x eager, one series of six with data
+    results_dir = tmp_path / "results"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "cpu-tiny" / "results", results_dir)
+    assert publish.publish_main(results_dir, None, tmp_path / "site") == 0
+    selection = publish.measured_selection(tmp_path / "site")
+    want = {"p-preset": ["'tiny'"], "p-workload": ["'llm_rmsnorm'"], "p-mode": ["'eager'", "'default'"]}
+    assert selection == {"baselines.Baseline.track_latency": want, "baselines.Baseline.track_compile_time": want}
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert html.index(publish.SELECTION_SCRIPT_ID) < html.index("asv.js")  # runs before asv reads the URL
 
 
 def test_builds_with_no_network_and_twice(monkeypatch: pytest.MonkeyPatch, results_dir: Path, tmp_path: Path) -> None:
@@ -302,4 +321,5 @@ def test_builds_with_no_network_and_twice(monkeypatch: pytest.MonkeyPatch, resul
     assert publish.publish_main(results_dir, None, out) == 0
     assert publish.publish_main(results_dir, None, out) == 0
     assert (out / "index.html").read_text().count("nav-li-baseline-report") == 1
+    assert (out / "index.html").read_text().count(publish.SELECTION_SCRIPT_ID) == 1
     assert os.path.isfile(out / "report" / "index.html")

@@ -214,3 +214,42 @@ def test_heat_strip_one_per_version_and_deterministic() -> None:
     svg = plots.heat_strip(*args)
     assert "torch 2.10.0" in svg and "torch 2.9.1" in svg and "tie within noise" in svg
     assert svg == plots.heat_strip(*args)  # same data, same page
+
+
+# --- on the committed real runs -----------------------------------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _page(results_dir: Path) -> str:
+    return report.build_page(results.load_results(results_dir).table,
+                             machine_info=report.machine_files(results_dir))
+
+
+def test_the_page_names_the_timer_that_timed_the_cells() -> None:
+    cpu = _page(FIXTURES / "cpu-tiny" / "results")  # gpu "cpu", triton none: the harness' CPU timer
+    lead = re.search(r'<p class="lead">(.*?)</p>', cpu, re.S).group(1)
+    assert "a CPU timer" in lead and "do_bench</code>" not in lead
+    gpu = _page(FIXTURES / "h100" / "results")
+    lead = re.search(r'<p class="lead">(.*?)</p>', gpu, re.S).group(1)
+    assert "<code>triton.testing.do_bench</code>" in lead and "CPU timer" not in lead
+
+
+def test_head_to_head_chip_says_not_measured_without_both_modes() -> None:
+    cpu = _page(FIXTURES / "cpu-tiny" / "results")  # eager + default only
+    chip = re.search(r'<div class="chip h2h".*?</div>', cpu, re.S).group(0)
+    assert "not measured" in chip and "0 : 0" not in chip
+    chip = re.search(r'<div class="chip h2h".*?</div>', _page(FIXTURES / "h100" / "results"), re.S).group(0)
+    assert "not measured" not in chip
+
+
+def test_compile_break_even_table_per_preset() -> None:
+    page = _page(FIXTURES / "h100" / "results")  # the latest run, 54a7e406
+    table = re.search(r'id="h100-sxm-dev-prefill-breakeven".*?</table>', page, re.S).group(0)
+    row = re.search(r'<tr data-workload="llm_kl_divergence_loss">.*?</tr>', table, re.S).group(0)
+    # calls = compile s / (eager - mode) per call: default 4.016 s / (12.844 - 5.134) ms
+    assert [re.sub(r"<.*?>", "", c) for c in re.findall(r"<td.*?</td>", row, re.S)] == ["521", "775", "5.34k",
+                                                                                           "3.38k"]
+    row = re.search(r'<tr data-workload="diff_cfg_blend">.*?</tr>', table, re.S).group(0)
+    assert row.count("never") == 4  # every compiled mode slower than eager's 12.6 us
+    assert "cold or warm" in table

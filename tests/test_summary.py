@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
 STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "study_results.csv"
 MANCG = "max-autotune-no-cudagraphs"
-PRESET_KEYS = {"instances", "wins", "winners", "ties", "geomean_vs_eager", "head_to_head", "domain_wins",
-               "host_bound", "notes", "kernels"}
+PRESET_KEYS = {"instances", "wins", "winners", "ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances",
+               "domain_wins", "host_bound", "notes", "kernels", "break_even"}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,8 @@ def test_text_summary_reads_well_in_100_columns(study_dir: Path) -> None:
     text = summary.render_text(study_dir)
     assert max(len(line) for line in text.splitlines()) <= 100
     assert "prefill: 23 instances" in text and "decode: 18 instances" in text
-    assert "head-to-head: default 4 (avg margin 2.45%) vs max-autotune-no-cudagraphs 19 (avg margin 7.58%)" in text
+    assert ("head-to-head over 23 instances: default 4 (avg margin 2.45%) vs max-autotune-no-cudagraphs 19 "
+            "(avg margin 7.58%)") in " ".join(text.split())
     rows = [line.split()[1:3] for line in text.splitlines() if line.startswith("  max-autotune-no-cudagraphs ")]
     assert rows == [["17", "2.000"], ["8", "1.687"]]  # prefill, then decode
 
@@ -131,3 +132,16 @@ def test_failures_and_excluded_instances_are_shown(tmp_path: Path) -> None:
 def test_an_unknown_format_is_refused(study_dir: Path) -> None:
     with pytest.raises(ValueError, match="unknown summary format"):
         summary.summary_main(study_dir, fmt="csv")
+
+
+def test_head_to_head_only_where_both_modes_were_measured() -> None:
+    # an eager + default run: max-autotune-no-cudagraphs was never measured, so there is no head-to-head
+    data, _ = summary.summary_for(CPU_TINY)
+    (tiny,) = data["runs"][0]["presets"].values()
+    assert tiny["head_to_head_instances"] == 0
+    text = summary.render(data, "table")
+    assert "head-to-head default vs max-autotune-no-cudagraphs: not measured (no instance has both measured ok)" \
+        in text
+    assert "default 0" not in text
+    md = summary.render(data, "md")
+    assert "not measured (no instance has both measured ok)" in md

@@ -6,4 +6,3 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/setup.sh
 .venv/bin/compile-baselines run --preset tiny --workload llm_rmsnorm diff_cfg_blend
 .venv/bin/compile-baselines report --out .asv/report
-echo "report: $(pwd)/.asv/report/index.html"

@@ -5,8 +5,9 @@ Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefil
   to the earlier mode of MODES, eager first);
 - wins per mode (all five, zeros included) and per domain;
 - geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
-- head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok: wins and the average
-  margin |default - mancg| / default * 100 over the instances each side wins (the study's definition);
+- head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok (`h2h_instances`:
+  how many; 0 when either mode was not measured): wins and the average margin |default - mancg| / default * 100
+  over the instances each side wins (the study's definition);
 - the noise-aware view: the modes tied with the winner, and host-bound instances (the rules: tracker.stats'
   NoiseModel and HostBound);
 - kernels under test ("kernel:<name>" rows): each against the best baseline of its own run (`kernel_rows`);
@@ -120,7 +121,8 @@ def _empty_instances() -> pd.DataFrame:
 
 
 def _figures(inst: pd.DataFrame) -> pd.DataFrame:
-    """Per (run, preset): instances, wins_<mode>, geomean_<mode>, h2h_<side>_wins/_margin_pct, ties, host_bound."""
+    """Per (run, preset): instances, wins_<mode>, geomean_<mode>, h2h_instances, h2h_<side>_wins/_margin_pct, ties,
+    host_bound."""
     keys = [*RUN_KEYS, "preset"]
     inst = inst[inst["winner"].notna()].copy()
     eager = inst[f"ms_{EAGER}"].to_numpy()
@@ -131,6 +133,7 @@ def _figures(inst: pd.DataFrame) -> pd.DataFrame:
         cols[f"_log_{m}"] = np.log(eager / inst[f"ms_{m}"].to_numpy())  # NaN where either is not ok
     d, a = inst[f"ms_{DEFAULT}"].to_numpy(), inst[f"ms_{MANCG}"].to_numpy()
     margin = np.abs(d - a) / d * 100
+    cols["h2h_instances"] = np.isfinite(d) & np.isfinite(a)  # both measured ok
     for side, wins in ((DEFAULT, d < a), (MANCG, a < d)):
         cols[f"h2h_{side}_wins"] = wins
         cols[f"_h2h_{side}_margin"] = np.where(wins, margin, np.nan)

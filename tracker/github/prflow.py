@@ -147,10 +147,16 @@ def workloads_at(commit: str, repo_dir: Path) -> tuple[str, ...] | None:
 
 
 def run_command(command: list[str], cwd: Path) -> int:
-    """The real runner: the command in `cwd`, its output streamed to ours."""
+    """The real runner: the command in `cwd`, its output (progress, the run's summary) streamed to our stderr, so
+    that stdout carries the comment alone (`compile-baselines pr ... > comment.md`)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
-    return subprocess.run(command, cwd=cwd, env=env).returncode
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.run(command, cwd=cwd, env=env, stdout=STDERR_FD).returncode
+
+
+STDERR_FD = 2  # the process' stderr as a file descriptor, for the child's stdout
 
 
 def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
@@ -199,7 +205,8 @@ def _target(repo: str | None, pr: int | None) -> tuple[str, str] | None:
 
 def publish(body: str, changed: bool, target: tuple[str, str] | None, pr: int | None, env: Mapping[str, str],
             only_on_change: bool = True) -> None:
-    """Append to the job summary when in Actions, then comment (or print without a token or a PR)."""
+    """Append to the job summary when in Actions, then comment (or print without a token or a PR). The body is
+    printed on stdout, alone; what happened to it goes to stderr."""
     summary = env.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
@@ -215,11 +222,12 @@ def publish(body: str, changed: bool, target: tuple[str, str] | None, pr: int | 
         raise PrFlowError(f"could not comment on {where}: {e}") from None
     if outcome.action == "printed":
         sys.stdout.write(body)
-        print(f"not posted to {where}: GITHUB_TOKEN is not set (the comment body is printed above)")
+        print(f"not posted to {where}: GITHUB_TOKEN is not set (the comment body is printed on stdout)",
+              file=sys.stderr)
     elif outcome.action == "skipped":
-        print(f"no comment on {where}: nothing changed and there is no earlier comment to update")
+        print(f"no comment on {where}: nothing changed and there is no earlier comment to update", file=sys.stderr)
     else:
-        print(f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}")
+        print(f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}", file=sys.stderr)
 
 
 def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | None = None,

@@ -28,6 +28,7 @@ from tracker.errors import ToolError
 from tracker.publish import plots
 from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
+from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
 from tracker.stats import float_or_none
 from tracker.store import atomic, results
@@ -106,6 +107,25 @@ class MachineSection:
     gpu: str
     presets: list[PresetSection]
     runs: int
+
+    @property
+    def timer(self) -> str:
+        """What timed this machine's cells (HTML): the cell records its device, and a CPU cell (gpu "cpu") is timed
+        by the harness' CPU timer (tracker.measure.harness.cpu_bench), a CUDA cell by do_bench."""
+        if self.gpu == "cpu":
+            return ("a CPU timer (<code>time.perf_counter</code> around single calls, in do_bench's result shape; "
+                    "no GPU)")
+        return "<code>triton.testing.do_bench</code>"
+
+
+def timers(sections: Sequence[MachineSection]) -> list[str]:
+    """The timers of the page's machines, each once; named per machine where they differ."""
+    by_timer: dict[str, list[str]] = {}
+    for s in sections:
+        by_timer.setdefault(s.timer, []).append(s.machine)
+    if len(by_timer) == 1:
+        return list(by_timer)
+    return [f"{t} ({', '.join(machines)})" for t, machines in by_timer.items()]
 
 
 def _fmt_pct(pct: float) -> str:
@@ -280,7 +300,7 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
         presets = []
         for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
-            figures = preset_summary(a, run.commit, machine, run.torch, preset)
+            figures = preset_summary(a, run.commit, machine, run.torch, preset, table=latest)
             section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset))
             section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
             cost = cost_plot(rows, modes, preset)
@@ -306,6 +326,7 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
     return env.get_template("report.html.j2").render(
         sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
         asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
+        timers=timers(sections), calls=calls_text,
         svg=Markup)  # the plots are our own matplotlib output
 
 
@@ -343,5 +364,5 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     html = build_page(loaded.table, asv_index, machine_files(results_dir))
     out = Path(out)
     atomic.write_text(out / "index.html", html)  # an OSError (read-only, a file in the way) is the CLI's one line
-    print(f"report: {out / 'index.html'} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
+    print(f"report: {(out / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
     return 0

@@ -155,6 +155,82 @@ def link_report(site: Path) -> None:
     index.write_text(html[:end] + "\n\t" + REPORT_LINK + html[end:], encoding="utf-8")
 
 
+# asv's graph page, opened without a parameter selection (from its grid, or a bare #benchmark URL), shows the first
+# values of each parameter up to 8 lines: prefill/decode/tiny x two workloads x eager, whatever was measured. This
+# script, run before asv's own, completes such a URL with the measured selection (`measured_selection`).
+SELECTION_SCRIPT_ID = "cb-measured-selection"
+_SELECTION_JS = """<script id="%s">
+/* compile-baselines: open asv's graph of a benchmark on what was measured */
+(function () {
+  var selection = %s;
+  function complete() {
+    var hash = window.location.hash.replace(/^#\\/?/, "");
+    var at = hash.indexOf("?");
+    var name = decodeURIComponent(at < 0 ? hash : hash.slice(0, at));
+    var query = at < 0 ? "" : hash.slice(at + 1);
+    if (!selection[name] || /(^|&)p-/.test(query)) return;
+    var parts = query ? [query] : [];
+    var params = selection[name];
+    Object.keys(params).forEach(function (key) {
+      params[key].forEach(function (v) { parts.push(encodeURIComponent(key) + "=" + encodeURIComponent(v)); });
+    });
+    window.location.replace("#" + encodeURIComponent(name) + "?" + parts.join("&"));
+  }
+  complete();
+  window.addEventListener("hashchange", complete);
+})();
+</script>"""
+
+
+def measured_selection(site: Path) -> dict[str, dict[str, list[str]]]:
+    """Per parameterised benchmark of asv's published `site`, the selection its graph page should open on, in asv's
+    URL syntax (`{"p-preset": ["'tiny'"], ...}`): the first measured combination of all parameters but the last (in
+    asv's parameter order: the first measured preset and workload), and every value of the last (the modes) measured
+    with it. Measured: a value in any of the benchmark's graph files (asv lays them out in the order of
+    itertools.product over the parameters)."""
+    index = json.loads((site / "index.json").read_text())
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, bench in index["benchmarks"].items():
+        params, names = bench.get("params") or [], bench.get("param_names") or []
+        if not params:
+            continue
+        measured: set[int] = set()
+        for path in (site / "graphs").rglob(f"{name}.json"):
+            if path.parent.name == "summary":
+                continue
+            for point in json.loads(path.read_text()):
+                if len(point) == 2 and isinstance(point[1], list):
+                    measured.update(i for i, v in enumerate(point[1]) if v is not None)
+        if not measured:
+            continue
+
+        def coords(i: int, params: list[list[str]] = params) -> list[int]:
+            out_ = []
+            for values in reversed(params):
+                i, j = divmod(i, len(values))
+                out_.append(j)
+            return out_[::-1]
+
+        first = coords(min(measured))
+        last = sorted({coords(i)[-1] for i in measured if coords(i)[:-1] == first[:-1]})
+        out[name] = {f"p-{n}": [params[k][first[k]]] for k, n in enumerate(names[:-1])}
+        out[name][f"p-{names[-1]}"] = [params[-1][j] for j in last]
+    return out
+
+
+def open_graphs_on_measured(site: Path) -> dict[str, dict[str, list[str]]]:
+    """Add to asv's index.html the script that opens a benchmark's graph on its measured selection (once)."""
+    index = site / "index.html"
+    html = index.read_text(encoding="utf-8")
+    selection = measured_selection(site)
+    html = re.sub(rf'\n?<script id="{SELECTION_SCRIPT_ID}">.*?</script>', "", html, flags=re.S)
+    if "<head>" not in html:
+        raise PublishError(f"{index}: no <head>; cannot add the graph selection script")
+    script = _SELECTION_JS % (SELECTION_SCRIPT_ID, json.dumps(selection, sort_keys=True))
+    index.write_text(html.replace("<head>", "<head>\n" + script, 1), encoding="utf-8")
+    return selection
+
+
 HISTORY_DVCS = "compile-baselines-results"
 _history_class: type | None = None
 
@@ -350,6 +426,7 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
         print(f"publish: warning: {warning}", file=sys.stderr)
     make_offline(site)
     link_report(site)
+    open_graphs_on_measured(site)
     code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")
     print(f"published {site / 'index.html'} (asv history, no network needed; serve it over http) and "
           f"{site / REPORT_SUBDIR / 'index.html'}", file=sys.stderr)

@@ -21,6 +21,11 @@ from tracker.store.cells import default_cells_dir
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.names import MODES
 
+COMPILED = tuple(m for m in MODES if m != "eager")
+# What the results can say about the compile times behind the break-even
+BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as this run measured them (the "
+                   "results do not record whether the compile cache was cold or warm)")
+
 FORMATS = ("table", "md", "json")
 WIDTH = 100
 WORKLOAD_COLUMN = 45  # where the winning workloads start in the text table
@@ -56,7 +61,19 @@ TEXT = """\
 {{ line }}
 {% endfor %}
 {% endif %}
+{% if p.break_even %}
+  compile break-even: calls until the time saved vs eager repays the compile time (first call)
+  {{ "%-32s" % "workload" }}{% for m in compiled %}{{ "%8s" % short(m) }}{% endfor %}
+
+{% for row in p.break_even %}
+  {{ "%-32s" % row.workload }}{% for c in row.calls %}{{ "%8s" % c }}{% endfor %}
+
 {% endfor %}
+{% endif %}
+{% endfor %}
+{% if run.break_even_note %}
+{{ run.break_even_note }}
+{% endif %}
 {% endfor %}
 {% for w in warnings %}
 warning: {{ w }}
@@ -100,7 +117,24 @@ Kernels vs best baseline:
 - {{ line }}
 {% endfor %}
 {% endif %}
+{% if p.break_even %}
+
+Compile break-even: calls until the time saved per call vs eager repays the compile time (first call).
+
+| Workload |{% for m in compiled %} {{ m }} |{% endfor %}
+
+|---|{% for m in compiled %}---:|{% endfor %}
+
+{% for row in p.break_even %}
+| {{ row.workload }} |{% for c in row.calls %} {{ c }} |{% endfor %}
+
 {% endfor %}
+{% endif %}
+{% endfor %}
+{% if run.break_even_note %}
+
+{{ run.break_even_note }}
+{% endif %}
 
 {% endfor %}
 {% for w in warnings %}
@@ -127,17 +161,26 @@ def _times(x: float) -> str:
     return f"{x:.3g}x"
 
 
+def _faster(speedup: float) -> str:
+    """A speedup (baseline time / kernel time) as words that say which side is faster: "1.15x faster than",
+    "1.25x slower than" (the inverse, 1 / 0.8), "as fast as" where it rounds to 1."""
+    if _times(speedup) == _times(1.0):
+        return "as fast as"
+    return f"{_times(speedup)} faster than" if speedup > 1 else f"{_times(1 / speedup)} slower than"
+
+
 def kernel_line(k: dict[str, Any], code: Any = str) -> str:
     """One kernel under test against the run's best baseline, from its summary JSON entry: "llm_rmsnorm
-    triton_rmsnorm: 1.02x vs best (max-autotune-no-cudagraphs), 5.4x vs eager". `code` formats names (markdown)."""
+    triton_rmsnorm: 1.02x faster than best (max-autotune-no-cudagraphs), 5.4x faster than eager". `code` formats
+    names (markdown)."""
     head = f"{k['workload']} {code(k['candidate'])}: "
     if not k["correct"]:
         return head + f"failed, not counted: {k['reason'] or 'no reason recorded'}"
     if k["speedup_vs_best"] is None:
         return head + f"{k['median_ms']:.4g} ms, no baseline measured ok"
-    parts = [f"{_times(k['speedup_vs_best'])} vs best ({k['best_baseline']})"]
+    parts = [f"{_faster(k['speedup_vs_best'])} best ({k['best_baseline']})"]
     if k["speedup_vs_eager"] is not None and k["best_baseline"] != "eager":
-        parts.append(f"{_times(k['speedup_vs_eager'])} vs eager")
+        parts.append(f"{_faster(k['speedup_vs_eager'])} eager")
     # why a speedup may not be a real one
     notes = [n for n, on in (("within noise", k.get("within_noise")), ("host-bound", k.get("host_bound"))) if on]
     return head + ", ".join(parts) + (f"; {', '.join(notes)}" if notes else "")
@@ -168,16 +211,46 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
             "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`") for k in kernels],
             "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                            break_on_hyphens=False) for k in kernels],
-            "h2h": f"head-to-head: {side('default')} vs {side('max-autotune-no-cudagraphs')}",
+            "h2h": _h2h(p, side), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                                     break_on_hyphens=False) for line in lines(lambda m: SHORT.get(m, m))]}
+
+
+def _h2h(p: dict[str, Any], side: Any) -> str:
+    """The head-to-head line: the study's figures where both modes measured ok on some instance, else says so."""
+    n = p.get("head_to_head_instances", 0)
+    if not n:
+        return "head-to-head default vs max-autotune-no-cudagraphs: not measured (no instance has both measured ok)"
+    return textwrap.fill(f"head-to-head over {n} instances: {side('default')} vs {side('max-autotune-no-cudagraphs')}",
+                         WIDTH - 2, subsequent_indent="    ", break_on_hyphens=False)
+
+
+def calls_text(calls: int | None) -> str:
+    if calls is None:
+        return "never"
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if calls >= div:
+            x = calls / div
+            return f"{x:.0f}{unit}" if x >= 100 else f"{x:.3g}{unit}"
+    return str(calls)
+
+
+def _break_even_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per workload, the calls to break even of each compiled mode measured ok with eager ("-": not measured)."""
+    by_workload: dict[str, dict[str, str]] = {}
+    for b in rows:
+        by_workload.setdefault(b["workload"], {})[b["mode"]] = calls_text(b["calls"])
+    return [{"workload": w, "calls": [calls.get(m, "-") for m in COMPILED]} for w, calls in by_workload.items()]
 
 
 def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
     runs = []
     for r in summary["runs"]:
         floor = f"{r['launch_us']:.1f} us" if r.get("launch_us") is not None else "not recorded"
-        runs.append({**r, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()}})
+        note = (textwrap.fill(BREAK_EVEN_NOTE, WIDTH, break_on_hyphens=False)
+                if any(p.get("break_even") for p in r["presets"].values()) else "")
+        runs.append({**r, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()},
+                     "break_even_note": note})
     return runs
 
 
@@ -195,7 +268,7 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _ENV.from_string(TEXT if fmt == "table" else MARKDOWN)
     legend = ", ".join(f"{v} = {k}" for k, v in SHORT.items())
-    return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend,
+    return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
                            noise_note=_noise_note(noise or NoiseModel(), host or HostBound()))
 
 

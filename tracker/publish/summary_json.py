@@ -2,14 +2,18 @@
 which `compile-baselines summary --format json` prints and the text, markdown and HTML views are rendered from.
 
 `{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "ties",
-"geomean_vs_eager", "head_to_head", "domain_wins", "host_bound", "notes", "kernels"}}}]}`, runs also carrying
-"triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and `head_to_head` follow the study's
-definitions exactly (fastest median wins); `ties` lists, for instances where more than one mode is within noise of
-the winner, those modes, fastest first; `host_bound` the instances whose fastest cell is within k launch floors.
-`kernels` lists the kernels under test measured in the run (skipped ones left out), each against the run's best
-baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best", "speedup_vs_eager",
-"correct", "within_noise", "host_bound", "reason"}` (`kernel_json`); a failed or incorrect one has `correct` false
-and null median and speedups.
+"geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels",
+"break_even"}}}]}`, runs also carrying "triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and
+`head_to_head` follow the study's definitions exactly (fastest median wins); `ties` lists, for instances where more
+than one mode is within noise of the winner, those modes, fastest first; `host_bound` the instances whose fastest
+cell is within k launch floors. `kernels` lists the kernels under test measured in the run (skipped ones left out),
+each against the run's best baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best",
+"speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}` (`kernel_json`); a failed or incorrect one
+has `correct` false and null median and speedups. `head_to_head_instances` counts the instances where both default
+and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not measured, its wins are 0 and margins null).
+`break_even` (tracker.analyse.breakeven) lists, per instance and compiled mode with eager and the mode ok,
+`{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after which the mode's first-call
+compile time is repaid by its time saved per call against eager; `calls` null: never (not faster than eager).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from tracker.analyse.best import COMPILED, DEFAULT, EAGER, MANCG, Analysis, analyse, kernel_rows
+from tracker.analyse.breakeven import break_even
 from tracker.stats import float_or_none
 from tracker.store.results import DOMAINS, RUN_KEYS
 from workloads.names import MODES
@@ -40,8 +45,10 @@ def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)]
 
 
-def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str) -> dict[str, Any]:
-    """One run's figures for one preset, in the stable JSON shape (the module docstring)."""
+def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, preset: str,
+                   table: pd.DataFrame | None = None) -> dict[str, Any]:
+    """One run's figures for one preset, in the stable JSON shape (the module docstring); `table`: the results
+    table the analysis was made from, for the compile break-even (empty without it)."""
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[(frame["commit"] == commit) & (frame["machine"] == machine) & (frame["torch"] == torch)
                      & (frame["preset"] == preset)]
@@ -49,7 +56,19 @@ def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, pr
     fig = pick(analysis.figures)
     fig_rec = _records(fig, list(fig.columns))[0] if len(fig) else None
     kernels = [kernel_json(k) for k in _records(pick(kernel_rows(analysis)), _KERNEL_FIELDS)]
-    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels)
+    be = [] if table is None else [break_even_json(b) for b in _records(pick(break_even(table)), _BREAK_EVEN_FIELDS)]
+    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels, be)
+
+
+_BREAK_EVEN_FIELDS = ["workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"]
+
+
+def break_even_json(b: dict[str, Any]) -> dict[str, Any]:
+    """One (instance, compiled mode) of the compile break-even: `calls` an int, or None for never."""
+    calls = b["calls"]
+    return {"workload": b["workload"], "mode": b["mode"], "compile_s": _rounded(b["compile_s"], 3),
+            "eager_ms": _rounded(b["eager_ms"], 6), "mode_ms": _rounded(b["mode_ms"], 6),
+            "calls": None if calls is None or (isinstance(calls, float) and math.isnan(calls)) else int(calls)}
 
 
 _KERNEL_FIELDS = ["workload", "candidate", "status", "reason", "median_ms", "best_baseline", "speedup_vs_best",
@@ -67,8 +86,8 @@ def kernel_json(k: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]],
-                 kernels: list[dict[str, Any]]) -> dict[str, Any]:
+def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: list[dict[str, Any]],
+                 break_even_rows: list[dict[str, Any]]) -> dict[str, Any]:
     won = [x for x in inst if isinstance(x["winner"], str)]
     domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
     for x in won:
@@ -86,10 +105,12 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]],
         "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),
                                 "avg_margin_pct": _rounded(fig(f"h2h_{side}_margin_pct"), 2)}
                          for side in (DEFAULT, MANCG)},
+        "head_to_head_instances": int(fig("h2h_instances") or 0),
         "domain_wins": domain_wins,
         "host_bound": [x["workload"] for x in won if x["host_bound"]],
         "notes": _notes(inst),
         "kernels": kernels,
+        "break_even": break_even_rows,
     }
 
 
@@ -121,6 +142,9 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
     kernels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for k in _records(kernel_rows(analysis), [*keys, *_KERNEL_FIELDS]):
         kernels.setdefault(tuple(k[c] for c in keys), []).append(kernel_json(k))
+    be: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for b in _records(break_even(table), [*keys, *_BREAK_EVEN_FIELDS]):
+        be.setdefault(tuple(b[c] for c in keys), []).append(break_even_json(b))
     runs: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
         key = (r["commit"], r["machine"], r["torch"])
@@ -129,8 +153,9 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
             "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
             "launch_us": _rounded(r["launch_us"], 2), "presets": {}})
         preset_key = (*key, r["preset"])
-        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []))
+        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []),
+                                                   be.get(preset_key, []))
     return {"runs": list(runs.values())}
 
 
-__all__ = ["kernel_json", "preset_summary", "summary_json"]
+__all__ = ["break_even_json", "kernel_json", "preset_summary", "summary_json"]
