@@ -5,6 +5,7 @@
     python tools/bench_runner.py agree /tmp/serial /tmp/parallel
     python tools/bench_runner.py agree /tmp/serial .asv/cells/MACHINE/COMMIT/torch-VERSION   # a full run
     python tools/bench_runner.py phases .asv/cells/MACHINE/COMMIT/torch-VERSION
+    python tools/bench_runner.py spread STORE_1 STORE_2 ...   # each store one cold compile of the same cells
 
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
@@ -117,6 +118,44 @@ def cmd_phases(a: argparse.Namespace) -> None:
               f"{sum(v > DISTURBED_SPREAD for v in spread.values())} cells over {DISTURBED_SPREAD:.0%}")
 
 
+def _cells_under(root: str) -> dict[tuple[str, str, str], dict]:
+    """Every stored cell under `root`, whatever its machine, commit and torch directories."""
+    cells = {}
+    for path in sorted(Path(root).rglob("*.json")):
+        cell = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(cell, dict) and "preset" in cell:
+            cells[(cell["preset"], cell["workload"], cell["mode"])] = cell
+    return cells
+
+
+def compile_spread(roots: list[str]) -> list[dict]:
+    """Per cell, over the stores (each one cold compile of it): the medians' min, median and max (us), and over
+    the compiles that carry a fingerprint (tracker.measure.fingerprint), how many distinct generated codes and
+    (code, launch configs) choices they produced."""
+    runs = [_cells_under(r) for r in roots]
+    rows = []
+    for key in sorted(set().union(*runs)):
+        ok = [run[key] for run in runs if key in run and run[key]["status"] == "ok"]
+        if not ok:
+            continue
+        us = sorted(c["median_ms"] * 1000 for c in ok)
+        prints = [c["fingerprint"] for c in ok if c.get("fingerprint")]
+        rows.append({"cell": " ".join(key), "compiles": len(ok), "min_us": us[0], "median_us": quantile(us, 0.5),
+                     "max_us": us[-1], "spread": us[-1] / us[0], "fingerprinted": len(prints),
+                     "codes": len({f["code"] for f in prints}),
+                     "configs": len({(f["code"], f["autotune"]) for f in prints})})
+    return rows
+
+
+def cmd_spread(a: argparse.Namespace) -> None:
+    rows = compile_spread(a.stores)
+    print(f"{'cell':<54} {'n':>2} {'min us':>8} {'median':>8} {'max us':>8} {'max/min':>7}  of n' fingerprinted: "
+          "codes, configs")
+    for r in rows:
+        print(f"{r['cell']:<54} {r['compiles']:>2} {r['min_us']:8.1f} {r['median_us']:8.1f} {r['max_us']:8.1f} "
+              f"{r['spread']:6.2f}x  {r['fingerprinted']:>2}: {r['codes']:>2}, {r['configs']:>2}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -134,8 +173,10 @@ def main() -> None:
     g.add_argument("parallel")
     h = sub.add_parser("phases")
     h.add_argument("store")
+    s = sub.add_parser("spread", help="the spread of each cell over stores that each compiled it cold once")
+    s.add_argument("stores", nargs="+")
     a = p.parse_args()
-    {"measure": cmd_measure, "agree": cmd_agree, "phases": cmd_phases}[a.cmd](a)
+    {"measure": cmd_measure, "agree": cmd_agree, "phases": cmd_phases, "spread": cmd_spread}[a.cmd](a)
 
 
 if __name__ == "__main__":
