@@ -125,6 +125,20 @@ def test_the_agreement_benchmark_reproduces_its_recorded_h100_figures() -> None:
     assert "cells compared: 40 (serial 40, parallel 205)" in out
 
 
+def test_the_compile_spread_benchmark_reproduces_its_recorded_h100_table() -> None:
+    # tools/bench_runner.py spread on the committed cold compiles (tests/fixtures/h100-compiles/PROVENANCE.md)
+    root = Path(__file__).resolve().parent.parent
+    fixture = root / "tests" / "fixtures" / "h100-compiles"
+    stores = [str(fixture / f"rep{i}") for i in range(1, 8)]
+    out = subprocess.run([sys.executable, "tools/bench_runner.py", "spread", *stores], capture_output=True, text=True,
+                         check=True, cwd=root).stdout
+    assert out == (fixture / "spread.txt").read_text()
+    rows = {line[:54].strip(): line.split() for line in out.splitlines()[1:]}
+    assert len(rows) == 18 and all(r[3] == "7" for r in rows.values())
+    # the same generated code timed 8.5-19.5 us: only the launch configs differ between its compiles
+    assert rows["prefill rl_ppo_clipped_loss max-autotune-no-cudagraphs"][-4:] == ["2.29x", "3:", "1,", "3"]
+
+
 def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)), raising=False)
