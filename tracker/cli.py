@@ -101,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracker.runner import policy
     from tracker.runner import pool as runner
     from tracker.store import asvfiles, commits
-    from tracker.store.cells import default_cells_dir
+    from tracker.store.cells import check_commit, check_machine_name, default_cells_dir
 
     device = policy.device(args.device)
     presets = args.preset or policy.default_presets(device)
@@ -112,14 +112,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         cells = runner.shard(cells, *shard)
     if not cells:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
-    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
-    commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
+    # Everything that can refuse the run does so before anything is measured: the machine and commit name the
+    # result file, the results directory must take it.
+    machine = check_machine_name(args.machine or socket.gethostname())
+    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
+    commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
+    check_commit(commit)
+    asvfiles.check_writable(conf.results_dir)
     jobs = args.jobs or policy.default_jobs(device)
     cfg = runner.RunConfig(
-        store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)),
-        machine=args.machine or socket.gethostname(), commit=commit, jobs=jobs, device=device,
+        # absolute: the workers run in the repository root, whatever the working directory here
+        store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
+        machine=machine, commit=commit, jobs=jobs, device=device,
         settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
                           time_limit_s=args.time_limit),
         cell_timeout_s=args.cell_timeout, warm_cache_dir=Path(args.warm_cache) if args.warm_cache else None,
@@ -344,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except ToolError as e:
         print(f"compile-baselines {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a file system refusal no module turned into a ToolError: still one line, no traceback
+        where = f" ({e.filename})" if e.filename else ""
+        print(f"compile-baselines {args.command}: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
 
 
