@@ -4,17 +4,21 @@ given by the user, results directories that cannot be written."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from test_results import write_result_file
 
 from tracker.measure.hostinfo import host_info
-from tracker.store import results
+from tracker.store import asvfiles, merge, results
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "tracker.cli"]
@@ -74,3 +78,73 @@ def test_concurrent_recorders_into_one_results_dir_lose_no_cell(tmp_path: Path, 
     assert not [p for p in res.rglob("*") if p.name.startswith((".staging-", ".probe-"))]  # nothing left behind
     machines = json.loads((Path(env["HOME"]) / ".asv-machine.json").read_text())
     assert "box" in machines
+
+
+# ---------------------------------------------------------------------------------------------------- merge
+
+CELL = ("tiny", "llm_rmsnorm", "eager")
+
+
+def _shard(root: Path, value: Any, **kw: Any) -> Path:
+    return write_result_file(root, {CELL: value}, machine="box", commit=COMMIT, **kw)
+
+
+def _status(results_dir: Path) -> tuple[str, float]:
+    t = results.load_results(results_dir).table
+    row = t[(t["workload"] == CELL[1]) & (t["mode"] == CELL[2])].iloc[0]
+    return str(row["status"]), float(row["median_ms"])
+
+
+@pytest.mark.parametrize("order", ["ok-first", "failed-first"])
+def test_merge_keeps_a_measurement_over_a_failure_whatever_the_order(tmp_path: Path, order: str) -> None:
+    _shard(tmp_path / "ok", 1.5)
+    _shard(tmp_path / "failed", None)
+    sources = [tmp_path / "ok", tmp_path / "failed"]
+    merge.merge_results(sources if order == "ok-first" else sources[::-1], tmp_path / "merged")
+    assert _status(tmp_path / "merged") == ("ok", 1.5)
+    # and a failed shard merged later into a destination that has the measurement does not replace it
+    merge.merge_results([tmp_path / "failed"], tmp_path / "merged")
+    assert _status(tmp_path / "merged") == ("ok", 1.5)
+
+
+def test_merge_carries_failure_reasons_from_the_shards_cell_stores(tmp_path: Path) -> None:
+    _shard(tmp_path / "s1" / "results", None)
+    _shard(tmp_path / "s2" / "results", math.nan)
+    torch = "2.9.1"
+    CellStore(default_cells_dir(tmp_path / "s1" / "results"), RunKey("box", COMMIT, torch)).put(
+        {"preset": CELL[0], "workload": CELL[1], "mode": CELL[2], "status": "failed", "reason": "out of memory: 3 GiB"})
+    merge.merge_results([tmp_path / "s1" / "results", tmp_path / "s2" / "results"], tmp_path / "m" / "results")
+    t = results.load_results(tmp_path / "m" / "results").table
+    row = t[(t["workload"] == CELL[1]) & (t["mode"] == CELL[2])].iloc[0]
+    assert row["status"] == "failed" and row["reason"] == "out of memory: 3 GiB"
+
+
+def test_merge_checks_everything_before_writing_anything(tmp_path: Path) -> None:
+    write_result_file(tmp_path / "s1", {CELL: 1.0}, machine="aaa", commit=COMMIT)
+    write_result_file(tmp_path / "s1", {CELL: 1.0}, machine="zzz", commit=COMMIT)
+    (tmp_path / "s2" / "zzz").mkdir(parents=True)
+    bad = write_result_file(tmp_path / "s2", {CELL: 2.0}, machine="zzz", commit=COMMIT)
+    bad.write_text("{ truncated")
+    with pytest.raises(merge.MergeError, match="nothing was merged"):
+        merge.merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    assert not list((tmp_path / "merged").rglob("*.json"))  # not even machine aaa, which sorts first
+
+
+def test_merge_refuses_a_machine_json_that_disagrees_with_its_result_files(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "s1", 1.0)
+    (path.parent / "machine.json").write_text(json.dumps({"machine": "box", "torch": "2.10.0", "version": 1}))
+    with pytest.raises(merge.MergeError, match=r"machine\.json says torch 2\.10\.0"):
+        merge.merge_results([tmp_path / "s1"], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists() or not list((tmp_path / "merged").rglob("*.json"))
+
+
+def test_merged_machine_json_agrees_with_the_results(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "s1", 1.0)
+    entry = {"machine": "box", "os": "Linux", "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.9.1", "triton": "3.5.1",
+             "cuda": "13.0", "driver": "580.1", "version": 1}
+    (path.parent / "machine.json").write_text(json.dumps(entry))
+    _shard(tmp_path / "s2", 2.0)  # no machine.json: its result file's machine fields serve
+    (tmp_path / "s2" / "box" / "machine.json").unlink()
+    merge.merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    written = json.loads((tmp_path / "merged" / "box" / "machine.json").read_text())
+    assert {k: written[k] for k in asvfiles.VERSION_KEYS} == {k: entry[k] for k in asvfiles.VERSION_KEYS}

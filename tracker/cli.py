@@ -154,7 +154,9 @@ def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> Non
 def cmd_merge(args: argparse.Namespace) -> int:
     from tracker.store import merge
 
-    written = merge.merge_results([Path(s) for s in args.sources], Path(_results_dir(args)))
+    written = merge.merge_results([Path(s) for s in args.sources], Path(_results_dir(args)),
+                                  cells_dirs=[Path(c) for c in args.cells_dir] if args.cells_dir else None,
+                                  dest_cells=Path(args.dest_cells_dir) if args.dest_cells_dir else None)
     for path in written:
         print(f"merged into {path}")
     return 0
@@ -270,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("merge", help="combine shard results directories into one")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
+    g.add_argument("--cells-dir", nargs="+", metavar="DIR",
+                   help="the shards' cell stores, whose failure reasons come along (default: beside each source)")
+    g.add_argument("--dest-cells-dir", help="the destination's cell store (default: beside --results-dir)")
 
     def reading(p: argparse.ArgumentParser) -> None:
         p.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
