@@ -148,3 +148,93 @@ def test_merged_machine_json_agrees_with_the_results(tmp_path: Path) -> None:
     merge.merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
     written = json.loads((tmp_path / "merged" / "box" / "machine.json").read_text())
     assert {k: written[k] for k in asvfiles.VERSION_KEYS} == {k: entry[k] for k in asvfiles.VERSION_KEYS}
+
+
+# ---------------------------------------------------------------------------------------------------- the CLI
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    """The command failed with one error line on stderr, no traceback, and measured nothing."""
+    lines = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert out.returncode not in (0, None) and len(lines) == 1, out.stderr
+    assert "Traceback" not in out.stderr and "[1/" not in out.stderr, out.stderr
+    return lines[0]
+
+
+RUN = ["run", "--preset", "tiny", "--workload", "diff_cfg_blend", "--mode", "eager", "--kernel", "none",
+       "--warmup-ms", "5", "--rep-ms", "50", "--commit", COMMIT]
+
+
+@pytest.mark.parametrize("name", ["../../outside", "..", ".hidden", "a/b", ""])
+def test_run_refuses_a_machine_name_that_is_not_one_folder_before_measuring(tmp_path: Path, env: dict[str, str],
+                                                                             name: str) -> None:
+    out = run_cli([*RUN, "--results-dir", str(tmp_path / "r" / "results"), "--machine", name], env)
+    assert "machine name" in one_line_error(out)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing written, inside or outside
+
+
+def test_run_refuses_a_commit_that_is_not_a_hash(tmp_path: Path, env: dict[str, str]) -> None:
+    out = run_cli([*RUN[:-1], "../../x", "--results-dir", str(tmp_path / "results"), "--machine", "box"], env)
+    assert "not a hexadecimal git hash" in one_line_error(out)
+
+
+def test_run_and_merge_into_a_file_in_place_of_the_results_dir_refuse_in_one_line(tmp_path: Path,
+                                                                                  env: dict[str, str]) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("not a directory")
+    out = run_cli([*RUN, "--results-dir", str(blocker / "sub"), "--machine", "box"], env)
+    assert "cannot write" in one_line_error(out)
+    _shard(tmp_path / "shard", 1.0)
+    out = run_cli(["merge", str(tmp_path / "shard"), "--results-dir", str(blocker)], env)
+    assert "cannot write" in one_line_error(out)
+    assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_run_and_merge_into_a_read_only_results_dir_refuse_in_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    ro = tmp_path / "results"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert "cannot write" in one_line_error(run_cli([*RUN, "--results-dir", str(ro), "--machine", "box"], env))
+        _shard(tmp_path / "shard", 1.0)
+        out = run_cli(["merge", str(tmp_path / "shard"), "--results-dir", str(ro)], env)
+        assert "cannot write" in one_line_error(out)
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def test_save_into_an_unwritable_place_is_one_error_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "src", 1.0)
+    from asv.results import Results
+
+    loaded = Results.load(str(path))
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "box").write_text("a file where the machine's folder goes")
+    conf = type("Conf", (), {"results_dir": str(tmp_path / "dest")})()
+    with pytest.raises(asvfiles.AsvError, match="cannot write results"):
+        asvfiles.save_results(conf, loaded, {"machine": "box"})
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["box"]
+
+
+def test_run_from_another_directory_with_relative_paths_records_where_it_was_told(tmp_path: Path,
+                                                                                  env: dict[str, str]) -> None:
+    out = run_cli([*RUN, "--results-dir", "res", "--cells-dir", "cells", "--machine", "box"], env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "1 cells: 1 ok" in out.stdout
+    assert len(list((tmp_path / "cells").glob("box/*/*/tiny/diff_cfg_blend/eager.json"))) == 1
+    t = results.load_results(tmp_path / "res").table
+    assert (t["status"] == "ok").sum() == 1 and (tmp_path / "res" / "benchmarks.json").exists()
+
+
+def test_the_config_s_relative_paths_are_resolved_against_its_folder(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    conf = asvfiles.load_conf(ROOT / "asv.conf.json")
+    assert conf.benchmark_dir == str(ROOT / "benchmarks") and conf.results_dir == str(ROOT / ".asv" / "results")
+    assert conf.html_dir == str(ROOT / ".asv" / "html") and Path(conf.repo) == ROOT

@@ -116,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
     # Everything that can refuse the run does so before anything is measured: the machine and commit name the
     # result file, the results directory must take it.
-    machine = check_machine_name(args.machine or socket.gethostname())
+    machine = check_machine_name(socket.gethostname() if args.machine is None else args.machine)
     conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
     commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
     check_commit(commit)
