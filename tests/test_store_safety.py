@@ -238,3 +238,55 @@ def test_the_config_s_relative_paths_are_resolved_against_its_folder(tmp_path: P
     conf = asvfiles.load_conf(ROOT / "asv.conf.json")
     assert conf.benchmark_dir == str(ROOT / "benchmarks") and conf.results_dir == str(ROOT / ".asv" / "results")
     assert conf.html_dir == str(ROOT / ".asv" / "html") and Path(conf.repo) == ROOT
+
+
+# ---------------------------------------------------------------------------------------------------- the cell store
+
+
+@pytest.mark.parametrize("machine,commit", [("..", "c"), ("m", ".."), (".", "."), ("../..", "x/../../y")])
+def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Path, machine: str, commit: str) -> None:
+    root = tmp_path / "cells"
+    store = CellStore(root, RunKey(machine, commit, ".."))
+    store.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "..", "status": "ok"})
+    store.set_launch_floor(3.0)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(root in p.parents for p in written)
+    assert store.get("tiny", "llm_rmsnorm", "..") is not None
+
+
+def test_the_first_launch_floor_of_a_run_stands(tmp_path: Path) -> None:
+    store = CellStore(tmp_path, RunKey("m", COMMIT, "2.11.0"))
+    assert store.set_launch_floor(4.4) == 4.4
+    assert store.set_launch_floor(9.9) == 4.4 and store.launch_floor() == 4.4  # a concurrent cell's comes second
+
+
+CONCURRENT_FLOOR = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from tracker.store.cells import CellStore, RunKey
+    root, value, go = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3])
+    store = CellStore(root, RunKey("m", "c", "t"))
+    read = CellStore.launch_floor
+    def slow_read(self):
+        got = read(self)
+        time.sleep(0.5)
+        return got
+    CellStore.launch_floor = slow_read
+    while not go.exists():
+        time.sleep(0.01)
+    print(store.set_launch_floor(value))
+""")
+
+
+def test_concurrent_cells_agree_on_one_launch_floor(tmp_path: Path, env: dict[str, str]) -> None:
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT_FLOOR, str(tmp_path / "cells"), str(v), str(go)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for v in (1.0, 2.0, 3.0)]
+    time.sleep(1.5)
+    go.touch()
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    got = {out.strip() for out, _ in outs}
+    assert len(got) == 1 and got <= {"1.0", "2.0", "3.0"}  # every cell got the one floor that stands
+    assert CellStore(tmp_path / "cells", RunKey("m", "c", "t")).launch_floor() == float(got.pop())

@@ -128,7 +128,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         machine=machine, commit=commit, jobs=jobs, device=device,
         settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
                           time_limit_s=args.time_limit),
-        cell_timeout_s=args.cell_timeout, warm_cache_dir=Path(args.warm_cache) if args.warm_cache else None,
+        cell_timeout_s=args.cell_timeout,
+        warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed)
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}, presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
