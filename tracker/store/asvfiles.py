@@ -59,12 +59,10 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
     return conf
 
 
-LOCK_FILE = ".lock"  # in a results directory: held while a writer reads, changes and saves its result files
-
-
 def results_lock(results_dir: str | os.PathLike[str]) -> Any:
-    """The lock every writer of `results_dir` holds from reading a result file to saving it (atomic.locked)."""
-    return atomic.locked(Path(results_dir) / LOCK_FILE)
+    """The lock every writer of `results_dir` holds from reading a result file to saving it: a flock on the
+    directory itself, which leaves no file in it (the nightly commits the directory to the results branch)."""
+    return atomic.locked(results_dir, directory=True)
 
 
 def check_writable(results_dir: str | os.PathLike[str]) -> None:

@@ -40,16 +40,21 @@ class LockError(ToolError):
 
 
 @contextlib.contextmanager
-def locked(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive flock on the lock file `path` (created if absent) across processes: a read-modify-write
-    inside it never loses a concurrent writer's work. Blocks until the lock is free; released on exit, and by the
-    kernel if the process dies. Not re-entrant."""
+def locked(path: str | os.PathLike[str], *, directory: bool = False) -> Iterator[None]:
+    """Hold an exclusive flock on the lock file `path` (created if absent), or with `directory` on the directory
+    `path` itself (created if absent; it leaves no file behind, for folders that are committed or published),
+    across processes: a read-modify-write inside it never loses a concurrent writer's work. Blocks until the lock
+    is free; released on exit, and by the kernel if the process dies. Not re-entrant."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if directory:
+            path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-        raise LockError(f"cannot write to {path.parent}: {e.strerror or e}") from None
+        raise LockError(f"cannot write to {path if directory else path.parent}: {e.strerror or e}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
