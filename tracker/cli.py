@@ -106,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracker.runner import policy
     from tracker.runner import pool as runner
     from tracker.store import asvfiles, commits
-    from tracker.store.cells import default_cells_dir
+    from tracker.store.cells import check_commit, check_machine_name, default_cells_dir
 
     device = policy.device(args.device)
     presets = args.preset or policy.default_presets(device)
@@ -117,17 +117,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         cells = runner.shard(cells, *shard)
     if not cells:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
-    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
-    commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
+    # Everything that can refuse the run does so before anything is measured: the machine and commit name the
+    # result file, the results directory must take it.
+    machine = check_machine_name(socket.gethostname() if args.machine is None else args.machine)
+    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
+    commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
+    check_commit(commit)
+    asvfiles.check_writable(conf.results_dir)
     jobs = args.jobs or policy.default_jobs(device)
     cfg = runner.RunConfig(
-        store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)),
-        machine=args.machine or socket.gethostname(), commit=commit, jobs=jobs, device=device,
+        # absolute: the workers run in the repository root, whatever the working directory here
+        store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
+        machine=machine, commit=commit, jobs=jobs, device=device,
         settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
                           time_limit_s=args.time_limit),
-        cell_timeout_s=args.cell_timeout, warm_cache_dir=Path(args.warm_cache) if args.warm_cache else None,
+        cell_timeout_s=args.cell_timeout,
+        warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed)
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}, presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
@@ -153,7 +160,9 @@ def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> Non
 def cmd_merge(args: argparse.Namespace) -> int:
     from tracker.store import merge
 
-    written = merge.merge_results([Path(s) for s in args.sources], Path(_results_dir(args)))
+    written = merge.merge_results([Path(s) for s in args.sources], Path(_results_dir(args)),
+                                  cells_dirs=[Path(c) for c in args.cells_dir] if args.cells_dir else None,
+                                  dest_cells=Path(args.dest_cells_dir) if args.dest_cells_dir else None)
     for path in written:
         print(f"merged into {path}")
     return 0
@@ -362,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines merge shard1/results shard2/results --results-dir .asv/results")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
+    g.add_argument("--cells-dir", nargs="+", metavar="DIR",
+                   help="the shards' cell stores, whose failure reasons come along (default: beside each source)")
+    g.add_argument("--dest-cells-dir", help="the destination's cell store (default: beside --results-dir)")
 
     def reading(p: argparse.ArgumentParser) -> None:
         p.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")

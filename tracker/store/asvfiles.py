@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import platform
-import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 from tracker import metrics
 from tracker.errors import ToolError
 from tracker.store import atomic
-from tracker.store.cells import CellFailed, CellSkipped, metric_value
+from tracker.store.cells import CellFailed, CellSkipped, check_commit, check_machine_name, metric_value
 from workloads.kernels.registry import candidate_name
 
 BENCHMARK_CLASS = "baselines.Baseline"
@@ -48,12 +47,36 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
         conf = Config.load(str(path))
     except UserError as e:
         raise AsvError(f"cannot read asv config {path}: {e}") from None
-    # asv resolves the suite's folder against the working directory (its CLI runs from the config's folder);
-    # the tracker may run anywhere
-    conf.benchmark_dir = str(Path(path).resolve().parent / conf.benchmark_dir)
+    # asv resolves the config's relative paths against the working directory (its CLI runs from the config's
+    # folder); the tracker may run anywhere, so they are resolved against the config's folder
+    base = Path(path).resolve().parent
+    for attr in ("benchmark_dir", "results_dir", "html_dir", "repo"):
+        value = getattr(conf, attr, None)
+        if isinstance(value, str) and value and "://" not in value:
+            setattr(conf, attr, str(base / value))
     if results_dir:
         conf.results_dir = os.path.abspath(results_dir)
     return conf
+
+
+def results_lock(results_dir: str | os.PathLike[str]) -> Any:
+    """The lock every writer of `results_dir` holds from reading a result file to saving it: a flock on the
+    directory itself, which leaves no file in it (the nightly commits the directory to the results branch)."""
+    return atomic.locked(results_dir, directory=True)
+
+
+def check_writable(results_dir: str | os.PathLike[str]) -> None:
+    """Refuse at once (before measuring or merging anything) a results directory that cannot be written: a file
+    in its place, no permission, a read-only file system."""
+    root = Path(results_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with results_lock(root), tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
+            pass
+    except atomic.LockError as e:
+        raise AsvError(str(e)) from None
+    except OSError as e:
+        raise AsvError(f"cannot write results into {root}: {e.strerror or e}") from None
 
 
 def machine_entry(machine: str, host: dict[str, str]) -> dict[str, str]:
@@ -77,15 +100,19 @@ def machine_entry(machine: str, host: dict[str, str]) -> dict[str, str]:
 def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
     """Add or replace this machine's entry of ~/.asv-machine.json (what `asv run --machine` reads)."""
     path = Path(path or Path.home() / ".asv-machine.json")
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as e:
-            raise AsvError(f"{path} is not valid JSON ({e}); fix or remove it") from None
-    data["version"] = 1
-    data[entry["machine"]] = entry
-    atomic.write_json(path, data)
+    try:
+        with atomic.locked(path.with_name(f".{path.name}.lock")):  # runs of other machines write it too
+            data: dict[str, Any] = {}
+            if path.exists():
+                try:
+                    data = json.loads(path.read_text())
+                except ValueError as e:
+                    raise AsvError(f"{path} is not valid JSON ({e}); fix or remove it") from None
+            data["version"] = 1
+            data[entry["machine"]] = entry
+            atomic.write_json(path, data)
+    except OSError as e:
+        raise AsvError(f"cannot write asv's machine file {path}: {e.strerror or e}") from None
     return path
 
 
@@ -202,11 +229,14 @@ def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, 
     benchmarks = discover(conf, env, commit)
     entry = machine_entry(machine, host)
     write_machine_file(entry)  # so a plain `asv run --machine NAME` records the same version keys
-    results = open_results(conf, env, entry, commit, date_ms)
-    record_cells(results, benchmarks, cells)
-    _record_launch(results, benchmarks, cells)
-    benchmarks.save()  # benchmarks.json: asv publish reads the suite's description from it, as after asv run
-    return save_results(conf, results, entry)
+    # Concurrent runs into one results directory (other workloads of the same commit, say) each add their cells
+    # to what the file holds when they hold the lock, never to what it held before a neighbour saved.
+    with results_lock(conf.results_dir):
+        results = open_results(conf, env, entry, commit, date_ms)
+        record_cells(results, benchmarks, cells)
+        _record_launch(results, benchmarks, cells)
+        # benchmarks.json: asv publish reads the suite's description from it, as after asv run
+        return save_results(conf, results, entry, benchmarks=benchmarks._all_benchmarks)
 
 
 def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_ms: int) -> Any:
@@ -234,20 +264,37 @@ def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_m
     return results
 
 
-def save_results(conf: Any, results: Any, entry: dict[str, str]) -> Path:
-    """Save atomically: asv writes in place, so write into a scratch tree and rename the files over."""
-    from asv.machine import Machine
+def save_results(conf: Any, results: Any, entry: dict[str, str], benchmarks: dict[str, Any] | None = None) -> Path:
+    """Save the result file and the machine's machine.json (and `benchmarks.json`, asv's suite description, when
+    given) atomically: asv writes in place, so write into a scratch tree and rename the files over.
 
+    The caller holds `results_lock` from reading the file to here. The scratch tree is unique to this writer and
+    lies inside the machine's folder, where nothing that lists result files (`*/*.json`) looks into it."""
+    from asv.benchmarks import Benchmarks
+    from asv.machine import Machine
+    from asv.util import write_json
+
+    check_machine_name(entry["machine"])  # names the folder the files go to
+    check_commit(results.commit_hash)  # names the file
     final_dir = Path(conf.results_dir)
-    final_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=final_dir, prefix=".staging-") as tmp:
-        results.save(tmp)
-        machine = Machine()
-        machine.__dict__.update(entry)
-        machine.save(tmp)
-        for src in sorted(Path(tmp).rglob("*.json")):
-            dest = final_dir / src.relative_to(tmp)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dest)
-    shutil.rmtree(final_dir / ".staging-", ignore_errors=True)
-    return final_dir / entry["machine"] / Path(results._filename).name
+    machine_dir = final_dir / entry["machine"]
+    try:
+        machine_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=machine_dir, prefix=".staging-") as tmp:
+            results.save(tmp)
+            machine = Machine()
+            machine.__dict__.update(entry)
+            machine.save(tmp)
+            if benchmarks is not None:
+                write_json(Benchmarks.get_benchmark_file_path(tmp), benchmarks, Benchmarks.api_version)
+            # the result file first, machine.json and benchmarks.json after: a reader never sees a machine.json
+            # whose versions no result file has
+            staged = sorted(Path(tmp).rglob("*.json"), key=lambda p: (p.name in ("machine.json", "benchmarks.json"),
+                                                                      str(p)))
+            for src in staged:
+                dest = final_dir / src.relative_to(tmp)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dest)
+    except OSError as e:
+        raise AsvError(f"cannot write results into {final_dir}: {e.strerror or e}") from None
+    return machine_dir / Path(results._filename).name

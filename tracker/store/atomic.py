@@ -1,12 +1,18 @@
-"""Atomic file writes: a reader (or a crash) never sees half a file."""
+"""Atomic file writes (a reader, or a crash, never sees half a file) and the cross-process lock that serializes
+a read-modify-write of a shared file."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from tracker.errors import ToolError
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -27,3 +33,30 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:
     write_text(path, json.dumps(data, indent=1, allow_nan=True) + "\n")
+
+
+class LockError(ToolError):
+    pass
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str], *, directory: bool = False) -> Iterator[None]:
+    """Hold an exclusive flock on the lock file `path` (created if absent), or with `directory` on the directory
+    `path` itself (created if absent; it leaves no file behind, for folders that are committed or published),
+    across processes: a read-modify-write inside it never loses a concurrent writer's work. Blocks until the lock
+    is free; released on exit, and by the kernel if the process dies. Not re-entrant."""
+    path = Path(path)
+    try:
+        if directory:
+            path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise LockError(f"cannot write to {path if directory else path.parent}: {e.strerror or e}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the flock

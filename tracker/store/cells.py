@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import metrics
+from tracker.errors import ToolError
 from tracker.stats import thin
 from tracker.store import atomic
 
@@ -37,7 +38,34 @@ def torch_version() -> str:
 
 
 def _safe(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", part)
+    """`part` as one path component: other characters become _, and a name of dots alone ("", ".", "..") never
+    names the directory itself or its parent."""
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", part)
+    return safe if safe.strip(".") else f"_{safe}"
+
+
+class NameRefused(ToolError):
+    """A machine name or commit that cannot name a directory or file of the results."""
+
+
+_MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+_COMMIT = re.compile(r"[0-9a-fA-F]{7,40}")
+
+
+def check_machine_name(machine: str) -> str:
+    """The rule for machine names, wherever one is given (`run`, `import-csv`): it names a directory of the
+    results and of the cell store, so letters, digits and . _ + -, starting with a letter or digit."""
+    if not machine or not _MACHINE_NAME.fullmatch(machine):
+        raise NameRefused(f"machine name {machine!r}: use letters, digits and . _ + -, starting with a letter or "
+                          "digit (it names a directory)")
+    return machine
+
+
+def check_commit(commit: str) -> str:
+    """A commit to record results under: a hexadecimal git hash (asv names result files by its first 8 digits)."""
+    if not _COMMIT.fullmatch(commit or ""):
+        raise NameRefused(f"commit {commit!r} is not a hexadecimal git hash (asv names result files by it)")
+    return commit
 
 
 @dataclass(frozen=True)
@@ -103,8 +131,14 @@ class CellStore:
             return None
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
-    def set_launch_floor(self, launch_us: float) -> None:
-        atomic.write_json(self.dir / LAUNCH_FLOOR, {"launch_us": launch_us})
+    def set_launch_floor(self, launch_us: float) -> float:
+        """Record the run's launch floor unless a concurrent cell recorded one first; the floor that stands."""
+        with atomic.locked(self.dir / f".{LAUNCH_FLOOR}.lock"):
+            first = self.launch_floor()
+            if first is not None:
+                return first
+            atomic.write_json(self.dir / LAUNCH_FLOOR, {"launch_us": launch_us})
+            return launch_us
 
     def all(self) -> list[dict[str, Any]]:
         out = []

@@ -2,21 +2,26 @@
 one asv results set per (machine, commit, environment), through asv's own Results class.
 
 Shards of one run measure disjoint cells of the same (machine, commit, versions); a cell that a shard
-did not run is NaN in its file and is taken from the shard that ran it. Files of different versions or
-GPUs under one machine name are refused: results must never silently mix.
+did not run is NaN in its file and is taken from the shard that ran it. Where two shards (or a shard and the
+destination) both ran a cell, a measurement wins over a failure whatever the order, and among measurements the
+later source's. Files of different versions or GPUs under one machine name, and a machine.json that disagrees
+with its result files, are refused: results must never silently mix. Everything is read and checked before
+anything is written, and the writes hold the destination's lock (asvfiles.results_lock), so a concurrent run or
+merge into it loses nothing. The cell store records of the shards (failure reasons) come along.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError
-from tracker.store import asvfiles
+from tracker.store import asvfiles, atomic
+from tracker.store.cells import CellStore, NameRefused, RunKey, check_commit, check_machine_name, default_cells_dir
 
 
 class MergeError(ToolError):
@@ -25,8 +30,9 @@ class MergeError(ToolError):
 
 def _result_files(results_dir: Path) -> list[Path]:
     if not results_dir.is_dir():
-        raise MergeError(f"{results_dir} is not a results directory")
-    return sorted(p for p in results_dir.glob("*/*.json") if p.name != "machine.json")
+        raise MergeError(f"{results_dir} is not a results directory; nothing was merged")
+    return sorted(p for p in results_dir.glob("*/*.json")
+                  if p.name != "machine.json" and not p.parent.name.startswith("."))
 
 
 def _load(path: Path) -> Any:
@@ -43,15 +49,41 @@ def _ran(value: Any) -> bool:
     return not (isinstance(value, float) and math.isnan(value))
 
 
+def _ok(value: Any) -> bool:
+    return value is not None and _ran(value)
+
+
 def _check_same_run(a: Any, b: Any, path: Path) -> None:
     for key in (*asvfiles.VERSION_KEYS, "machine"):
         if str(a.params.get(key)) != str(b.params.get(key)):
             raise MergeError(f"{path}: {key} {b.params.get(key)} differs from {a.params.get(key)} in another shard; "
-                             "refusing to merge results of different machines or versions")
+                             "refusing to merge results of different machines or versions; nothing was merged")
+
+
+def _machine_entry(path: Path, results: Any) -> dict[str, str]:
+    """The machine.json beside the result file at `path`, checked against the file's version keys; without one,
+    the machine fields the result file carries."""
+    machine_file = path.parent / "machine.json"
+    if not machine_file.exists():
+        return {k: str(v) for k, v in results.params.items() if k != "python"}
+    try:
+        entry = json.loads(machine_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise MergeError(f"{machine_file} is not readable JSON ({e}); nothing was merged") from None
+    if not isinstance(entry, dict):
+        raise MergeError(f"{machine_file} is not an asv machine file; nothing was merged")
+    entry.pop("version", None)
+    for key in (*asvfiles.VERSION_KEYS, "machine"):
+        if key in entry and str(entry[key]) != str(results.params.get(key)):
+            raise MergeError(f"{machine_file} says {key} {entry[key]} but {path.name} was measured with "
+                             f"{results.params.get(key)}; refusing to merge (fix or remove the machine.json); "
+                             "nothing was merged")
+    return {k: str(v) for k, v in entry.items()}
 
 
 def _absorb(into: Any, other: Any) -> None:
-    """Copy into `into` every cell that `other` ran, through Results.add_result."""
+    """Copy into `into` every cell that `other` ran, through Results.add_result; a failure in `other` never
+    replaces a measurement in `into`."""
     from asv.runner import BenchmarkResult
 
     for name in other.get_all_result_keys():
@@ -59,13 +91,15 @@ def _absorb(into: Any, other: Any) -> None:
         version = other._benchmark_version.get(name)
         if name in into._benchmark_version and into._benchmark_version[name] != version:
             raise MergeError(f"benchmark {name} has version {version} in one shard and "
-                             f"{into._benchmark_version[name]} in another; re-run one of them")
+                             f"{into._benchmark_version[name]} in another; re-run one of them; nothing was merged")
         values = other.get_result_value(name, params)
         samples = other.get_result_samples(name, params)
         stats = other.get_result_stats(name, params)
+        kept = into.get_result_value(name, params) if name in into._results else None
         if not params:
-            values, samples, stats = [values], [samples], [stats]
-        selected = {i for i, v in enumerate(values) if _ran(v)}
+            values, samples, stats, kept = [values], [samples], [stats], None if kept is None else [kept]
+        selected = {i for i, v in enumerate(values)
+                    if _ran(v) and not (v is None and kept is not None and _ok(kept[i]))}
         if not selected:
             continue
         number = [(s or {}).get("number") if isinstance(s, dict) else None for s in stats]
@@ -76,30 +110,104 @@ def _absorb(into: Any, other: Any) -> None:
                         selected_idx=selected if params else None, record_samples=True)
 
 
-def merge_results(sources: list[Path], dest: Path) -> list[Path]:
-    """Merge the result files of `sources` (and what `dest` already holds) into `dest`; the files written."""
-    groups: dict[str, list[Path]] = defaultdict(list)
+@dataclass
+class _Group:
+    rel: str  # MACHINE/FILE.json
+    sources: list[Path]  # the shards' copies, in the order given
+    loaded: list[Any]
+    entry: dict[str, str]  # the machine entry to write
+
+
+def _read_sources(sources: list[Path]) -> list[_Group]:
+    """Every shard file read and checked: readable, one run per group, machine.json consistent."""
+    paths: dict[str, list[Path]] = defaultdict(list)
     for src in sources:
         for path in _result_files(src):
-            groups[f"{path.parent.name}/{path.name}"].append(path)
-    if not groups:
-        raise MergeError(f"no asv result files in {', '.join(map(str, sources))}")
+            paths[f"{path.parent.name}/{path.name}"].append(path)
+    if not paths:
+        raise MergeError(f"no asv result files in {', '.join(map(str, sources))}; nothing was merged")
+    groups = []
+    for rel, files in sorted(paths.items()):
+        loaded = [_load(p) for p in files]
+        entries = []
+        for path, res in zip(files, loaded, strict=True):
+            _check_same_run(loaded[0], res, path)
+            entries.append(_machine_entry(path, res))
+        try:
+            check_machine_name(str(loaded[0].params.get("machine")))
+            check_commit(str(loaded[0].commit_hash))
+        except NameRefused as e:
+            raise MergeError(f"{files[0]}: {e}; nothing was merged") from None
+        groups.append(_Group(rel, files, loaded, entries[-1]))
+    return groups
+
+
+def _carry_cells(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path) -> None:
+    """Copy the shards' cell store records (failure reasons, and what lets the destination resume) of the merged
+    runs to the destination's store: a record the destination lacks, or an ok one over a failed one."""
+    sources = [d for d in dict.fromkeys(cells_dirs) if d.resolve() != dest_cells.resolve() and d.is_dir()]
+    if not sources:
+        return
+    keys = {RunKey(str(r.params.get("machine")), r.commit_hash, str(r.params.get("torch")))
+            for g in groups for r in g.loaded}
+    for key in sorted(keys, key=lambda k: (k.machine, k.commit, k.torch)):
+        dest = CellStore(dest_cells, key)
+        for root in sources:
+            for cell in CellStore(root, key).all():
+                if not isinstance(cell, dict) or not all(isinstance(cell.get(k), str)
+                                                         for k in ("preset", "workload", "mode", "status")):
+                    continue
+                have = dest.get(cell["preset"], cell["workload"], cell["mode"])
+                if have is None or (have.get("status") != "ok" and cell["status"] == "ok"):
+                    dest.put(cell)
+
+
+def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None = None,
+                  dest_cells: Path | None = None) -> list[Path]:
+    """Merge the result files of `sources` (and what `dest` already holds) into `dest`; the files written.
+
+    The cell store records of the merged runs are copied from `cells_dirs` (default: the store beside each
+    source) to `dest_cells` (default: the store beside `dest`), where failure reasons are read from."""
+    groups = _read_sources(sources)
+    asvfiles.check_writable(dest)
     written = []
-    for rel, paths in sorted(groups.items()):
-        target = dest / rel
-        if target.exists():
-            paths = [target, *paths]
-        merged = _load(paths[0])
-        for path in paths[1:]:
-            other = _load(path)
-            _check_same_run(merged, other, path)
-            _absorb(merged, other)
-        entry = json.loads((paths[-1].parent / "machine.json").read_text())
-        entry.pop("version", None)
+    with asvfiles.results_lock(dest):
+        plans = []
+        for g in groups:  # the destination's own files read and checked before anything is written
+            target = dest / g.rel
+            merged = _load(target) if target.exists() else None
+            if merged is not None:
+                _check_same_run(merged, g.loaded[0], g.sources[0])
+            for other in g.loaded:
+                if merged is None:
+                    merged = other
+                    continue
+                _absorb(merged, other)
+            plans.append((merged, g.entry))
         conf = type("Conf", (), {"results_dir": str(dest)})()
-        written.append(asvfiles.save_results(conf, merged, entry))
-    for src in sources:  # asv publish needs the suite's description; any shard's copy serves
-        bench = src / "benchmarks.json"
-        if bench.exists() and not (dest / "benchmarks.json").exists():
-            shutil.copy2(bench, dest / "benchmarks.json")
+        bench = _benchmarks_json(sources)
+        for merged, entry in plans:
+            written.append(asvfiles.save_results(conf, merged, entry))
+        if bench is not None and not (dest / "benchmarks.json").exists():
+            try:  # asv publish needs the suite's description; any shard's copy serves
+                atomic.write_text(dest / "benchmarks.json", bench)
+            except OSError as e:
+                raise MergeError(f"cannot write {dest / 'benchmarks.json'}: {e.strerror or e}") from None
+    _carry_cells(groups, cells_dirs if cells_dirs is not None else [default_cells_dir(s) for s in sources],
+                 dest_cells if dest_cells is not None else default_cells_dir(dest))
     return written
+
+
+def _benchmarks_json(sources: list[Path]) -> str | None:
+    for src in sources:
+        path = src / "benchmarks.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+            json.loads(text)
+        except (OSError, ValueError):
+            continue
+        return text
+    return None
+
+
+__all__ = ["MergeError", "merge_results"]

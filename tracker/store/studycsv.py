@@ -28,7 +28,6 @@ import itertools
 import json
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,7 +37,7 @@ from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles, asvjson
-from tracker.store.cells import CellStore, RunKey, default_cells_dir
+from tracker.store.cells import CellStore, NameRefused, RunKey, check_commit, check_machine_name, default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
@@ -172,10 +171,11 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
     cells = read_study_csv(path)
     if commit is None:
         commit = hashlib.sha1(path.read_bytes()).hexdigest()
-    elif not re.fullmatch(r"[0-9a-fA-F]{7,40}", commit):
-        raise StudyCsvError(f"commit {commit!r} is not a hexadecimal git hash (asv names result files by it)")
-    if not machine or not re.fullmatch(r"[A-Za-z0-9._+-]+", machine):
-        raise StudyCsvError(f"machine name {machine!r}: use letters, digits and . _ + - (it names a directory)")
+    try:
+        check_commit(commit)
+        check_machine_name(machine)  # the same rule as `run`'s
+    except NameRefused as e:
+        raise StudyCsvError(str(e)) from None
     if date_ms is None:  # when it was written
         date_ms = int(path.stat().st_mtime * 1000)
         if problem := asvjson.date_problem(date_ms):
@@ -186,8 +186,24 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
              **host}
     conf = SimpleNamespace(results_dir=str(Path(results_dir).resolve()))
     benchmarks = suite_benchmarks()
-    results = asvfiles.open_results(conf, STUDY_ENV, entry, commit, date_ms)
+    asvfiles.check_writable(conf.results_dir)
+    with asvfiles.results_lock(conf.results_dir):  # other writers of the directory add to the file, never lose it
+        results = asvfiles.open_results(conf, STUDY_ENV, entry, commit, date_ms)
+        written = _fill(results, benchmarks, cells, launch_us, conf, entry)
 
+    store = CellStore(cells_dir if cells_dir is not None else default_cells_dir(results_dir),
+                      RunKey(machine, commit, torch))
+    for c in cells:
+        if not c.ok:
+            store.put({"preset": c.preset, "workload": c.workload, "mode": c.mode, "device": "cuda",
+                       "status": "failed", "reason": c.reason, "samples_ms": [], "wall_s": c.wall_s,
+                       "host": host, "source": f"import-csv {path.name}"})
+    return written
+
+
+def _fill(results: Any, benchmarks: dict[str, dict[str, Any]], cells: list[StudyCell], launch_us: float | None,
+          conf: Any, entry: dict[str, str]) -> Path:
+    """Add the study's cells to `results` and save it."""
     names = metrics.benchmark_names(asvfiles.BENCHMARK_CLASS)
     bench = benchmarks[names[metrics.sampled().name]]
     index = _combinations(bench["params"])
@@ -205,16 +221,7 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
         _add(results, benchmarks[names[metric.name]], not_recorded, selected, duration)
     if launch_us is not None:
         _add(results, benchmarks[asvfiles.HOST_BENCHMARK], [float(launch_us)], {0}, 0.0)
-    written = asvfiles.save_results(conf, results, entry)
-
-    store = CellStore(cells_dir if cells_dir is not None else default_cells_dir(results_dir),
-                      RunKey(machine, commit, torch))
-    for c in cells:
-        if not c.ok:
-            store.put({"preset": c.preset, "workload": c.workload, "mode": c.mode, "device": "cuda",
-                       "status": "failed", "reason": c.reason, "samples_ms": [], "wall_s": c.wall_s,
-                       "host": host, "source": f"import-csv {path.name}"})
-    return written
+    return asvfiles.save_results(conf, results, entry)
 
 
 def import_main(path: str | os.PathLike[str], results_dir: str | os.PathLike[str], machine: str, torch: str,

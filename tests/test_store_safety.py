@@ -1,0 +1,292 @@
+"""Nothing lost, nothing silent: concurrent writers of one results directory, merges of shards, names and paths
+given by the user, results directories that cannot be written."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_results import write_result_file
+
+from tracker.measure.hostinfo import host_info
+from tracker.store import asvfiles, merge, results
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "tracker.cli"]
+COMMIT = "c" * 40
+WORKLOADS = ["llm_rmsnorm", "diff_cfg_blend", "rl_dpo_loss", "rl_grpo_loss"]
+
+# One process recording one measured cell, as `compile-baselines run` does at its end, with the suite's
+# description read from benchmarks/baselines.py (no asv discovery subprocess) and a second's pause between
+# reading the result file and saving it: without a lock every writer reads the same file and all but the last
+# one's cells are lost.
+RECORDER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from asv.benchmarks import Benchmarks
+    from tracker.paths import ASV_CONF
+    from tracker.store import asvfiles, studycsv
+
+    results_dir, workload, host, go, commit = sys.argv[1:]
+    host, go = json.loads(host), Path(go)
+    conf = asvfiles.load_conf(ASV_CONF, results_dir)
+    asvfiles.discover = lambda conf, env, commit: Benchmarks(conf, list(studycsv.suite_benchmarks().values()))
+    save = asvfiles.save_results
+    def slow_save(*args, **kwargs):
+        time.sleep(1.0)
+        return save(*args, **kwargs)
+    asvfiles.save_results = slow_save
+    cell = {"preset": "tiny", "workload": workload, "mode": "eager", "status": "ok", "device": "cpu",
+            "samples_ms": [1.0, 1.1, 0.9, 1.05, 0.95], "compile_s": 0.01, "wall_s": 1.0, "host": host}
+    while not go.exists():
+        time.sleep(0.01)
+    asvfiles.record_run(conf, sys.executable, "box", commit, 1_767_225_600_000, [cell], host)
+""")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A HOME of its own (asv's machine file lives there) and the project importable."""
+    e = dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    (tmp_path / "home").mkdir()
+    return e
+
+
+def test_concurrent_recorders_into_one_results_dir_lose_no_cell(tmp_path: Path, env: dict[str, str]) -> None:
+    res, go = tmp_path / "results", tmp_path / "go"
+    host = json.dumps(host_info("cpu").as_dict())
+    procs = [subprocess.Popen([sys.executable, "-c", RECORDER, str(res), w, host, str(go), COMMIT], env=env,
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for w in WORKLOADS]
+    time.sleep(3.0)  # let every process import and wait at the start line
+    go.touch()
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    loaded = results.load_results(res)
+    ok = loaded.table[loaded.table["status"] == "ok"]
+    assert loaded.warnings == [] and sorted(ok["workload"].astype(str)) == sorted(WORKLOADS)
+    assert not [p for p in res.rglob("*") if p.name.startswith(".")]  # no staging, probe or lock file left behind
+    machines = json.loads((Path(env["HOME"]) / ".asv-machine.json").read_text())
+    assert "box" in machines
+
+
+# ---------------------------------------------------------------------------------------------------- merge
+
+CELL = ("tiny", "llm_rmsnorm", "eager")
+
+
+def _shard(root: Path, value: Any, **kw: Any) -> Path:
+    return write_result_file(root, {CELL: value}, machine="box", commit=COMMIT, **kw)
+
+
+def _status(results_dir: Path) -> tuple[str, float]:
+    t = results.load_results(results_dir).table
+    row = t[(t["workload"] == CELL[1]) & (t["mode"] == CELL[2])].iloc[0]
+    return str(row["status"]), float(row["median_ms"])
+
+
+@pytest.mark.parametrize("order", ["ok-first", "failed-first"])
+def test_merge_keeps_a_measurement_over_a_failure_whatever_the_order(tmp_path: Path, order: str) -> None:
+    _shard(tmp_path / "ok", 1.5)
+    _shard(tmp_path / "failed", None)
+    sources = [tmp_path / "ok", tmp_path / "failed"]
+    merge.merge_results(sources if order == "ok-first" else sources[::-1], tmp_path / "merged")
+    assert _status(tmp_path / "merged") == ("ok", 1.5)
+    # and a failed shard merged later into a destination that has the measurement does not replace it
+    merge.merge_results([tmp_path / "failed"], tmp_path / "merged")
+    assert _status(tmp_path / "merged") == ("ok", 1.5)
+
+
+def test_merge_carries_failure_reasons_from_the_shards_cell_stores(tmp_path: Path) -> None:
+    _shard(tmp_path / "s1" / "results", None)
+    _shard(tmp_path / "s2" / "results", math.nan)
+    torch = "2.9.1"
+    CellStore(default_cells_dir(tmp_path / "s1" / "results"), RunKey("box", COMMIT, torch)).put(
+        {"preset": CELL[0], "workload": CELL[1], "mode": CELL[2], "status": "failed", "reason": "out of memory: 3 GiB"})
+    merge.merge_results([tmp_path / "s1" / "results", tmp_path / "s2" / "results"], tmp_path / "m" / "results")
+    t = results.load_results(tmp_path / "m" / "results").table
+    row = t[(t["workload"] == CELL[1]) & (t["mode"] == CELL[2])].iloc[0]
+    assert row["status"] == "failed" and row["reason"] == "out of memory: 3 GiB"
+
+
+def test_merge_checks_everything_before_writing_anything(tmp_path: Path) -> None:
+    write_result_file(tmp_path / "s1", {CELL: 1.0}, machine="aaa", commit=COMMIT)
+    write_result_file(tmp_path / "s1", {CELL: 1.0}, machine="zzz", commit=COMMIT)
+    (tmp_path / "s2" / "zzz").mkdir(parents=True)
+    bad = write_result_file(tmp_path / "s2", {CELL: 2.0}, machine="zzz", commit=COMMIT)
+    bad.write_text("{ truncated")
+    with pytest.raises(merge.MergeError, match="nothing was merged"):
+        merge.merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    assert not list((tmp_path / "merged").rglob("*.json"))  # not even machine aaa, which sorts first
+
+
+def test_merge_refuses_a_machine_json_that_disagrees_with_its_result_files(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "s1", 1.0)
+    (path.parent / "machine.json").write_text(json.dumps({"machine": "box", "torch": "2.10.0", "version": 1}))
+    with pytest.raises(merge.MergeError, match=r"machine\.json says torch 2\.10\.0"):
+        merge.merge_results([tmp_path / "s1"], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists() or not list((tmp_path / "merged").rglob("*.json"))
+
+
+def test_merged_machine_json_agrees_with_the_results(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "s1", 1.0)
+    entry = {"machine": "box", "os": "Linux", "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.9.1", "triton": "3.5.1",
+             "cuda": "13.0", "driver": "580.1", "version": 1}
+    (path.parent / "machine.json").write_text(json.dumps(entry))
+    _shard(tmp_path / "s2", 2.0)  # no machine.json: its result file's machine fields serve
+    (tmp_path / "s2" / "box" / "machine.json").unlink()
+    merge.merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    written = json.loads((tmp_path / "merged" / "box" / "machine.json").read_text())
+    assert {k: written[k] for k in asvfiles.VERSION_KEYS} == {k: entry[k] for k in asvfiles.VERSION_KEYS}
+
+
+# ---------------------------------------------------------------------------------------------------- the CLI
+
+
+def run_cli(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    """The command failed with one error line on stderr, no traceback, and measured nothing."""
+    lines = [line for line in out.stderr.splitlines() if "error:" in line]
+    assert out.returncode not in (0, None) and len(lines) == 1, out.stderr
+    assert "Traceback" not in out.stderr and "[1/" not in out.stderr, out.stderr
+    return lines[0]
+
+
+RUN = ["run", "--preset", "tiny", "--workload", "diff_cfg_blend", "--mode", "eager", "--kernel", "none",
+       "--warmup-ms", "5", "--rep-ms", "50", "--commit", COMMIT]
+
+
+@pytest.mark.parametrize("name", ["../../outside", "..", ".hidden", "a/b", ""])
+def test_run_refuses_a_machine_name_that_is_not_one_folder_before_measuring(tmp_path: Path, env: dict[str, str],
+                                                                             name: str) -> None:
+    out = run_cli([*RUN, "--results-dir", str(tmp_path / "r" / "results"), "--machine", name], env)
+    assert "machine name" in one_line_error(out)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing written, inside or outside
+
+
+def test_run_refuses_a_commit_that_is_not_a_hash(tmp_path: Path, env: dict[str, str]) -> None:
+    out = run_cli([*RUN[:-1], "../../x", "--results-dir", str(tmp_path / "results"), "--machine", "box"], env)
+    assert "not a hexadecimal git hash" in one_line_error(out)
+
+
+def test_run_and_merge_into_a_file_in_place_of_the_results_dir_refuse_in_one_line(tmp_path: Path,
+                                                                                  env: dict[str, str]) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("not a directory")
+    out = run_cli([*RUN, "--results-dir", str(blocker / "sub"), "--machine", "box"], env)
+    assert "cannot write" in one_line_error(out)
+    _shard(tmp_path / "shard", 1.0)
+    out = run_cli(["merge", str(tmp_path / "shard"), "--results-dir", str(blocker)], env)
+    assert "cannot write" in one_line_error(out)
+    assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_run_and_merge_into_a_read_only_results_dir_refuse_in_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    ro = tmp_path / "results"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert "cannot write" in one_line_error(run_cli([*RUN, "--results-dir", str(ro), "--machine", "box"], env))
+        _shard(tmp_path / "shard", 1.0)
+        out = run_cli(["merge", str(tmp_path / "shard"), "--results-dir", str(ro)], env)
+        assert "cannot write" in one_line_error(out)
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def test_save_into_an_unwritable_place_is_one_error_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    path = _shard(tmp_path / "src", 1.0)
+    from asv.results import Results
+
+    loaded = Results.load(str(path))
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "box").write_text("a file where the machine's folder goes")
+    conf = type("Conf", (), {"results_dir": str(tmp_path / "dest")})()
+    with pytest.raises(asvfiles.AsvError, match="cannot write results"):
+        asvfiles.save_results(conf, loaded, {"machine": "box"})
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["box"]
+
+
+def test_run_from_another_directory_with_relative_paths_records_where_it_was_told(tmp_path: Path,
+                                                                                  env: dict[str, str]) -> None:
+    out = run_cli([*RUN, "--results-dir", "res", "--cells-dir", "cells", "--machine", "box"], env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "1 cells: 1 ok" in out.stdout
+    assert len(list((tmp_path / "cells").glob("box/*/*/tiny/diff_cfg_blend/eager.json"))) == 1
+    t = results.load_results(tmp_path / "res").table
+    assert (t["status"] == "ok").sum() == 1 and (tmp_path / "res" / "benchmarks.json").exists()
+
+
+def test_the_config_s_relative_paths_are_resolved_against_its_folder(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    conf = asvfiles.load_conf(ROOT / "asv.conf.json")
+    assert conf.benchmark_dir == str(ROOT / "benchmarks") and conf.results_dir == str(ROOT / ".asv" / "results")
+    assert conf.html_dir == str(ROOT / ".asv" / "html") and Path(conf.repo) == ROOT
+
+
+# ---------------------------------------------------------------------------------------------------- the cell store
+
+
+@pytest.mark.parametrize("machine,commit", [("..", "c"), ("m", ".."), (".", "."), ("../..", "x/../../y")])
+def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Path, machine: str, commit: str) -> None:
+    root = tmp_path / "cells"
+    store = CellStore(root, RunKey(machine, commit, ".."))
+    store.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "..", "status": "ok"})
+    store.set_launch_floor(3.0)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(root in p.parents for p in written)
+    assert store.get("tiny", "llm_rmsnorm", "..") is not None
+
+
+def test_the_first_launch_floor_of_a_run_stands(tmp_path: Path) -> None:
+    store = CellStore(tmp_path, RunKey("m", COMMIT, "2.11.0"))
+    assert store.set_launch_floor(4.4) == 4.4
+    assert store.set_launch_floor(9.9) == 4.4 and store.launch_floor() == 4.4  # a concurrent cell's comes second
+
+
+CONCURRENT_FLOOR = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from tracker.store.cells import CellStore, RunKey
+    root, value, go = sys.argv[1], float(sys.argv[2]), Path(sys.argv[3])
+    store = CellStore(root, RunKey("m", "c", "t"))
+    read = CellStore.launch_floor
+    def slow_read(self):
+        got = read(self)
+        time.sleep(0.5)
+        return got
+    CellStore.launch_floor = slow_read
+    while not go.exists():
+        time.sleep(0.01)
+    print(store.set_launch_floor(value))
+""")
+
+
+def test_concurrent_cells_agree_on_one_launch_floor(tmp_path: Path, env: dict[str, str]) -> None:
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT_FLOOR, str(tmp_path / "cells"), str(v), str(go)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for v in (1.0, 2.0, 3.0)]
+    time.sleep(1.5)
+    go.touch()
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    got = {out.strip() for out, _ in outs}
+    assert len(got) == 1 and got <= {"1.0", "2.0", "3.0"}  # every cell got the one floor that stands
+    assert CellStore(tmp_path / "cells", RunKey("m", "c", "t")).launch_floor() == float(got.pop())
