@@ -243,7 +243,7 @@ def test_a_huge_comparison_fits_githubs_limit_cutting_rows_never_the_headline() 
     text = render_comment(c)
     assert len(text) <= MAX_BODY_CHARS
     headline = ("### compile-baselines: Best baselines changed: 1000 · significant regressions: 1600 · "
-                "improvements: 800 · kernel speedups changed: 1000")
+                "improvements: 800 · kernel speedups changed: 1000 · 800 cells too noisy to judge")
     assert text.splitlines()[:3] == [MARKER, "<!-- compile-baselines:changed=true -->", headline]
     assert "more not shown (GitHub's comment size limit)" in text
     assert text.rstrip().endswith("</sub>")  # the fixed parts after the tables survive
@@ -343,7 +343,7 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
                                "instances": 41}
     assert data["cells"][0] == {"preset": "prefill", "workload": "llm_rmsnorm", "mode": "eager", "base_ms": 0.500048,
                                 "head_ms": 0.500048, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
-                                "spread": data["cells"][0]["spread"], "verdict": "same"}
+                                "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None}
     assert data == comparison_json(comparisons["regression"])  # stable: same input, same JSON
     with pytest.raises(ValueError, match="--fail-on"):
         compare_main(results_dir, BASE, reg, fail_on="sometimes")

@@ -42,6 +42,9 @@ from tracker.analyse.best import COMPILED, analyse, instance_table
 from tracker.analyse.pairs import CompareError, RunInfo
 from tracker.analyse.verdicts import (
     ADDED,
+    COMPILED_CODE,
+    COMPILED_CONFIGS,
+    COMPILED_SAME,
     EXIT_FAIL_ON,
     EXIT_OK,
     FAIL_ON,
@@ -73,7 +76,7 @@ class ChangeRule:
     small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
     autotuned_change: float = 0.30
     autotuned_modes: tuple[str, ...] = ("max-autotune", "max-autotune-no-cudagraphs")
-    max_spread: float = 0.20  # relative IQR above which a measurement is too disturbed to judge
+    max_spread: float = stats.TOO_NOISY_SPREAD  # relative IQR above which a measurement is too disturbed
     noise: NoiseModel = field(default_factory=NoiseModel)
     host: HostBound = field(default_factory=HostBound)
     factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
@@ -105,6 +108,7 @@ class CellChange:
     threshold: float | None  # the relative change this cell had to exceed
     spread: float | None  # the larger relative IQR of the two measurements
     verdict: str
+    compiled: str | None = None  # what the compiled code did between the runs (COMPILED_SAME ...); None: unknown
 
     @property
     def significant(self) -> bool:
@@ -242,13 +246,29 @@ def _status_verdict(b: Any, h: Any) -> str | None:
     return NOW_FAILS if hf else NOW_OK if bf else None
 
 
+def compiled_change(base: dict[str, Any] | None, head: dict[str, Any] | None) -> str | None:
+    """How the compiled code of a cell differs between two runs, from their fingerprints; None when either has
+    none."""
+    if not base or not head:
+        return None
+    if base.get("code") != head.get("code"):
+        return COMPILED_CODE
+    return COMPILED_SAME if base.get("autotune") == head.get("autotune") else COMPILED_CONFIGS
+
+
+def _fingerprint(row: Any) -> dict[str, Any] | None:
+    fp = getattr(row, "fingerprint", None)
+    return fp if isinstance(fp, dict) else None
+
+
 def _cell(key: tuple[str, str, str], b: Any, h: Any, rule: ChangeRule, launch_us: float) -> CellChange:
     verdict = _status_verdict(b, h)
     base_ms = float(b.median_ms) if b is not None and b.status == "ok" else None
     head_ms = float(h.median_ms) if h is not None and h.status == "ok" else None
     if verdict is not None:
         return CellChange(*key, base_ms, head_ms, None, None, None, None, verdict)
-    return CellChange(*key, base_ms, head_ms, **_judge(b, h, [key[2]], rule, launch_us))
+    compiled = compiled_change(_fingerprint(b), _fingerprint(h))
+    return CellChange(*key, base_ms, head_ms, **_judge(b, h, [key[2]], rule, launch_us), compiled=compiled)
 
 
 def _measured(t: pd.DataFrame) -> dict[tuple[str, str, str], Any]:

@@ -18,7 +18,7 @@ import pandas as pd
 from tracker.errors import ToolError
 from tracker.stats import float_or_none
 from tracker.store.commits import match_ref
-from tracker.store.results import RunFile, default_cells_dir, list_runs, load_runs, select_runs
+from tracker.store.results import RunFile, default_cells_dir, fingerprints, list_runs, load_runs, select_runs
 
 
 class CompareError(ToolError):
@@ -144,9 +144,12 @@ def header_info(r: RunFile) -> RunInfo:
 
 def load_pair(results_dir: str | os.PathLike[str], b: RunFile,
               h: RunFile) -> tuple[pd.DataFrame, pd.DataFrame, RunInfo, RunInfo, list[str]]:
-    """The two runs' cells with their samples (only those two files are read), their RunInfo and the warnings."""
-    loaded = load_runs([b, h], with_samples=True, cells_dir=default_cells_dir(results_dir))
+    """The two runs' cells with their samples and fingerprints (only those two files and their cell stores are
+    read), their RunInfo and the warnings."""
+    cells_dir = default_cells_dir(results_dir)
+    loaded = load_runs([b, h], with_samples=True, cells_dir=cells_dir)
     t = loaded.table
+    t["fingerprint"] = fingerprints(t, cells_dir)
     tb = t[(t["commit"] == b.commit) & (t["machine"] == b.machine)].reset_index(drop=True)
     th = t[(t["commit"] == h.commit) & (t["machine"] == h.machine)].reset_index(drop=True)
     for side, frame, run in (("base", tb, b), ("head", th, h)):

@@ -11,3 +11,8 @@ NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = "now fails", "now ok", "fails", "adde
 GAINED, LOST = "gained", "lost"
 REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
 IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
+
+# What the compiled code of a cell did between two runs, from its fingerprints (tracker.measure.fingerprint):
+# the same generated code and launch configs; the same code launched with other configs (autotuning chose
+# differently); other generated code (the source, torch, or max-autotune's template choice changed).
+COMPILED_SAME, COMPILED_CONFIGS, COMPILED_CODE = "same compiled code", "other launch configs", "other generated code"

@@ -39,7 +39,8 @@ def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
 
 def _cell_rows(cells: list[CellChange]) -> list[str]:
     rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode")]
-    rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio), x.verdict, x.preset, x.workload,
+    rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio),
+              x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else ""), x.preset, x.workload,
               x.mode) for x in cells]
     return _columns(rows, right={1, 2, 3})
 

@@ -53,12 +53,16 @@ _ENV.filters.update(ms=_ms, ratio=_ratio, p=_p, p_is=_p_is, pct=_pct, speedup=_s
 
 
 def headline(c: Comparison) -> str:
+    """One line: what changed, and how many cells could not be judged (never hidden in a table row)."""
+    noisy = f"{len(c.noisy)} cell{'s' if len(c.noisy) != 1 else ''} too noisy to judge" if c.noisy else ""
     if not c.changed:
-        return "No change"
+        return f"No change found · {noisy}" if noisy else "No change"
     parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
              f"improvements: {len(c.improvements)}"]
     if c.kernel_changes:
         parts.append(f"kernel speedups changed: {len(c.kernel_changes)}")
+    if noisy:
+        parts.append(noisy)
     return " · ".join(parts)
 
 

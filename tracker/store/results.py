@@ -349,21 +349,41 @@ def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Pa
             stale[name].append(path)
 
 
-def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
-    """Why failed and skipped cells did not measure: the cell store's record when it has one."""
-    reason = np.full(len(table), "", dtype=object)
-    todo = np.flatnonzero((table["status"] != "ok").to_numpy())
-    cols = {c: table[c].to_numpy()[todo].astype(str) for c in [*RUN_KEYS, *CELL_KEYS, "status"]}
+def _stored_cells(table: pd.DataFrame, rows: np.ndarray, cells_dir: Path | None) -> list[dict[str, Any] | None]:
+    """The cell store's record of each of `rows` (positions in `table`), or None where it has none."""
+    cols = {c: table[c].to_numpy()[rows].astype(str) for c in [*RUN_KEYS, *CELL_KEYS]}
     stores: dict[tuple[str, str, str], CellStore | None] = {}
-    for j, i in enumerate(todo):
+    out: list[dict[str, Any] | None] = []
+    for j in range(len(rows)):
         key = (cols["machine"][j], cols["commit"][j], cols["torch"][j])
         if key not in stores:  # one directory check per run: most runs have no store here
             store = CellStore(cells_dir, RunKey(*key)) if cells_dir is not None else None
             stores[key] = store if store is not None and store.dir.is_dir() else None
-        cell = stores[key].get(cols["preset"][j], cols["workload"][j], cols["mode"][j]) if stores[key] else None
+        store = stores[key]
+        out.append(store.get(cols["preset"][j], cols["workload"][j], cols["mode"][j]) if store else None)
+    return out
+
+
+def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
+    """Why failed and skipped cells did not measure: the cell store's record when it has one."""
+    reason = np.full(len(table), "", dtype=object)
+    todo = np.flatnonzero((table["status"] != "ok").to_numpy())
+    status = table["status"].to_numpy()[todo].astype(str)
+    for j, (i, cell) in enumerate(zip(todo, _stored_cells(table, todo, cells_dir), strict=True)):
         text = str(cell.get("reason") or "") if cell else ""
-        reason[i] = text or (NO_REASON if cols["status"][j] == "failed" else NOT_RUN)
+        reason[i] = text or (NO_REASON if status[j] == "failed" else NOT_RUN)
     return pd.Series(reason, index=table.index, dtype=object)
+
+
+def fingerprints(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None) -> pd.Series:
+    """What each ok cell of `table` compiled (tracker.measure.fingerprint), from the cell store: a dict, or None
+    where the store has no record or the record no fingerprint (eager, kernels under test, older runs)."""
+    out = np.full(len(table), None, dtype=object)
+    todo = np.flatnonzero((table["status"] == "ok").to_numpy())
+    for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
+        fp = cell.get("fingerprint") if cell else None
+        out[i] = fp if isinstance(fp, dict) and isinstance(fp.get("code"), str) else None
+    return pd.Series(out, index=table.index, dtype=object)
 
 
 def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,

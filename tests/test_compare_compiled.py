@@ -1,0 +1,73 @@
+"""compare tells a change of the compiled code (other generated code, other launch configs) from the same code
+timed differently, by the cells' fingerprints; and cells too noisy to judge are in the headline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_compare import BASE, MACHINE, SCENARIOS, fake_commit, write_run
+
+from tracker.analyse.compare import compare_runs, compiled_change
+from tracker.analyse.verdicts import COMPILED_CODE, COMPILED_CONFIGS, COMPILED_SAME
+from tracker.publish.comparison import comparison_json
+from tracker.publish.prcomment import headline, render_comment
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
+from tracker.store.results import list_runs
+
+UNET = ("prefill", "diff_unet_resblock", "max-autotune-no-cudagraphs")
+RMS = ("prefill", "llm_rmsnorm", "default")
+
+
+def test_fingerprints_say_what_the_compiled_code_did():
+    a = {"code": "c1", "autotune": "t1"}
+    assert compiled_change(a, dict(a)) == COMPILED_SAME
+    assert compiled_change(a, {"code": "c1", "autotune": "t2"}) == COMPILED_CONFIGS
+    assert compiled_change(a, {"code": "c2", "autotune": "t1"}) == COMPILED_CODE
+    assert compiled_change(a, None) is None and compiled_change(None, a) is None
+
+
+def _store_fingerprints(results: Path, commit: str, prints: dict[tuple[str, str, str], dict]) -> None:
+    runs, _ = list_runs(results)
+    (run,) = [r for r in runs if r.commit == commit]
+    store = CellStore(default_cells_dir(results), RunKey(run.machine, run.commit, run.torch))
+    for (preset, workload, mode), fp in prints.items():
+        store.put({"preset": preset, "workload": workload, "mode": mode, "status": "ok", "fingerprint": fp})
+
+
+@pytest.fixture
+def slower_unet(tmp_path: Path) -> Path:
+    """Head: prefill diff_unet_resblock max-autotune-no-cudagraphs 1.5x slower with other launch configs (cold
+    compiles on the H100 drew 279-344 us), llm_rmsnorm default 1.5x slower with the same compiled code."""
+    results = tmp_path / "results"
+    head = fake_commit("head")
+    write_run(results, BASE)
+    write_run(results, head, {UNET: 1.5, RMS: 1.5})
+    _store_fingerprints(results, BASE, {UNET: {"code": "aa", "autotune": "t1"}, RMS: {"code": "bb", "autotune": "t"}})
+    _store_fingerprints(results, head, {UNET: {"code": "aa", "autotune": "t2"}, RMS: {"code": "bb", "autotune": "t"}})
+    return results
+
+
+def test_a_significant_cell_says_whether_its_compiled_code_changed(slower_unet: Path):
+    c = compare_runs(slower_unet, BASE[:8], fake_commit("head")[:8], MACHINE)
+    cells = {(x.preset, x.workload, x.mode): x for x in c.cells}
+    assert cells[UNET].verdict == "slower" and cells[UNET].compiled == COMPILED_CONFIGS
+    assert cells[RMS].verdict == "slower" and cells[RMS].compiled == COMPILED_SAME
+    assert cells[("prefill", "llm_rmsnorm", "eager")].compiled is None  # eager compiles nothing
+    body = render_comment(c)
+    assert f"**slower** ({COMPILED_CONFIGS})" in body and f"**slower** ({COMPILED_SAME})" in body
+    by_cell = {(x["preset"], x["workload"], x["mode"]): x for x in comparison_json(c)["cells"]}
+    assert by_cell[UNET]["compiled"] == COMPILED_CONFIGS
+
+
+def test_cells_too_noisy_to_judge_are_in_the_headline(tmp_path: Path):
+    results = tmp_path / "results"
+    write_run(results, BASE)
+    noisy = {k: v for k, v in SCENARIOS["regression"].items() if k == ("decode", "llm_rmsnorm", "max-autotune-no-"
+                                                                       "cudagraphs")}
+    write_run(results, fake_commit("noisy"), noisy)
+    c = compare_runs(results, BASE[:8], fake_commit("noisy")[:8], MACHINE)
+    assert len(c.noisy) == 1 and not c.changed
+    assert headline(c) == "No change found · 1 cell too noisy to judge"
+    assert json.loads(json.dumps(comparison_json(c)))["summary"]["noisy"] == 1
