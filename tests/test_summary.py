@@ -19,7 +19,8 @@ CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
 STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "study_results.csv"
 MANCG = "max-autotune-no-cudagraphs"
 PRESET_KEYS = {"instances", "wins", "winners", "ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances",
-               "domain_wins", "host_bound", "notes", "kernels", "break_even"}
+               "domain_wins", "host_bound", "notes", "kernels", "break_even",
+               "too_noisy"}
 
 
 @pytest.fixture(scope="module")

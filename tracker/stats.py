@@ -82,6 +82,11 @@ def relative_spread(median: float, q25: float | None, q75: float | None,
     return math.nan
 
 
+# A measurement whose samples spread (IQR) over more than this share of its median was disturbed while it ran:
+# too noisy to judge a change by, and flagged wherever it is shown.
+TOO_NOISY_SPREAD = 0.20
+
+
 # How far under its median a timing's lower quartile may lie before the timing counts as disturbed (something
 # outside the GPU lock ran on the GPU). Undisturbed timings stay within about a tenth and disturbed ones fall far
 # further, so a quarter separates them with room on both sides; `tools/bench_runner.py` reports the widest

@@ -30,7 +30,7 @@ from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
 from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
-from tracker.stats import float_or_none
+from tracker.stats import TOO_NOISY_SPREAD, float_or_none, relative_spread
 from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
 from tracker.store.cells import RunKey
@@ -57,6 +57,7 @@ class Cell:
     compile_s: float | None = None
     peak_mem_mib: float | None = None
     title: str = ""  # hover text: the figures behind the cell, or why it did not measure
+    too_noisy: bool = False  # its samples spread over more than stats.TOO_NOISY_SPREAD of the median
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,12 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
     elif others:
         lines.insert(0, "tie: within noise of the best (" + ", ".join(others) + ")")
     tied = bool(others) and mode != winner
+    spread = relative_spread(median, float_or_none(r.get("q25")), float_or_none(r.get("q75")))
+    too_noisy = spread > TOO_NOISY_SPREAD  # NaN: no quartiles, not flagged
+    if too_noisy:
+        lines.insert(0, f"TOO NOISY TO JUDGE: its samples spread (IQR) over {spread:.0%} of the median; re-run it")
     return Cell(mode, "ok", median, speedup, best=mode == winner, tied=tied, throughput=tp, compile_s=compile_s,
-                peak_mem_mib=mem, title="\n".join(lines))
+                peak_mem_mib=mem, title="\n".join(lines), too_noisy=too_noisy)
 
 
 def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes: Sequence[str],

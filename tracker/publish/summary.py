@@ -16,7 +16,7 @@ import jinja2
 
 from tracker.analyse.best import analyse
 from tracker.publish.summary_json import summary_json
-from tracker.stats import HostBound, NoiseModel
+from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.names import MODES
@@ -204,6 +204,11 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
         ties = [f"{w} ({' ~ '.join(name(m) for m in modes_)})" for w, modes_ in p["ties"].items()]
         out = [f"ties within noise ({len(ties)}): " + (", ".join(ties) if ties else "none"),
                f"host-bound ({len(p['host_bound'])}): " + (", ".join(p["host_bound"]) or "none")]
+        noisy = p.get("too_noisy", [])
+        if noisy:  # never silent: these medians rank nothing
+            out.append(f"TOO NOISY TO JUDGE ({len(noisy)} cell{'s' if len(noisy) != 1 else ''}, samples spread over "
+                       f"more than {TOO_NOISY_SPREAD:.0%} of the median; re-run them): "
+                       + ", ".join(f"{u['workload']} {name(u['mode'])} ({u['spread']:.0%})" for u in noisy))
         return out + [f"note: {n}" for n in p["notes"]]
 
     kernels = p.get("kernels", [])

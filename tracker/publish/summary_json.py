@@ -25,6 +25,7 @@ import pandas as pd
 
 from tracker.analyse.best import COMPILED, DEFAULT, EAGER, MANCG, Analysis, analyse, kernel_rows
 from tracker.analyse.breakeven import break_even
+from tracker.analyse.unstable import unstable_cells
 from tracker.stats import float_or_none
 from tracker.store.results import DOMAINS, RUN_KEYS
 from workloads.names import MODES
@@ -57,7 +58,13 @@ def preset_summary(analysis: Analysis, commit: str, machine: str, torch: str, pr
     fig_rec = _records(fig, list(fig.columns))[0] if len(fig) else None
     kernels = [kernel_json(k) for k in _records(pick(kernel_rows(analysis)), _KERNEL_FIELDS)]
     be = [] if table is None else [break_even_json(b) for b in _records(pick(break_even(table)), _BREAK_EVEN_FIELDS)]
-    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels, be)
+    noisy = [] if table is None else [_too_noisy_json(u) for u in _records(pick(unstable_cells(table)),
+                                                                             ["workload", "mode", "spread"])]
+    return _preset_dict(fig_rec, _records(pick(analysis.instances), list(_INSTANCE_FIELDS)), kernels, be, noisy)
+
+
+def _too_noisy_json(u: dict[str, Any]) -> dict[str, Any]:
+    return {"workload": u["workload"], "mode": u["mode"], "spread": _rounded(u["spread"], 3)}
 
 
 _BREAK_EVEN_FIELDS = ["workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"]
@@ -87,7 +94,7 @@ def kernel_json(k: dict[str, Any]) -> dict[str, Any]:
 
 
 def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: list[dict[str, Any]],
-                 break_even_rows: list[dict[str, Any]]) -> dict[str, Any]:
+                 break_even_rows: list[dict[str, Any]], noisy: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     won = [x for x in inst if isinstance(x["winner"], str)]
     domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
     for x in won:
@@ -111,6 +118,7 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
         "notes": _notes(inst),
         "kernels": kernels,
         "break_even": break_even_rows,
+        "too_noisy": noisy or [],
     }
 
 
@@ -142,6 +150,9 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
     kernels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for k in _records(kernel_rows(analysis), [*keys, *_KERNEL_FIELDS]):
         kernels.setdefault(tuple(k[c] for c in keys), []).append(kernel_json(k))
+    noisy: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for u in _records(unstable_cells(table), [*keys, "workload", "mode", "spread"]):
+        noisy.setdefault(tuple(u[c] for c in keys), []).append(_too_noisy_json(u))
     be: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for b in _records(break_even(table), [*keys, *_BREAK_EVEN_FIELDS]):
         be.setdefault(tuple(b[c] for c in keys), []).append(break_even_json(b))
@@ -154,7 +165,7 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
             "launch_us": _rounded(r["launch_us"], 2), "presets": {}})
         preset_key = (*key, r["preset"])
         run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []),
-                                                   be.get(preset_key, []))
+                                                   be.get(preset_key, []), noisy.get(preset_key, []))
     return {"runs": list(runs.values())}
 
 

@@ -1,0 +1,51 @@
+"""A cell too noisy to judge is never silent: the summary (text and JSON) names it and the report marks it.
+
+The latest committed CPU run (tests/fixtures/cpu-tiny, 2 loaded cores) has two such cells: tiny diff_cfg_blend default,
+whose samples spread over 100% of their median (a 28 ms median against eager's 0.01 ms), and llm_rmsnorm eager.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tracker.analyse.unstable import unstable_cells
+from tracker.publish import report, summary
+from tracker.stats import TOO_NOISY_SPREAD
+from tracker.store.results import load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
+LATEST = "bc844535"  # the run `summary` shows; the earlier run of the fixture has other noisy cells
+NOISY = {("diff_cfg_blend", "default"), ("llm_rmsnorm", "eager")}
+
+
+def test_cells_whose_samples_spread_beyond_the_bound_are_flagged():
+    table = load_results(CPU_TINY, commit=LATEST).table
+    flagged = unstable_cells(table)
+    assert set(zip(flagged["workload"], flagged["mode"], strict=True)) == NOISY
+    assert (flagged["spread"] > TOO_NOISY_SPREAD).all()
+    spread = (table["q75"] - table["q25"]) / table["median_ms"]
+    calm = table[(table["status"] == "ok") & (spread <= TOO_NOISY_SPREAD)]
+    assert len(calm) > 0  # the others of the run are not flagged
+
+
+def test_the_summary_names_them_in_text_and_json(capsys: pytest.CaptureFixture[str]):
+    assert summary.summary_main(CPU_TINY, fmt="table") == 0
+    text = capsys.readouterr().out
+    assert "TOO NOISY TO JUDGE (2 cells" in text
+    assert summary.summary_main(CPU_TINY, fmt="json") == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    noisy = run["presets"]["tiny"]["too_noisy"]
+    assert {(u["workload"], u["mode"]) for u in noisy} == NOISY and all(u["spread"] > 0.2 for u in noisy)
+
+
+def test_the_report_marks_them(tmp_path: Path):
+    results = tmp_path / "results"
+    shutil.copytree(CPU_TINY, results)
+    assert report.report_main(results, tmp_path / "out") == 0
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert html.count('<span class="noisy-flag">too noisy to judge</span>') == len(NOISY)
