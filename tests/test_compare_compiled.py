@@ -71,3 +71,20 @@ def test_cells_too_noisy_to_judge_are_in_the_headline(tmp_path: Path):
     assert len(c.noisy) == 1 and not c.changed
     assert headline(c) == "No change found · 1 cell too noisy to judge"
     assert json.loads(json.dumps(comparison_json(c)))["summary"]["noisy"] == 1
+
+
+SMOKE = Path(__file__).resolve().parent / "fixtures" / "h100-smoke" / "results"
+
+
+def test_on_the_h100_pair_the_one_change_is_autotunings_draw():
+    # two runs of the same measuring code on the H100 (fixtures/h100-smoke/PROVENANCE.md); their cell stores are
+    # named by torch 2.11.0 while the results say 2.11.0+cu130, and are found all the same
+    c = compare_runs(SMOKE, "406ada5", "44379fb")
+    assert (len(c.best_changes), len(c.regressions)) == (0, 0)
+    [changed] = c.improvements
+    assert (changed.preset, changed.workload, changed.mode) == ("decode", "diff_unet_resblock", "reduce-overhead")
+    assert changed.compiled == COMPILED_CONFIGS
+    compiled = [x.compiled for x in c.cells]
+    assert compiled.count(None) == 16 and {COMPILED_SAME, COMPILED_CONFIGS, COMPILED_CODE} <= set(compiled)
+    eager = [x for x in c.cells if x.mode == "eager" or x.mode.startswith("kernel:")]
+    assert all(x.compiled is None for x in eager)  # nothing compiled: no fingerprint

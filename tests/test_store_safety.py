@@ -290,3 +290,22 @@ def test_concurrent_cells_agree_on_one_launch_floor(tmp_path: Path, env: dict[st
     got = {out.strip() for out, _ in outs}
     assert len(got) == 1 and got <= {"1.0", "2.0", "3.0"}  # every cell got the one floor that stands
     assert CellStore(tmp_path / "cells", RunKey("m", "c", "t")).launch_floor() == float(got.pop())
+
+
+def test_the_cell_store_is_named_by_torch_s_own_version_string(tmp_path, monkeypatch):
+    # Some builds' package metadata says 2.11.0 where torch.__version__ (what the results record) is 2.11.0+cu130.
+    import importlib.util
+    import types
+
+    from tracker.store import cells
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text("__all__ = ['__version__']\n__version__ = '2.11.0+cu130'\n")
+    spec = types.SimpleNamespace(submodule_search_locations=[str(tmp_path / "torch")])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    assert cells.torch_version() == "2.11.0+cu130"
+    older = cells.CellStore(tmp_path / "cells", cells.RunKey("m", "a" * 40, "2.11.0"))
+    older.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "eager", "status": "ok"})
+    found = cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "a" * 40, "2.11.0+cu130"))
+    assert found is not None and found.dir == older.dir  # a store written under the metadata's name
+    assert cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "b" * 40, "2.11.0+cu130")) is None

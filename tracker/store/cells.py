@@ -10,6 +10,7 @@ Imports neither torch nor pandas: asv imports the benchmark suite in every bench
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -30,11 +31,24 @@ LAUNCH_FLOOR = "launch-floor.json"  # beside the cells: {"launch_us": ...}
 
 
 def torch_version() -> str:
-    """The installed torch version without importing torch."""
+    """The installed torch's `torch.__version__` without importing torch (asv imports the suite in every process):
+    read from torch/version.py, which some builds' package metadata does not match (2.11.0 against
+    2.11.0+cu130); the results record `torch.__version__`, and the cell store must be found under the same name."""
+    try:
+        spec = importlib.util.find_spec("torch")
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            match = _VERSION.search((Path(folder) / "version.py").read_text(encoding="utf-8"))
+            if match:
+                return match.group(1)
+    except (OSError, ImportError, ValueError):
+        pass
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
         return "none"
+
+
+_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 
 
 def _safe(part: str) -> str:
@@ -107,6 +121,16 @@ class CellStore:
     def __init__(self, root: str | os.PathLike[str], key: RunKey) -> None:
         self.dir = Path(root) / key.dirname()
         self.key = key
+
+    @classmethod
+    def of_run(cls, root: str | os.PathLike[str], key: RunKey) -> CellStore | None:
+        """The existing store of a run of the results, or None. A store written before torch_version() read
+        torch/version.py may be named by the version without its local part (2.11.0 for 2.11.0+cu130)."""
+        for torch in dict.fromkeys((key.torch, key.torch.split("+")[0])):
+            store = cls(root, RunKey(key.machine, key.commit, torch))
+            if store.dir.is_dir():
+                return store
+        return None
 
     def path(self, preset: str, workload: str, mode: str) -> Path:
         return self.dir / preset / workload / f"{_safe(mode)}.json"

@@ -153,7 +153,8 @@ def _carry_cells(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path)
     for key in sorted(keys, key=lambda k: (k.machine, k.commit, k.torch)):
         dest = CellStore(dest_cells, key)
         for root in sources:
-            for cell in CellStore(root, key).all():
+            source = CellStore.of_run(root, key)
+            for cell in source.all() if source is not None else []:
                 if not isinstance(cell, dict) or not all(isinstance(cell.get(k), str)
                                                          for k in ("preset", "workload", "mode", "status")):
                     continue

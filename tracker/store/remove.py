@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tracker.errors import ToolError
 from tracker.store.asvjson import RunFile
-from tracker.store.cells import RunKey
+from tracker.store.cells import CellStore, RunKey
 from tracker.store.commits import match_ref
 from tracker.store.results import list_runs
 
@@ -82,7 +82,9 @@ def select(runs: list[RunFile], sel: Selection, repo_dir: Path | None = None) ->
 
 def cell_dir(cells_root: Path, r: RunFile) -> Path:
     """The cell-store directory of a run (tracker.store.cells)."""
-    return cells_root / RunKey(r.machine, r.commit, r.torch).dirname()
+    key = RunKey(r.machine, r.commit, r.torch)
+    store = CellStore.of_run(cells_root, key)
+    return store.dir if store is not None else cells_root / key.dirname()
 
 
 def remove_run(r: RunFile, cells_root: Path) -> bool:

@@ -357,8 +357,7 @@ def _stored_cells(table: pd.DataFrame, rows: np.ndarray, cells_dir: Path | None)
     for j in range(len(rows)):
         key = (cols["machine"][j], cols["commit"][j], cols["torch"][j])
         if key not in stores:  # one directory check per run: most runs have no store here
-            store = CellStore(cells_dir, RunKey(*key)) if cells_dir is not None else None
-            stores[key] = store if store is not None and store.dir.is_dir() else None
+            stores[key] = CellStore.of_run(cells_dir, RunKey(*key)) if cells_dir is not None else None
         store = stores[key]
         out.append(store.get(cols["preset"][j], cols["workload"][j], cols["mode"][j]) if store else None)
     return out
