@@ -101,7 +101,8 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
     assert compare_main(results, first, second, MACHINE, "table") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"compare {first[:8]} -> {second[:8]} on {MACHINE} · NVIDIA H100 80GB HBM3")
-    assert lines[1] == "Best baselines changed: 0 · significant regressions: 3 · improvements: 1"
+    assert lines[1] == ("Best baselines changed: 0 · significant regressions: 3 · improvements: 1 · "
+                        "1 cell too noisy to judge")
     assert lines[3].split() == ["before", "after", "ratio", "verdict", "preset", "workload", "mode"]
     rows = {tuple(line.split()[-3:]): line for line in lines[4:4 + 213]}
     assert len(rows) == 213

@@ -187,7 +187,7 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
     spread = relative_spread(median, float_or_none(r.get("q25")), float_or_none(r.get("q75")))
     too_noisy = spread > TOO_NOISY_SPREAD  # NaN: no quartiles, not flagged
     if too_noisy:
-        lines.insert(0, f"TOO NOISY TO JUDGE: its samples spread (IQR) over {spread:.0%} of the median; re-run it")
+        lines.insert(0, f"TOO NOISY TO JUDGE: its samples spread (IQR) over {spread:.0%} of the median")
     return Cell(mode, "ok", median, speedup, best=mode == winner, tied=tied, throughput=tp, compile_s=compile_s,
                 peak_mem_mib=mem, title="\n".join(lines), too_noisy=too_noisy)
 

@@ -206,8 +206,8 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
                f"host-bound ({len(p['host_bound'])}): " + (", ".join(p["host_bound"]) or "none")]
         noisy = p.get("too_noisy", [])
         if noisy:  # never silent: these medians rank nothing
-            out.append(f"TOO NOISY TO JUDGE ({len(noisy)} cell{'s' if len(noisy) != 1 else ''}, samples spread over "
-                       f"more than {TOO_NOISY_SPREAD:.0%} of the median; re-run them): "
+            out.append(f"TOO NOISY TO JUDGE ({len(noisy)} cell{'s' if len(noisy) != 1 else ''}: samples spread over "
+                       f"more than {TOO_NOISY_SPREAD:.0%} of the median, so their medians rank nothing): "
                        + ", ".join(f"{u['workload']} {name(u['mode'])} ({u['spread']:.0%})" for u in noisy))
         return out + [f"note: {n}" for n in p["notes"]]
 
