@@ -8,19 +8,17 @@ The first column marks what changed: `+` slower or now failing, `-` faster or no
 from __future__ import annotations
 
 from tracker.analyse.compare import IMPROVEMENT_VERDICTS, NOISY, REGRESSION_VERDICTS, SAME, CellChange, Comparison
-from tracker.publish.prcomment import headline
+from tracker.publish.prcomment import headline, ms_text, ratio_text
 
 DASH = "-"
 
 
-def _ms(x: float | None) -> str:
-    if x is None:
-        return DASH
-    return f"{x * 1000:.3g} us" if x < 1 else f"{x:.3g} ms"
+def _ms(x: float | None) -> str:  # plain ASCII for any terminal
+    return ms_text(x, micro="us", dash=DASH)
 
 
 def _ratio(x: float | None) -> str:
-    return DASH if x is None else f"{x:.2f}x"
+    return ratio_text(x, times="x", dash=DASH)
 
 
 def _mark(verdict: str) -> str:

@@ -18,14 +18,15 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 DASH, TIMES = "\u2013", "\u00d7"  # what a missing value and a ratio look like in the comment
 
 
-def _ms(x: float | None) -> str:
+def ms_text(x: float | None, micro: str = "µs", dash: str = DASH) -> str:
+    """A latency in ms as the comment shows it: µs below a millisecond, 3 significant digits."""
     if x is None:
-        return DASH
-    return f"{x * 1000:.3g} µs" if x < 1 else f"{x:.3g} ms"
+        return dash
+    return f"{x * 1000:.3g} {micro}" if x < 1 else f"{x:.3g} ms"
 
 
-def _ratio(x: float | None) -> str:
-    return DASH if x is None else f"{x:.2f}{TIMES}"
+def ratio_text(x: float | None, times: str = TIMES, dash: str = DASH) -> str:
+    return dash if x is None else f"{x:.2f}{times}"
 
 
 def _p(x: float | None) -> str:
@@ -48,7 +49,7 @@ def _speedup(x: float | None) -> str:
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=_ms, ratio=_ratio, p=_p, p_is=_p_is, pct=_pct, speedup=_speedup,
+_ENV.filters.update(ms=ms_text, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, speedup=_speedup,
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 
 
