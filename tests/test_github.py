@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,6 @@ from tracker.github.comment import (
 
 OWNER, REPO, PR = "octo", "widgets", 7
 NOW = 1_800_000_000.0  # the injected clock
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
-
-
-@pytest.fixture
-def waits() -> list[float]:
-    return []
 
 
 @pytest.fixture

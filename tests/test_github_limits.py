@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
-from fake_github import FakeGitHub, Fault
+from fake_github import Fault
 
 from tracker.github.client import GitHubClient, GitHubError
 
 OWNER, REPO, PR = "octo", "widgets", 7
 NOW = 1_800_000_000.0
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
-
-
-@pytest.fixture
-def waits() -> list[float]:
-    return []
 
 
 def test_a_server_that_never_answers_fails_within_the_deadline(fake, waits):

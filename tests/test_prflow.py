@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +72,6 @@ class FakeRunner:
         changes = SCENARIOS["best_change"] if commit == self.head else {}
         write_run(results, commit, changes, keep=lambda p, w, m: w in workloads, hours=2 if commit == self.head else 1)
         return self.rc
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
 
 
 def test_a_change_selects_the_workloads_it_can_affect() -> None:

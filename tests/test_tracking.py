@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,6 @@ from tracker.github.tracking import MAX_BODY_CHARS, TRACKING_MARKER, issue_main,
 
 OWNER, REPO = "octo", "widgets"
 TITLE = "Nightly: the best torch.compile baseline changed"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as server:
-        yield server
 
 
 @pytest.fixture
