@@ -88,3 +88,46 @@ def test_on_the_h100_pair_the_one_change_is_autotunings_draw():
     assert compiled.count(None) == 16 and {COMPILED_SAME, COMPILED_CONFIGS, COMPILED_CODE} <= set(compiled)
     eager = [x for x in c.cells if x.mode == "eager" or x.mode.startswith("kernel:")]
     assert all(x.compiled is None for x in eager)  # nothing compiled: no fingerprint
+
+
+def _git_repo(root: Path, edits: list[dict[str, str]]) -> list[str]:
+    """A repository whose commits write `edits` in turn; their hashes."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+    root.mkdir()
+    git("init", "-q")
+    hashes = []
+    for i, files in enumerate(edits):
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        git("add", "-A")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}")
+        hashes.append(git("rev-parse", "HEAD"))
+    return hashes
+
+
+def test_a_move_of_a_workload_the_change_cannot_reach_is_not_counted(tmp_path: Path):
+    # The change edits workloads/rl.py only: rl_ppo_clipped_loss can move, llm_layernorm cannot.
+    base, head = _git_repo(tmp_path / "repo", [{"workloads/rl.py": "a\n", "README.md": "x\n"},
+                                               {"workloads/rl.py": "b\n"}])
+    ppo = ("prefill", "rl_ppo_clipped_loss", "eager")
+    layernorm = ("prefill", "llm_layernorm", "max-autotune-no-cudagraphs")  # the winner: a best change too
+    results = tmp_path / "results"
+    write_run(results, base)
+    write_run(results, head, {ppo: 1.5, layernorm: 1.4})
+    c = compare_runs(results, base, head, MACHINE, repo_dir=tmp_path / "repo")
+    cells = {(x.preset, x.workload, x.mode): x for x in c.cells}
+    assert cells[ppo].verdict == "slower" and cells[ppo] in c.regressions
+    assert cells[layernorm].verdict == "source unchanged" and cells[layernorm] not in c.regressions
+    assert [i.workload for i in c.best_changes] == []  # layernorm's new winner is not the change's doing
+    assert headline(c) == ("Best baselines changed: 0 · significant regressions: 1 · improvements: 0 · "
+                           "1 cell moved with its source unchanged (not counted)")
+    assert any(n.startswith("source: the changes between the commits reach rl_ppo_clipped_loss") for n in c.notes)
+    # without the repository (or with commits it does not know) every move counts, as before
+    plain = compare_runs(results, base, head, MACHINE)
+    assert {(x.workload, x.verdict) for x in plain.regressions} == {("rl_ppo_clipped_loss", "slower"),
+                                                                   ("llm_layernorm", "slower")}

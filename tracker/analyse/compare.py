@@ -23,6 +23,12 @@ or failed, or the new winner got faster), or when the best latency itself moved 
 Kernels under test ("kernel:NAME" cells) are compared by their speedup over the instance's best baseline.
 
 Versions: runs measured with another GPU, torch or triton are not compared unless asked (check_versions).
+
+Attribution: with the repository at hand, a cell of a workload that no source difference between the two commits
+can reach (analyse.attribution), measured under the same versions, moved for another reason than the change (the
+compiler drew other kernels or launch configs, the machine timed it differently): its timing change is reported as
+"source unchanged" and not counted, and neither is a best-baseline change it would back. Each changed cell also
+says what its compiled code did (fingerprints: same code, other launch configs, other generated code).
 """
 
 from __future__ import annotations
@@ -30,14 +36,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from tracker import stats
-from tracker.analyse import pairs
+from tracker.analyse import attribution, pairs
 from tracker.analyse.best import COMPILED, analyse, instance_table
 from tracker.analyse.pairs import CompareError, RunInfo
 from tracker.analyse.verdicts import (
@@ -60,6 +66,7 @@ from tracker.analyse.verdicts import (
     REMOVED,
     SAME,
     SLOWER,
+    SOURCE_UNCHANGED,
     UNKNOWN,
 )
 from tracker.stats import HostBound, NoiseModel, float_or_none
@@ -187,6 +194,11 @@ class Comparison:
         return [c for c in self.cells if c.verdict in IMPROVEMENT_VERDICTS]
 
     @property
+    def source_unchanged(self) -> list[CellChange]:
+        """Cells that moved beyond noise although nothing they depend on changed: not counted."""
+        return [c for c in self.cells if c.verdict == SOURCE_UNCHANGED]
+
+    @property
     def noisy(self) -> list[CellChange]:
         return [c for c in self.cells if c.verdict == NOISY]
 
@@ -289,8 +301,11 @@ def _order(key: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, head_info: RunInfo,
-                   rule: ChangeRule | None = None, workloads: Collection[str] | None = None) -> Comparison:
-    """Compare two runs' tables (results-table columns, samples included; each one run)."""
+                   rule: ChangeRule | None = None, workloads: Collection[str] | None = None,
+                   unaffected: Collection[str] = ()) -> Comparison:
+    """Compare two runs' tables (results-table columns, samples included; each one run). `unaffected`: the
+    workloads no source difference between the runs can move (analyse.attribution): their cells' timing changes
+    are reported as SOURCE_UNCHANGED, never counted."""
     rule = rule or ChangeRule()
     if workloads is not None:
         base = base[base["workload"].astype(str).isin(workloads)]
@@ -313,9 +328,26 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
     kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, rule, launch)
                for k in cells if k[2].startswith(MODE_PREFIX)]
     notes = _version_notes(base_info, head_info)
-    return Comparison(base_info, head_info, rule, list(cells.values()), instances, kernels,
+    cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
+    return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
                       _figures(modes_only(base), modes_only(head), common, rule),
                       sorted(hi.keys() - bi.keys(), key=_order), sorted(bi.keys() - hi.keys(), key=_order), notes)
+
+
+def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels: list[KernelChange],
+               unaffected: set[str]) -> tuple[list[CellChange], list[InstanceChange], list[KernelChange]]:
+    """Timing changes of workloads the source change cannot reach are not the change's: SOURCE_UNCHANGED. A cell
+    that now fails or now works still counts (a failure is worth knowing whatever its cause)."""
+    if not unaffected:
+        return cells, instances, kernels
+    cells = [replace(x, verdict=SOURCE_UNCHANGED) if x.workload in unaffected and x.verdict in (SLOWER, FASTER)
+             else x for x in cells]
+    instances = [replace(i, best_changed=False, reason=f"{i.reason}; source unchanged: not counted")
+                 if i.workload in unaffected and i.best_changed and i.base_best and i.head_best else i
+                 for i in instances]
+    kernels = [replace(k, verdict=SOURCE_UNCHANGED) if k.workload in unaffected and k.verdict in (GAINED, LOST)
+               else k for k in kernels]
+    return cells, instances, kernels
 
 
 def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, rule: ChangeRule,
@@ -441,9 +473,27 @@ def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head:
         raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
                            "(pass --machine)")
     check_versions(bi, hi, allow_cross_versions)
-    comparison = compare_tables(tb, th, bi, hi, rule, workloads)
+    unaffected, note = _unaffected(bi, hi, repo_dir)
+    comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected)
     comparison.warnings = warnings
+    comparison.notes += [note] if note else []
     return comparison
+
+
+def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None) -> tuple[set[str], str]:
+    """The workloads the source differences between the two commits cannot move (none unless git can tell and
+    the runs share GPU, torch and triton), and a note saying what the source change reaches."""
+    if repo_dir is None or any(getattr(b, k) != getattr(h, k) for k in ("gpu", "torch", "triton")):
+        return set(), ""
+    reach = attribution.source_changes(b.commit, h.commit, repo_dir)
+    if reach is None:
+        return set(), ""
+    unaffected = set(WORKLOAD_NAMES) - set(reach.workloads)
+    if not unaffected:
+        return set(), ""
+    what = "no workload" if not reach.workloads else ", ".join(reach.workloads)
+    return unaffected, (f"source: the changes between the commits reach {what}; timing changes of the other "
+                        f"{len(unaffected)} workloads are reported as '{SOURCE_UNCHANGED}' and not counted")
 
 
 __all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison",

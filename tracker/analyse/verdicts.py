@@ -9,6 +9,9 @@ SLOWER, FASTER, SAME, NOISY, UNKNOWN = "slower", "faster", "same", "noisy", "unk
 NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = "now fails", "now ok", "fails", "added", "removed"
 # Kernel verdicts: the speedup over the best baseline went up or down.
 GAINED, LOST = "gained", "lost"
+# A cell that moved although no source it depends on changed and the versions are the same (analyse.attribution):
+# not the change's doing, so never counted as a regression or an improvement.
+SOURCE_UNCHANGED = "source unchanged"
 REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
 IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 

@@ -15,27 +15,19 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tracker.analyse import compare
+from tracker.analyse.attribution import select_workloads
 from tracker.errors import ToolError
 from tracker.github.client import GitHubError, from_env, parse_repo
 from tracker.github.comment import upsert_comment
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment
 from tracker.store.commits import CommitError, git, resolve_ref
-from workloads.names import WORKLOAD_NAMES
 
 ROOT = REPO_ROOT
-# Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
-HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/stats.py",
-           "tracker/runner/worker.py", "tracker/runner/pool.py", "benchmarks/",
-           "workloads/spec.py", "workloads/presets.py", "workloads/names.py", "workloads/registry.py",
-           "workloads/__init__.py", "pyproject.toml", "asv.conf.json")
-# Files that change which candidates exist or how they load: every workload that has a candidate.
-KERNEL_HARNESS = ("workloads/kernels/registry.py", "workloads/kernels/__init__.py")
 
 # runner(command, cwd) -> exit code: runs `compile-baselines run ...` inside a worktree.
 Runner = Callable[[list[str], Path], int]
@@ -45,73 +37,9 @@ class PrFlowError(ToolError):
     pass
 
 
-@dataclass(frozen=True)
-class Selection:
-    workloads: tuple[str, ...]  # in the study's order
-    everything: bool
-    reasons: tuple[str, ...]  # one per changed file that selected something: "path: what"
-
-    def describe(self) -> str:
-        if not self.workloads:
-            return "nothing to measure"
-        what = "all workloads" if self.everything else ", ".join(self.workloads)
-        return f"measured {what} ({'; '.join(self.reasons)})"
 
 
 # ---------------------------------------------------------------------------------------------------- selection
-
-
-def _module_path(module: str) -> str:
-    return module.replace(".", "/") + ".py"
-
-
-def workload_modules() -> dict[str, list[str]]:
-    """Source file -> the workloads it defines (each Workload's builder lives in its domain module)."""
-    from workloads.registry import WORKLOADS
-
-    out: dict[str, list[str]] = {}
-    for w in WORKLOADS:
-        out.setdefault(_module_path(w.builder.__module__), []).append(w.name)
-    return out
-
-
-def kernel_modules() -> dict[str, list[str]]:
-    """Source file -> the workloads of the candidates it declares."""
-    from workloads.kernels.registry import candidates
-
-    out: dict[str, list[str]] = {}
-    for c in candidates():
-        out.setdefault(_module_path(c.fn.__module__), []).append(c.workload)
-    return out
-
-
-def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, list[str]] | None = None,
-                     kernels_by_file: Mapping[str, list[str]] | None = None) -> Selection:
-    """The workloads a change to `changed` (repository paths) can affect."""
-    workloads_by_file = workload_modules() if workloads_by_file is None else workloads_by_file
-    kernels_by_file = kernel_modules() if kernels_by_file is None else kernels_by_file
-    all_kernel_workloads = sorted({w for ws in kernels_by_file.values() for w in ws})
-    chosen: set[str] = set()
-    reasons: list[str] = []
-    everything = False
-    for path in sorted(set(changed)):
-        if any(path == h or (h.endswith("/") and path.startswith(h)) for h in HARNESS):
-            everything = True
-            reasons.append(f"{path}: the harness, all workloads")
-        elif path in workloads_by_file:
-            chosen.update(workloads_by_file[path])
-            reasons.append(f"{path} changed")
-        elif path in kernels_by_file:
-            chosen.update(kernels_by_file[path])
-            reasons.append(f"{path} changed")
-        elif path in KERNEL_HARNESS or (path.startswith("workloads/kernels/") and path.endswith(".py")):
-            chosen.update(all_kernel_workloads)  # a new or unknown kernel module: every workload with a kernel
-            reasons.append(f"{path}: all workloads with kernels under test")
-        elif path.startswith("workloads/") and path.endswith(".py"):
-            everything = True  # a helper the domain modules may share
-            reasons.append(f"{path}: shared by workloads, all workloads")
-    names = WORKLOAD_NAMES if everything else tuple(w for w in WORKLOAD_NAMES if w in chosen)
-    return Selection(tuple(names), everything, tuple(reasons))
 
 
 # ---------------------------------------------------------------------------------------------------- git

@@ -54,17 +54,21 @@ _ENV.filters.update(ms=ms_text, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, sp
 
 
 def headline(c: Comparison) -> str:
-    """One line: what changed, and how many cells could not be judged (never hidden in a table row)."""
-    noisy = f"{len(c.noisy)} cell{'s' if len(c.noisy) != 1 else ''} too noisy to judge" if c.noisy else ""
+    """One line: what changed, and what could not be judged or is not the change's (never hidden in a table row)."""
+    def cells(n: int) -> str:
+        return f"{n} cell{'s' if n != 1 else ''}"
+
+    extras = [f"{cells(len(c.noisy))} too noisy to judge"] if c.noisy else []
+    if c.source_unchanged:
+        n = len(c.source_unchanged)
+        extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
     if not c.changed:
-        return f"No change found · {noisy}" if noisy else "No change"
+        return " · ".join(["No change found", *extras]) if extras else "No change"
     parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
              f"improvements: {len(c.improvements)}"]
     if c.kernel_changes:
         parts.append(f"kernel speedups changed: {len(c.kernel_changes)}")
-    if noisy:
-        parts.append(noisy)
-    return " · ".join(parts)
+    return " · ".join(parts + extras)
 
 
 def _view(c: Comparison, scope: str | None = None, only_changed: bool = False) -> dict[str, Any]:

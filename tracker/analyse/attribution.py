@@ -1,0 +1,100 @@
+"""Which workloads a change of the source can move: the files two commits differ in, mapped to workloads.
+
+A cell whose workload the change cannot reach (and measured under the same GPU, torch and triton) moved for
+another reason than the change: the compiler drew other kernels or launch configs, or the machine timed it
+differently. compare reports such a move as "source unchanged" and does not count it; the PR flow measures
+only the workloads the change can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracker.store.commits import CommitError, git
+from workloads.names import WORKLOAD_NAMES
+
+# Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
+HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/stats.py",
+           "tracker/runner/worker.py", "tracker/runner/pool.py", "benchmarks/",
+           "workloads/spec.py", "workloads/presets.py", "workloads/names.py", "workloads/registry.py",
+           "workloads/__init__.py", "pyproject.toml", "asv.conf.json")
+# Files that change which candidates exist or how they load: every workload that has a candidate.
+KERNEL_HARNESS = ("workloads/kernels/registry.py", "workloads/kernels/__init__.py")
+
+
+@dataclass(frozen=True)
+class Selection:
+    workloads: tuple[str, ...]  # in the study's order
+    everything: bool
+    reasons: tuple[str, ...]  # one per changed file that selected something: "path: what"
+
+    def describe(self) -> str:
+        if not self.workloads:
+            return "nothing to measure"
+        what = "all workloads" if self.everything else ", ".join(self.workloads)
+        return f"measured {what} ({'; '.join(self.reasons)})"
+
+
+def _module_path(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def workload_modules() -> dict[str, list[str]]:
+    """Source file -> the workloads it defines (each Workload's builder lives in its domain module)."""
+    from workloads.registry import WORKLOADS
+
+    out: dict[str, list[str]] = {}
+    for w in WORKLOADS:
+        out.setdefault(_module_path(w.builder.__module__), []).append(w.name)
+    return out
+
+
+def kernel_modules() -> dict[str, list[str]]:
+    """Source file -> the workloads of the candidates it declares."""
+    from workloads.kernels.registry import candidates
+
+    out: dict[str, list[str]] = {}
+    for c in candidates():
+        out.setdefault(_module_path(c.fn.__module__), []).append(c.workload)
+    return out
+
+
+def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, list[str]] | None = None,
+                     kernels_by_file: Mapping[str, list[str]] | None = None) -> Selection:
+    """The workloads a change to `changed` (repository paths) can affect."""
+    workloads_by_file = workload_modules() if workloads_by_file is None else workloads_by_file
+    kernels_by_file = kernel_modules() if kernels_by_file is None else kernels_by_file
+    all_kernel_workloads = sorted({w for ws in kernels_by_file.values() for w in ws})
+    chosen: set[str] = set()
+    reasons: list[str] = []
+    everything = False
+    for path in sorted(set(changed)):
+        if any(path == h or (h.endswith("/") and path.startswith(h)) for h in HARNESS):
+            everything = True
+            reasons.append(f"{path}: the harness, all workloads")
+        elif path in workloads_by_file:
+            chosen.update(workloads_by_file[path])
+            reasons.append(f"{path} changed")
+        elif path in kernels_by_file:
+            chosen.update(kernels_by_file[path])
+            reasons.append(f"{path} changed")
+        elif path in KERNEL_HARNESS or (path.startswith("workloads/kernels/") and path.endswith(".py")):
+            chosen.update(all_kernel_workloads)  # a new or unknown kernel module: every workload with a kernel
+            reasons.append(f"{path}: all workloads with kernels under test")
+        elif path.startswith("workloads/") and path.endswith(".py"):
+            everything = True  # a helper the domain modules may share
+            reasons.append(f"{path}: shared by workloads, all workloads")
+    names = WORKLOAD_NAMES if everything else tuple(w for w in WORKLOAD_NAMES if w in chosen)
+    return Selection(tuple(names), everything, tuple(reasons))
+
+
+def source_changes(base: str, head: str, repo_dir: Path) -> Selection | None:
+    """The workloads the source differences between two commits can move; None when git cannot tell (a commit
+    not in the repository, no git)."""
+    try:
+        out = git(["diff", "--name-only", base, head], repo_dir)
+    except CommitError:
+        return None
+    return select_workloads(line for line in out.splitlines() if line)
