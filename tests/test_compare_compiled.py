@@ -131,3 +131,15 @@ def test_a_move_of_a_workload_the_change_cannot_reach_is_not_counted(tmp_path: P
     plain = compare_runs(results, base, head, MACHINE)
     assert {(x.workload, x.verdict) for x in plain.regressions} == {("rl_ppo_clipped_loss", "slower"),
                                                                    ("llm_layernorm", "slower")}
+
+
+PLANT = Path(__file__).resolve().parent / "fixtures" / "h100-pr-plant" / "results"
+
+
+def test_on_the_h100_the_planted_slowdown_is_reported_and_nothing_else():
+    # the PR flow's two runs (fixtures/h100-pr-plant/PROVENANCE.md): only diff_unet_resblock was slowed
+    c = compare_runs(PLANT, "41112f50", "43e50533")
+    assert {x.workload for x in c.regressions} == {"diff_unet_resblock"} and len(c.regressions) == 5
+    assert c.improvements == [] and [(i.preset, i.workload) for i in c.best_changes] == [("decode",
+                                                                                           "diff_unet_resblock")]
+    assert (PLANT.parent / "comment.md").read_text().startswith("<!-- compile-baselines:pr-comment -->")
