@@ -387,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 
     c = command("import-csv", "turn the study's results CSV into asv results",
-                "compile-baselines import-csv study_results.csv --machine h100 --torch 2.9.1 "
+                "compile-baselines import-csv tests/fixtures/study/raw_results.csv --machine h100 --torch 2.9.1 "
                 "--gpu 'NVIDIA H100 80GB HBM3'")
     reading(c)
     c.add_argument("file", help="CSV with columns workload, shape_preset, domain, tag, mode, status, ...")
