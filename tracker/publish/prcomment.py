@@ -52,9 +52,24 @@ _ENV.filters.update(ms=_ms, ratio=_ratio, p=_p, p_is=_p_is, pct=_pct, speedup=_s
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 
 
+def versions(c: Comparison) -> str:
+    """"torch 2.11.0 vs 2.9.1" (head vs base) when the two runs' torch versions differ, else ""."""
+    return f"torch {c.head.torch} vs {c.base.torch}" if c.head.torch != c.base.torch else ""
+
+
 def headline(c: Comparison) -> str:
-    """One line: what changed, and how many cells could not be judged (never hidden in a table row)."""
+    """One line: the torch versions when they differ, what changed, and how many cells could not be judged (never
+    hidden in a table row)."""
+    lead = f"{versions(c)} · " if versions(c) else ""
+    return lead + _changes(c)
+
+
+def _changes(c: Comparison) -> str:
     noisy = f"{len(c.noisy)} cell{'s' if len(c.noisy) != 1 else ''} too noisy to judge" if c.noisy else ""
+    if c.unjudged:  # moved beyond the band, but one side kept no samples: never hidden behind "No change"
+        n = len(c.unjudged)
+        unjudged = f"{n} cell{'s' if n != 1 else ''} moved beyond noise bands, unjudged (no samples)"
+        noisy = f"{unjudged} · {noisy}" if noisy else unjudged
     if not c.changed:
         return f"No change found · {noisy}" if noisy else "No change"
     parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
@@ -80,6 +95,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False) -
         "details": [] if only_changed else c.cells, "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
+        "method": sum(x.method for x in c.cells),
     }
 
 
