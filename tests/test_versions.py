@@ -1,6 +1,7 @@
-"""compare across torch versions: the study's published results (torch 2.9.1, imported) against our H100 runs
-(torch 2.11.0+cu130) on the same GPU, the runs picked by version; the headline names the versions, and the notes
-say where the two were measured differently and which moved cells that can explain."""
+"""compare and the report across torch versions: the study's published results (torch 2.9.1, imported) against our
+H100 runs (torch 2.11.0+cu130) on the same GPU, the runs picked by version; the headline names the versions, the
+notes say where the two were measured differently and which moved cells that can explain, and the report shows the
+best mode and the geomeans by version."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from typing import Any
 
 import pytest
 
+from tracker.analyse import best as analysis
 from tracker.analyse.compare import UNKNOWN, Comparison, compare_versions
 from tracker.analyse.pairs import CompareError
 from tracker.publish.comparetable import render_table
 from tracker.publish.comparison import compare_main, comparison_json
 from tracker.publish.prcomment import headline, render_comment
+from tracker.publish.report import build_page, build_sections
 from tracker.stats import HostBound
-from tracker.store import studycsv
+from tracker.store import results, studycsv
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -148,3 +151,49 @@ def test_compare_main_takes_both_versions_or_neither(h100: Path, tmp_path: Path,
     data = json.loads(out.read_text())
     assert (data["base"]["torch"], data["head"]["torch"]) == ("2.9.1", "2.11.0+cu130")
     assert "torch 2.11.0+cu130 vs 2.9.1 · " in capsys.readouterr().err
+
+
+# -- the report's version view ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sections(h100: Path) -> list[Any]:
+    table = results.load_results(h100).table
+    return build_sections(table, analysis.analyse(table))
+
+
+def test_the_report_shows_the_best_mode_per_instance_by_torch_version(sections: list[Any]) -> None:
+    (machine,) = sections
+    prefill = next(p for p in machine.presets if p.preset == "prefill")
+    v = prefill.versions
+    assert v.versions == ("2.9.1", "2.11.0+cu130") and v.commits[1] == HEAD
+    best = dict(v.best)
+    assert len(best) == 23
+    # the study's published winners stand in its column
+    assert best["vlm_contrastive_nce_loss"][0] == "max-autotune" and best["llm_topk_sampling_prep"][0] == "eager"
+    assert {w for w, (m, _) in best.items() if m == "default"} == {"diff_scheduler_step", "llm_rope_apply",
+                                                                   "rl_dpo_loss", "rl_grpo_loss"}
+    assert v.changed(best["vlm_contrastive_nce_loss"]) == (best["vlm_contrastive_nce_loss"][1] != "max-autotune")
+    decode = next(p for p in machine.presets if p.preset == "decode")
+    assert len(decode.versions.best) == 18
+
+
+def test_the_report_shows_the_geomean_per_mode_by_torch_version(sections: list[Any]) -> None:
+    (machine,) = sections
+    by_preset = {p.preset: dict(p.versions.geomeans) for p in machine.presets}
+    # the study's column is its published geomeans
+    assert {m: round(g[0], 3) for m, g in by_preset["prefill"].items()} == {
+        "max-autotune-no-cudagraphs": 2.000, "default": 1.874, "max-autotune": 1.254, "reduce-overhead": 1.224}
+    assert {m: round(g[0], 3) for m, g in by_preset["decode"].items()} == {
+        "max-autotune-no-cudagraphs": 1.687, "default": 1.682, "reduce-overhead": 0.862, "max-autotune": 0.859}
+    assert all(g[1] is not None for g in by_preset["prefill"].values())
+
+
+def test_the_version_view_is_rendered_and_absent_with_one_version(h100: Path, tmp_path: Path) -> None:
+    html = build_page(results.load_results(h100).table)
+    assert 'id="h100-sxm-dev-prefill-versions"' in html and "<th>torch 2.11.0+cu130</th>" in html
+    one = tmp_path / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", one)  # two runs, one torch version
+    table = results.load_results(one).table
+    assert all(p.versions is None for s in build_sections(table, analysis.analyse(table)) for p in s.presets)
+    assert "-versions" not in build_page(table)
