@@ -197,3 +197,36 @@ def test_the_version_view_is_rendered_and_absent_with_one_version(h100: Path, tm
     table = results.load_results(one).table
     assert all(p.versions is None for s in build_sections(table, analysis.analyse(table)) for p in s.presets)
     assert "-versions" not in build_page(table)
+
+
+# -- the worked example in docs/versions.md -----------------------------------------------------------------------
+
+
+def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (ROOT / "docs" / "versions.md").read_text().splitlines()
+    printed: set[str] = set()
+    for name, fixture in (("versions", "h100"), ("smoke", "h100-smoke")):
+        rd = tmp_path / name / "results"
+        shutil.copytree(FIXTURES / fixture / "results", rd)
+        if (FIXTURES / fixture / "cells").is_dir():
+            shutil.copytree(FIXTURES / fixture / "cells", tmp_path / name / "cells")
+        machine = H100 if fixture == "h100" else "h100-smoke"
+        assert studycsv.import_main(STUDY_CSV, rd, machine, "2.9.1", GPU, date_ms=STUDY_DATE, cuda="13.0") == 0
+        out = tmp_path / name / "table.txt"
+        compare_main(rd, None, None, fmt="table", out=out, base_torch="2.9.1", head_torch="2.11")
+        lines = out.read_text().splitlines()
+        assert lines[1] in doc, name  # the headline
+        printed |= set(lines)
+    assert "imported 205 cells (0 failed, 25 decode cells of decode-invariant workloads left out)" in capsys.readouterr(
+    ).out
+    quoted = [ln for ln in doc if ln.startswith(("compare ", "torch 2.11", "note: "))
+              or (ln.startswith(" ") and " unknown" in ln)]
+    assert len(quoted) == 18
+    for ln in quoted:  # every output line the doc quotes is one the CLI printed
+        assert ln in printed, ln
+    md = tmp_path / "c.md"
+    compare_main(tmp_path / "versions" / "results", None, None, fmt="md", out=md, only_changed=True,
+                 base_torch="2.9.1", head_torch="2.11")
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith(("| prefill |", "| decode |"))]
+    assert len(rows) == 10 and all(r in doc for r in rows)
