@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tracker.analyse import best as analysis
-from tracker.analyse.compare import UNKNOWN, Comparison, compare_versions
+from tracker.analyse.compare import UNKNOWN, Comparison, compare_runs, compare_versions
 from tracker.analyse.pairs import CompareError
 from tracker.publish.comparetable import render_table
 from tracker.publish.comparison import compare_main, comparison_json
@@ -150,6 +150,7 @@ def test_compare_main_takes_both_versions_or_neither(h100: Path, tmp_path: Path,
     assert compare_main(h100, None, None, fmt="json", out=out, base_torch="2.9.1", head_torch="2.11") == 0
     data = json.loads(out.read_text())
     assert (data["base"]["torch"], data["head"]["torch"]) == ("2.9.1", "2.11.0+cu130")
+    assert (data["summary"]["unjudged"], data["summary"]["method"]) == (66, 37)
     assert "torch 2.11.0+cu130 vs 2.9.1 · " in capsys.readouterr().err
 
 
@@ -230,3 +231,23 @@ def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path:
                  base_torch="2.9.1", head_torch="2.11")
     rows = [ln for ln in md.read_text().splitlines() if ln.startswith(("| prefill |", "| decode |"))]
     assert len(rows) == 10 and all(r in doc for r in rows)
+
+
+def test_one_torch_version_measured_two_ways_is_a_method_difference(tmp_path: Path) -> None:
+    # the same torch, GPU and driver: tests/fixtures/h100 (plain flush) against tests/fixtures/h100-smoke (grown)
+    rd = tmp_path / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", rd)
+    shutil.copytree(FIXTURES / "h100-smoke" / "results" / "h100-smoke", rd / "h100-smoke")
+    shutil.copytree(FIXTURES / "h100-smoke" / "cells", tmp_path / "cells")
+    c = compare_runs(rd, HEAD, "44379fbf", H100, head_machine="h100-smoke")
+    assert c.base.torch == c.head.torch and headline(c).startswith(("No change", "Best", "significant"))
+    assert ("L2 flush differs: no flush recorded (do_bench's plain 256 MiB L2 flush, as the study's) (base) vs "
+            "grown L2 flush (256-2048 MiB) (head)") in c.notes
+    assert "> **Method differs**" in render_comment(c)
+    # of these real runs, one cell moved beyond its band, a GPU-bound one: nothing for the method to explain
+    assert any(n.startswith("0 of the 1 cells that moved beyond their band are host-bound") for n in c.notes)
+    host = HostBound()
+    for x in c.cells:
+        moved = x.significant or x.verdict == UNKNOWN
+        assert x.method == (moved and bool(host.bound(min(x.base_ms, x.head_ms), max(c.base.launch_us,
+                                                                                      c.head.launch_us)))), x
