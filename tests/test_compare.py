@@ -340,10 +340,11 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
                           "removed", "notes", "warnings"]
     assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
                                "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,
-                               "instances": 41}
+                               "instances": 41, "unjudged": 0, "method": 0}
     assert data["cells"][0] == {"preset": "prefill", "workload": "llm_rmsnorm", "mode": "eager", "base_ms": 0.500048,
                                 "head_ms": 0.500048, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
-                                "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None}
+                                "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None,
+                                    "method": False}
     assert data == comparison_json(comparisons["regression"])  # stable: same input, same JSON
     with pytest.raises(ValueError, match="--fail-on"):
         compare_main(results_dir, BASE, reg, fail_on="sometimes")

@@ -211,7 +211,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
                         args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
-                        only_changed=args.only_changed, repo_dir=ROOT)
+                        only_changed=args.only_changed, repo_dir=ROOT, base_torch=args.base_torch,
+                        head_torch=args.head_torch)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -387,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 
     c = command("import-csv", "turn the study's results CSV into asv results",
-                "compile-baselines import-csv study_results.csv --machine h100 --torch 2.9.1 "
+                "compile-baselines import-csv tests/fixtures/study/raw_results.csv --machine h100 --torch 2.9.1 "
                 "--gpu 'NVIDIA H100 80GB HBM3'")
     reading(c)
     c.add_argument("file", help="CSV with columns workload, shape_preset, domain, tag, mode, status, ...")
@@ -405,14 +406,20 @@ def build_parser() -> argparse.ArgumentParser:
     d = command("compare", "base vs head: which cells changed beyond noise, and which best modes",
                 "compile-baselines compare\n"
                 "compile-baselines compare --base HEAD~1 --head HEAD --only-changed --factor 1.2\n"
-                "compile-baselines compare --base main --head 1a2b3c4d --format md --out comment.md",
-                more=" Without --base and --head: the machine's latest two runs (by date).")
+                "compile-baselines compare --base main --head 1a2b3c4d --format md --out comment.md\n"
+                "compile-baselines compare --base-torch 2.9.1 --head-torch 2.11.0 --format table",
+                more=" Without --base and --head: the machine's latest two runs (by date). With --base-torch and "
+                     "--head-torch: head's latest run with that torch, base's at the same commit or the nearest.")
     reading(d)
     d.add_argument("--base", help="base commit: a hash, a prefix, or a git ref such as HEAD~1, a branch or a tag "
                                   "(default: the run before head)")
     d.add_argument("--head", help="head commit, as --base (default: the machine's latest run)")
     d.add_argument("--machine", help="asv machine name (needed when several are present)")
     d.add_argument("--head-machine", help="the head's machine, when it differs (e.g. one machine per PyTorch version)")
+    d.add_argument("--base-torch", metavar="VERSION",
+                   help="compare torch versions: the base's, or its start (2.11 matches 2.11.0+cu130); with "
+                        "--head-torch")
+    d.add_argument("--head-torch", metavar="VERSION", help="compare torch versions: the head's; with --base-torch")
     d.add_argument("--format", choices=FORMATS_COMPARE,
                    help="table: for a terminal (default on a terminal); md: the PR comment (default into a pipe or "
                         "--out); json: a stable shape for scripts")

@@ -22,7 +22,14 @@ new winner's tie set, tracker.stats.NoiseModel) and a judged cell change account
 or failed, or the new winner got faster), or when the best latency itself moved by a judged change.
 Kernels under test ("kernel:NAME" cells) are compared by their speedup over the instance's best baseline.
 
-Versions: runs measured with another GPU, torch or triton are not compared unless asked (check_versions).
+Versions: runs measured with another GPU, torch or triton are not compared unless asked (check_versions);
+`compare_versions` compares two torch versions (the runs picked by version, tracker.analyse.pairs.version_pair) and
+refuses only another GPU.
+
+Method: two runs may also have been measured differently: another GPU, another launch floor (beyond 20%), or another
+L2 flush (cells of the grown flush record `flush_mib` and `host_us` in the cell store; the study's file and runs
+before it record none: do_bench's plain 256 MiB flush). The notes say so, and every changed cell that is host-bound
+(HostBound, at the larger known floor) is marked `method`: the difference in method alone can explain its change.
 
 Attribution: with the repository at hand, a cell of a workload that no source difference between the two commits
 can reach (analyse.attribution), measured under the same versions, moved for another reason than the change (the
@@ -116,6 +123,7 @@ class CellChange:
     spread: float | None  # the larger relative IQR of the two measurements
     verdict: str
     compiled: str | None = None  # what the compiled code did between the runs (COMPILED_SAME ...); None: unknown
+    method: bool = False  # changed, host-bound, and the runs were measured differently: the method can explain it
 
     @property
     def significant(self) -> bool:
@@ -201,6 +209,11 @@ class Comparison:
     @property
     def noisy(self) -> list[CellChange]:
         return [c for c in self.cells if c.verdict == NOISY]
+
+    @property
+    def unjudged(self) -> list[CellChange]:
+        """Cells that moved beyond their band where one side has no samples (an imported study): not judged."""
+        return [c for c in self.cells if c.verdict == UNKNOWN]
 
     @property
     def kernel_changes(self) -> list[KernelChange]:
@@ -328,6 +341,21 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
     kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, rule, launch)
                for k in cells if k[2].startswith(MODE_PREFIX)]
     notes = _version_notes(base_info, head_info)
+    method = _method_notes(base, head, base_info, head_info)
+    if method:
+        notes += method
+        floors = [x for x in (base_info.launch_us, head_info.launch_us) if x]
+        changed = [k for k, x in cells.items() if (x.significant or x.verdict == UNKNOWN)
+                   and x.base_ms is not None and x.head_ms is not None]
+        if not floors:
+            notes.append("no launch floor is known for either run: which changed cells are host-bound cannot be told")
+        else:
+            marked = [k for k in changed if bool(rule.host.bound(min(cells[k].base_ms, cells[k].head_ms), launch))]
+            for k in marked:
+                cells[k] = replace(cells[k], method=True)
+            notes.append(f"{len(marked)} of the {len(changed)} cells that moved beyond their band are host-bound "
+                         f"(at most {rule.host.k:g} x the {launch:.2f} us launch floor): the difference in method "
+                         "alone can explain their change (marked method)")
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
                       _figures(modes_only(base), modes_only(head), common, rule),
@@ -437,14 +465,45 @@ def _figures(base: pd.DataFrame, head: pd.DataFrame, common: list[tuple[str, str
     return out
 
 
+def _flush(t: pd.DataFrame) -> str | None:
+    """How a run's cells were flushed, when its cell store says: the grown flush's range; None: not recorded."""
+    if "flush_mib" not in t:
+        return None
+    mib = t["flush_mib"].dropna()
+    if mib.empty:
+        return None
+    lo, hi = int(mib.min()), int(mib.max())
+    return f"grown L2 flush ({lo} MiB)" if lo == hi else f"grown L2 flush ({lo}-{hi} MiB)"
+
+
+PLAIN_FLUSH = "no flush recorded (do_bench's plain 256 MiB L2 flush, as the study's)"
+
+
+def _method_notes(base: pd.DataFrame, head: pd.DataFrame, b: RunInfo, h: RunInfo) -> list[str]:
+    """How the two runs were measured differently: GPU, launch floor, L2 flush; [] when alike (or unknown alike)."""
+    notes = []
+    if b.gpu != h.gpu:
+        notes.append(f"measured on another GPU: {b.gpu} (base) vs {h.gpu} (head)")
+    if b.launch_us and h.launch_us and max(b.launch_us, h.launch_us) > 1.2 * min(b.launch_us, h.launch_us):
+        notes.append(f"launch floor differs: {b.launch_us:.2f} us (base) vs {h.launch_us:.2f} us (head)")
+    elif bool(b.launch_us) != bool(h.launch_us):  # another host, whose floor nobody recorded
+        side, known = ("head", h.launch_us) if h.launch_us else ("base", b.launch_us)
+        notes.append(f"launch floor recorded only at {side} ({known:.2f} us): the other host's is unknown")
+    fb, fh = _flush(base), _flush(head)
+    if (fb is None) != (fh is None):
+        notes.append(f"L2 flush differs: {fb or PLAIN_FLUSH} (base) vs {fh or PLAIN_FLUSH} (head)")
+    return notes
+
+
 def _version_notes(b: RunInfo, h: RunInfo) -> list[str]:
     return [f"{key} differs: {getattr(b, key)} (base) vs {getattr(h, key)} (head)"
             for key in ("gpu", "torch", "triton", "cuda", "driver") if getattr(b, key) != getattr(h, key)]
 
 
-def check_versions(b: RunInfo, h: RunInfo, allow_cross_versions: bool) -> None:
-    """Refuse to compare across GPUs or library versions: the PR's effect would mix with theirs."""
-    differ = [k for k in ("gpu", "torch", "triton") if getattr(b, k) != getattr(h, k)]
+def check_versions(b: RunInfo, h: RunInfo, allow_cross_versions: bool, expected: Collection[str] = ()) -> None:
+    """Refuse to compare across GPUs or library versions: the PR's effect would mix with theirs. `expected`: the
+    keys meant to differ (a comparison of torch versions: torch and the triton it brings)."""
+    differ = [k for k in ("gpu", "torch", "triton") if getattr(b, k) != getattr(h, k) and k not in expected]
     if differ and not allow_cross_versions:
         what = ", ".join(f"{k} {getattr(b, k)} vs {getattr(h, k)}" for k in differ)
         raise CompareError(f"base {b.commit[:8]} and head {h.commit[:8]} on {h.machine} were measured with different "
@@ -496,6 +555,24 @@ def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None) -> tuple[set[str]
                         f"{len(unaffected)} workloads are reported as '{SOURCE_UNCHANGED}' and not counted")
 
 
+def compare_versions(results_dir: str | os.PathLike[str], base_torch: str, head_torch: str,
+                     machine: str | None = None, head_machine: str | None = None, base: str | None = None,
+                     head: str | None = None, allow_cross_versions: bool = False, rule: ChangeRule | None = None,
+                     repo_dir: Path | None = None) -> Comparison:
+    """torch `base_torch` vs `head_torch` on one kind of machine: the runs picked by version (pairs.version_pair:
+    head's latest run, base at the same commit or the nearest), torch and triton allowed to differ, another GPU
+    refused unless `allow_cross_versions`. The notes say how base was chosen."""
+    b, h, warnings, how = pairs.version_pair(results_dir, base_torch, head_torch, machine, head_machine, base, head,
+                                             repo_dir)
+    check_versions(pairs.header_info(b), pairs.header_info(h), allow_cross_versions, ("torch", "triton"))
+    tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
+    comparison = compare_tables(tb, th, bi, hi, rule)
+    comparison.notes.insert(0, f"runs picked by torch version: head {h.commit[:8]} on {h.machine} (torch {h.torch}, "
+                               f"its latest run), base {b.commit[:8]} on {b.machine} (torch {b.torch}, {how})")
+    comparison.warnings = warnings + loading
+    return comparison
+
+
 __all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison",
            "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "compare_runs",
-           "compare_tables"]
+           "compare_tables", "compare_versions"]

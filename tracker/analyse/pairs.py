@@ -18,7 +18,15 @@ import pandas as pd
 from tracker.errors import ToolError
 from tracker.stats import float_or_none
 from tracker.store.commits import match_ref
-from tracker.store.results import RunFile, default_cells_dir, fingerprints, list_runs, load_runs, select_runs
+from tracker.store.results import (
+    RunFile,
+    default_cells_dir,
+    fingerprints,
+    list_runs,
+    load_runs,
+    select_runs,
+    stored_numbers,
+)
 
 
 class CompareError(ToolError):
@@ -137,6 +145,47 @@ def default_pair(results_dir: str | os.PathLike[str], base: str | None, head: st
     return earlier[-1], h
 
 
+METHOD_KEYS = ("flush_mib", "host_us")  # recorded per cell by the grown flush (tracker.measure.harness)
+
+
+def torch_matches(version: str, wanted: str) -> bool:
+    """`wanted` is the version or its leading part: 2.11 matches 2.11.0+cu130, not 2.1 (as `rm --torch`)."""
+    return version == wanted or version.startswith((wanted + ".", wanted + "+"))
+
+
+def version_pair(results_dir: str | os.PathLike[str], base_torch: str, head_torch: str, machine: str | None = None,
+                 head_machine: str | None = None, base: str | None = None, head: str | None = None,
+                 repo_dir: Path | None = None) -> tuple[RunFile, RunFile, list[str], str]:
+    """The runs that compare torch `base_torch` (base) with `head_torch` (head): head, the latest run with
+    head_torch (of `head` when given; on head_machine or machine when given); base, a run with base_torch of the
+    same commit when there is one, else the nearest by date (of `base` when given), on head's machine when it has
+    one. Returns the two runs, the warnings, and how base was chosen (said in the notes)."""
+    runs, warnings = list_runs(results_dir)
+
+    def side(torch: str, on: str | None, name: str, ref: str | None) -> list[RunFile]:
+        chosen = [r for r in runs if torch_matches(r.torch, torch) and (on is None or r.machine == on)]
+        if not chosen:
+            have = ", ".join(sorted({f"{r.torch} on {r.machine}" for r in runs}))
+            raise CompareError(f"--{name}-torch {torch}: no run with that torch version"
+                               + (f" on {on}" if on else "") + f"; results have torch {have}")
+        if ref is not None:
+            chosen = select_runs(chosen, None, _resolve(chosen, ref, repo_dir), warnings)
+        return chosen
+
+    h = side(head_torch, head_machine or machine, "head", head)[-1]  # oldest first: the latest
+    bases = side(base_torch, machine, "base", base)
+    same = [r for r in bases if r.commit == h.commit]
+    pool = same or bases
+    pool = [r for r in pool if r.machine == h.machine] or pool
+    b = min(pool, key=lambda r: (abs(r.date_ms - h.date_ms), -r.date_ms))
+    if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
+        raise CompareError(f"--base-torch {base_torch} and --head-torch {head_torch} select the same run "
+                           f"({b.commit[:12]} on {b.machine}, torch {b.torch}): nothing to compare")
+    how = ("the given commit" if base is not None else "the same commit" if same else
+           "the nearest run by date (no run of head's commit has it)")
+    return b, h, warnings, how
+
+
 def header_info(r: RunFile) -> RunInfo:
     """A run's versions as its file's header records them: enough to refuse a comparison before parsing."""
     return RunInfo(r.commit, r.machine, "", *(r.params.get(k, "unknown") for k in ("gpu", "torch", "triton")))
@@ -150,12 +199,16 @@ def load_pair(results_dir: str | os.PathLike[str], b: RunFile,
     loaded = load_runs([b, h], with_samples=True, cells_dir=cells_dir)
     t = loaded.table
     t["fingerprint"] = fingerprints(t, cells_dir)
-    tb = t[(t["commit"] == b.commit) & (t["machine"] == b.machine)].reset_index(drop=True)
-    th = t[(t["commit"] == h.commit) & (t["machine"] == h.machine)].reset_index(drop=True)
+    for key in METHOD_KEYS:  # how each cell was measured, where its run recorded it
+        t[key] = stored_numbers(t, cells_dir, key)
+    torch = t["torch"].astype(str)
+    tb = t[(t["commit"] == b.commit) & (t["machine"] == b.machine) & (torch == b.torch)].reset_index(drop=True)
+    th = t[(t["commit"] == h.commit) & (t["machine"] == h.machine) & (torch == h.torch)].reset_index(drop=True)
     for side, frame, run in (("base", tb, b), ("head", th, h)):
         if frame.empty:
             raise CompareError(f"the {side} run {run.commit[:12]} on {run.machine} has no readable cells ({run.path})")
     return tb, th, _run_info(tb, b.params), _run_info(th, h.params), loaded.warnings
 
 
-__all__ = ["CompareError", "RunInfo", "default_pair", "header_info", "load_pair", "pick_pair", "split_pair"]
+__all__ = ["METHOD_KEYS", "CompareError", "RunInfo", "default_pair", "header_info", "load_pair", "pick_pair",
+           "split_pair", "torch_matches", "version_pair"]

@@ -38,15 +38,20 @@ def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
 def _cell_rows(cells: list[CellChange]) -> list[str]:
     rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode")]
     rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio),
-              x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else ""), x.preset, x.workload,
+              x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else "")
+              + (" [method]" if x.method else ""), x.preset, x.workload,
               x.mode) for x in cells]
     return _columns(rows, right={1, 2, 3})
 
 
 def render_table(c: Comparison, only_changed: bool = False) -> str:
     """The comparison as plain text for a terminal; `only_changed`: only the cells whose verdict is a change."""
-    lines = [f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · "
-             f"torch {c.head.torch} · triton {c.head.triton}", headline(c), ""]
+    torch = f"torch {c.base.torch} -> {c.head.torch}" if c.base.torch != c.head.torch else f"torch {c.head.torch}"
+    triton = (f"triton {c.base.triton} -> {c.head.triton}" if c.base.triton != c.head.triton else
+              f"triton {c.head.triton}")
+    base = c.base.commit[:8] + (f" on {c.base.machine}" if c.base.machine != c.head.machine else "")
+    lines = [f"compare {base} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · {torch} · {triton}",
+             headline(c), ""]
     lines += [f"note: {n}" for n in c.notes]
     cells = [x for x in c.cells if x.significant] if only_changed else c.cells
     if cells:

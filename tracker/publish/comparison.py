@@ -13,8 +13,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tracker.analyse.compare import EXIT_FAIL_ON, EXIT_OK, FAIL_ON, ChangeRule, Comparison, compare_runs
-from tracker.analyse.pairs import default_pair
+from tracker.analyse.compare import (
+    EXIT_FAIL_ON,
+    EXIT_OK,
+    FAIL_ON,
+    ChangeRule,
+    Comparison,
+    compare_runs,
+    compare_versions,
+)
+from tracker.analyse.pairs import CompareError, default_pair
 from tracker.publish.comparetable import render_table
 from tracker.publish.prcomment import headline, render_comment
 from tracker.store import atomic
@@ -46,7 +54,8 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
         "base": asdict(c.base), "head": asdict(c.head),
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
                     "improvements": len(c.improvements), "noisy": len(c.noisy),
-                    "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances)},
+                    "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances),
+                    "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells)},
         "rule": {k: rule[k] for k in ("p_value", "min_change", "small_change", "autotuned_change", "autotuned_modes",
                                       "max_spread")} | {"small_below_ms": c.rule.noise.small_below_ms,
                                                         "host_bound_k": c.rule.host.k} | factor,
@@ -66,17 +75,25 @@ def _when(r: RunFile) -> str:
 def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: str | None, machine: str | None = None,
                  fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
                  allow_cross_versions: bool = False, head_machine: str | None = None, *, factor: float | None = None,
-                 only_changed: bool = False, repo_dir: Path | None = None) -> int:
+                 only_changed: bool = False, repo_dir: Path | None = None, base_torch: str | None = None,
+                 head_torch: str | None = None) -> int:
     """`compile-baselines compare`: the comparison as a terminal table, markdown (the PR comment's body) or JSON, to
     `out` or stdout. `base`/`head`: hash prefixes, or git refs resolved in `repo_dir`; None: the machine's latest run
     (head) and the run before it (base), said on stderr. `factor`: a change must also exceed this ratio;
-    `only_changed`: list only what changed. Exit 0, or EXIT_FAIL_ON (3) when the --fail-on condition holds; errors
-    raise (CLI: 1, usage 2)."""
+    `only_changed`: list only what changed. `base_torch`/`head_torch` (both or neither): compare two torch versions,
+    the runs picked by version (base and head, when given, narrow the choice). Exit 0, or EXIT_FAIL_ON (3) when the
+    --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
     rule = ChangeRule(factor=factor)
+    if (base_torch is None) != (head_torch is None):
+        raise CompareError("--base-torch and --head-torch go together: compare one torch version with another")
+    if base_torch is not None and head_torch is not None:
+        c = compare_versions(results_dir, base_torch, head_torch, machine, head_machine, base, head,
+                             allow_cross_versions, rule, repo_dir)
+        return _emit(c, fmt, fail_on, out, only_changed)
     if base is None or head is None:
         if head_machine is not None:
             raise ValueError("--head-machine needs --base and --head")
@@ -89,6 +106,11 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
         base, head, machine = b.commit, h.commit, h.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
                      repo_dir=repo_dir)
+    return _emit(c, fmt, fail_on, out, only_changed)
+
+
+def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | None, only_changed: bool) -> int:
+    """Write the comparison in `fmt` to `out` or stdout, its headline to stderr; the exit code."""
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if fmt == "table":

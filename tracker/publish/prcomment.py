@@ -53,12 +53,27 @@ _ENV.filters.update(ms=ms_text, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, sp
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 
 
+def versions(c: Comparison) -> str:
+    """"torch 2.11.0 vs 2.9.1" (head vs base) when the two runs' torch versions differ, else ""."""
+    return f"torch {c.head.torch} vs {c.base.torch}" if c.head.torch != c.base.torch else ""
+
+
 def headline(c: Comparison) -> str:
-    """One line: what changed, and what could not be judged or is not the change's (never hidden in a table row)."""
+    """One line: the torch versions when they differ, what changed, and what could not be judged or is not the
+    change's (never hidden in a table row)."""
+    lead = f"{versions(c)} · " if versions(c) else ""
+    return lead + _changes(c)
+
+
+def _changes(c: Comparison) -> str:
     def cells(n: int) -> str:
         return f"{n} cell{'s' if n != 1 else ''}"
 
-    extras = [f"{cells(len(c.noisy))} too noisy to judge"] if c.noisy else []
+    extras = []
+    if c.unjudged:  # moved beyond the band, but one side kept no samples: never hidden behind "No change"
+        extras.append(f"{cells(len(c.unjudged))} moved beyond noise bands, unjudged (no samples)")
+    if c.noisy:
+        extras.append(f"{cells(len(c.noisy))} too noisy to judge")
     if c.source_unchanged:
         n = len(c.source_unchanged)
         extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
@@ -85,6 +100,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False) -
         "details": [] if only_changed else c.cells, "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
+        "method": sum(x.method for x in c.cells),
     }
 
 

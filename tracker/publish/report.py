@@ -90,6 +90,21 @@ class KernelRow:
     title: str  # hover text: the figures behind the row, or the reason
 
 
+@dataclass(frozen=True)
+class VersionView:
+    """One machine's preset across torch versions, each version's latest run (analysis.history(axis="torch")):
+    the best mode per instance, and the geomean speedup vs eager per mode."""
+
+    versions: tuple[str, ...]  # in version order
+    commits: tuple[str, ...]  # each version's run
+    best: tuple[tuple[str, tuple[str | None, ...]], ...]  # (workload, winner per version; None: not measured)
+    geomeans: tuple[tuple[str, tuple[float | None, ...]], ...]  # (mode, geomean per version)
+
+    def changed(self, winners: tuple[str | None, ...]) -> bool:
+        """Whether an instance's best mode differs between the versions that measured it."""
+        return len({w for w in winners if w is not None}) > 1
+
+
 @dataclass
 class PresetSection:
     preset: str
@@ -98,6 +113,7 @@ class PresetSection:
     plots: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     kernels: list[KernelRow] = field(default_factory=list)
+    versions: VersionView | None = None  # when the machine has runs of two or more torch versions
 
 
 @dataclass
@@ -276,6 +292,29 @@ def _meta(latest: pd.DataFrame, run: RunKey, machine_info: Mapping[str, Any]) ->
             ("launch floor", f"{launch:.1f} µs" if launch else "unknown")]
 
 
+def version_view(a: analysis.Analysis, machine: str, preset: str) -> VersionView | None:
+    """The preset's best mode per instance and geomeans per mode by torch version, each version's latest run; None
+    with fewer than two versions."""
+    hist = analysis.history(a, "torch", machine)
+    hist = hist[hist["preset"].astype(str) == preset]
+    if len(hist) < 2:
+        return None
+    versions = tuple(hist["torch"].astype(str))
+    commits = tuple(hist["commit"].astype(str))
+    inst = a.instances
+    inst = inst[(inst["machine"] == machine) & (inst["preset"].astype(str) == preset)]
+    winners: dict[str, list[str | None]] = {}
+    for i, (torch, commit) in enumerate(zip(versions, commits, strict=True)):
+        run = inst[(inst["torch"].astype(str) == torch) & (inst["commit"].astype(str) == commit)]
+        for r in run.itertuples(index=False):
+            column = winners.setdefault(str(r.workload), [None] * len(versions))
+            column[i] = r.winner if isinstance(r.winner, str) else None
+    order = sorted(winners, key=lambda w: WORKLOAD_NAMES.index(w) if w in WORKLOAD_NAMES else len(WORKLOAD_NAMES))
+    geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in analysis.COMPILED
+                     if f"geomean_{m}" in hist)
+    return VersionView(versions, commits, tuple((w, tuple(winners[w])) for w in order), geomeans)
+
+
 def latest_run(table: pd.DataFrame, a: analysis.Analysis, machine: str) -> RunKey:
     """The machine's newest run: latest commit date; at one date, the newest PyTorch (in the analysis' version
     order, which history(axis="torch") follows)."""
@@ -306,7 +345,8 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
         for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
             figures = preset_summary(a, run.commit, machine, run.torch, preset, table=latest)
-            section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset))
+            section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset),
+                                    versions=version_view(a, machine, preset))
             section.plots, section.notes = history_plots(a, machine, preset, modes, [r.workload for r in rows])
             cost = cost_plot(rows, modes, preset)
             if cost:

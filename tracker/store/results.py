@@ -385,6 +385,18 @@ def fingerprints(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None) 
     return pd.Series(out, index=table.index, dtype=object)
 
 
+def stored_numbers(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None, key: str) -> pd.Series:
+    """A number each ok cell of `table` recorded in the cell store (e.g. `flush_mib`, `host_us`): NaN where the store
+    has no record or the record no such number (an imported study, runs before the grown flush)."""
+    out = np.full(len(table), np.nan)
+    todo = np.flatnonzero((table["status"] == "ok").to_numpy())
+    for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
+        value = cell.get(key) if cell else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[i] = float(value)
+    return pd.Series(out, index=table.index, dtype=float)
+
+
 def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,
               cells_dir: str | os.PathLike[str] | None = None) -> Loaded:
     """The table of the given runs' cells (see `table_columns`), and one warning per skipped file or stale benchmark."""

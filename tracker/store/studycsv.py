@@ -2,7 +2,10 @@
 
 The study's file has one row per (workload, preset, mode, tag): every measurement appears once per tag. As the
 study's analysis did, rows are de-duplicated on (shape_preset, workload, mode) and ok rows kept; a cell with no ok
-row is recorded as failed, its `error` (or status) as the reason.
+row is recorded as failed, its `error` (or status) as the reason. The published file
+(tests/fixtures/study/raw_results.csv) also measures the five decode-invariant workloads in decode, with the same
+shapes as in prefill; the study's figures count 18 decode instances, so those rows are left out
+(`workloads.names.applies`), as they are from our own runs, and the import says how many.
 
 What is written, and why:
 - latency: the study's median, exactly, as the benchmark's value. The study kept no samples, only median, p25
@@ -38,7 +41,7 @@ from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles, asvjson
 from tracker.store.cells import CellStore, NameRefused, RunKey, check_commit, check_machine_name, default_cells_dir
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
             "p99_ms")
@@ -80,7 +83,13 @@ def _measured(r: dict[str, str]) -> tuple[str, ...]:
 
 
 def read_study_csv(path: str | os.PathLike[str]) -> list[StudyCell]:
-    """The de-duplicated cells of a study-format CSV, in file order; StudyCsvError for anything malformed."""
+    """The de-duplicated cells of a study-format CSV, in file order; StudyCsvError for anything malformed.
+    Cells of a (preset, workload) the study does not count (decode of a decode-invariant workload) are left out."""
+    return _read(path)[0]
+
+
+def _read(path: str | os.PathLike[str]) -> tuple[list[StudyCell], int]:
+    """The cells, and how many cells were left out as decode of a decode-invariant workload."""
     path = Path(path)
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet's byte order mark is no column
@@ -113,7 +122,11 @@ def read_study_csv(path: str | os.PathLike[str]) -> list[StudyCell]:
             raise StudyCsvError(f"{path}: lines {chosen[key][0]} and {line} measure {'/'.join(key)} differently "
                                 f"({_measured(chosen[key][1])} vs {_measured(r)}): remove one of them")
     cells = []
+    left_out = 0
     for (preset, workload, mode), (line, r) in chosen.items():
+        if not applies(preset, workload):
+            left_out += 1
+            continue
         ok = r["status"] == "ok"
         wall = _number(r["elapsed_wall_s"], "elapsed_wall_s", line, path) if r["elapsed_wall_s"] else 0.0
         if ok:
@@ -124,7 +137,9 @@ def read_study_csv(path: str | os.PathLike[str]) -> list[StudyCell]:
         else:
             reason = (r.get("error") or "").strip() or f"status {r['status']!r} in the study's file"
             cells.append(StudyCell(preset, workload, mode, False, None, None, None, wall, reason))
-    return cells
+    if not cells:
+        raise StudyCsvError(f"{path}: no cells the study counts (only decode rows of decode-invariant workloads)")
+    return cells, left_out
 
 
 def suite_benchmarks() -> dict[str, dict[str, Any]]:
@@ -229,11 +244,12 @@ def import_main(path: str | os.PathLike[str], results_dir: str | os.PathLike[str
                 triton: str | None = None, driver: str | None = None, cuda: str | None = None,
                 launch_us: float | None = None) -> int:
     """`compile-baselines import-csv`: import, then say in one line what became of the file."""
-    cells = read_study_csv(path)
+    cells, left_out = _read(path)
     written = import_csv(path, results_dir, machine, torch, gpu, commit, date_ms, triton=triton, driver=driver,
                          cuda=cuda, launch_us=launch_us)
     failed = sum(not c.ok for c in cells)
     run = json.loads(written.read_text())
-    print(f"imported {len(cells)} cells ({failed} failed) from {path} as commit {run['commit_hash'][:12]} on "
-          f"machine {machine} (torch {torch}): {written}")
+    skipped = f", {left_out} decode cells of decode-invariant workloads left out" if left_out else ""
+    print(f"imported {len(cells)} cells ({failed} failed{skipped}) from {path} as commit {run['commit_hash'][:12]} "
+          f"on machine {machine} (torch {torch}): {written}")
     return 0

@@ -1,0 +1,253 @@
+"""compare and the report across torch versions: the study's published results (torch 2.9.1, imported) against our
+H100 runs (torch 2.11.0+cu130) on the same GPU, the runs picked by version; the headline names the versions, the
+notes say where the two were measured differently and which moved cells that can explain, and the report shows the
+best mode and the geomeans by version."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.analyse import best as analysis
+from tracker.analyse.compare import UNKNOWN, Comparison, compare_runs, compare_versions
+from tracker.analyse.pairs import CompareError
+from tracker.publish.comparetable import render_table
+from tracker.publish.comparison import compare_main, comparison_json
+from tracker.publish.prcomment import headline, render_comment
+from tracker.publish.report import build_page, build_sections
+from tracker.stats import HostBound
+from tracker.store import results, studycsv
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+STUDY_CSV = FIXTURES / "study" / "raw_results.csv"
+H100 = "h100-sxm-dev"  # tests/fixtures/h100: two full runs, torch 2.11.0+cu130, do_bench's plain 256 MiB flush
+HEAD = "54a7e4061a564f1ed584119c6220cd0641828be5"  # its later run
+GPU = "NVIDIA H100 80GB HBM3"
+STUDY_DATE = 1_765_756_800_000  # 2025-12-15: before both H100 runs
+
+
+def _import_study(results: Path, machine: str, **kw: Any) -> None:
+    args: dict[str, Any] = {"gpu": GPU, "cuda": "13.0", "date_ms": STUDY_DATE} | kw
+    studycsv.import_csv(STUDY_CSV, results, machine=machine, torch="2.9.1", **args)
+
+
+@pytest.fixture(scope="module")
+def h100(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/fixtures/h100's results with the study imported on the same machine name as torch 2.9.1."""
+    results = tmp_path_factory.mktemp("versions") / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", results)
+    _import_study(results, H100)
+    return results
+
+
+@pytest.fixture(scope="module")
+def study_vs_ours(h100: Path) -> Comparison:
+    return compare_versions(h100, "2.9.1", "2.11")
+
+
+def test_head_is_the_latest_run_of_its_version_and_base_the_nearest_of_the_other(study_vs_ours: Comparison) -> None:
+    c = study_vs_ours
+    assert (c.head.commit, c.head.torch, c.base.torch) == (HEAD, "2.11.0+cu130", "2.9.1")
+    assert c.notes[0] == (f"runs picked by torch version: head 54a7e406 on {H100} (torch 2.11.0+cu130, its latest "
+                          f"run), base {c.base.commit[:8]} on {H100} (torch 2.9.1, the nearest run by date (no run "
+                          "of head's commit has it))")
+
+
+def test_a_run_of_the_same_commit_is_preferred_to_the_nearest(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", results)
+    _import_study(results, H100)  # nearer by date than the one below, but another commit
+    _import_study(results, H100, commit=HEAD, date_ms=STUDY_DATE - 86_400_000)
+    c = compare_versions(results, "2.9.1", "2.11.0")
+    assert (c.base.commit, c.base.torch, c.head.commit, c.head.torch) == (HEAD, "2.9.1", HEAD, "2.11.0+cu130")
+    assert c.notes[0].endswith("(torch 2.9.1, the same commit)")
+
+
+def test_the_headline_names_both_versions_head_first(study_vs_ours: Comparison) -> None:
+    c = study_vs_ours
+    assert headline(c).startswith("torch 2.11.0+cu130 vs 2.9.1 · ")
+    assert render_comment(c).splitlines()[2].startswith("### compile-baselines: torch 2.11.0+cu130 vs 2.9.1 · ")
+    assert render_table(c).splitlines()[0] == (f"compare {c.base.commit[:8]} -> 54a7e406 on {H100} · {GPU} · "
+                                               "torch 2.9.1 -> 2.11.0+cu130 · triton unknown -> 3.6.0")
+
+
+def test_cells_that_moved_without_samples_on_one_side_are_counted_never_hidden(study_vs_ours: Comparison) -> None:
+    # the study kept medians only: a move beyond the band cannot be tested, and is said, not called "No change"
+    c = study_vs_ours
+    moved = [x for x in c.cells if x.verdict == UNKNOWN]
+    assert moved and not c.changed
+    assert f"No change found · {len(moved)} cells moved beyond noise bands, unjudged (no samples)" in headline(c)
+    # prefill diff_time_embedding_mlp max-autotune-no-cudagraphs: 15.2 us in the study, 78.3 us in our run
+    x = next(x for x in moved if (x.preset, x.workload, x.mode) == ("prefill", "diff_time_embedding_mlp",
+                                                                   "max-autotune-no-cudagraphs"))
+    assert round(x.base_ms * 1000, 1) == 15.2 and round(x.head_ms * 1000, 1) == 78.3
+
+
+def test_an_unrecorded_launch_floor_is_a_method_difference_and_host_bound_moves_are_marked(
+        study_vs_ours: Comparison) -> None:
+    c = study_vs_ours
+    launch = c.head.launch_us
+    assert c.base.launch_us is None and launch is not None
+    assert f"launch floor recorded only at head ({launch:.2f} us): the other host's is unknown" in c.notes
+    moved = [x for x in c.cells if x.verdict == UNKNOWN]
+    marked = [x for x in moved if x.method]
+    assert 0 < len(marked) < len(moved)
+    host = HostBound()
+    for x in moved:  # marked exactly when host-bound at the known floor
+        assert x.method == bool(host.bound(min(x.base_ms, x.head_ms), launch)), x
+    assert not any(x.method for x in c.cells if x.verdict != UNKNOWN)
+    assert (f"{len(marked)} of the {len(moved)} cells that moved beyond their band are host-bound (at most 6 x the "
+            f"{launch:.2f} us launch floor): the difference in method alone can explain their change (marked method)"
+            ) in c.notes
+    assert "unknown [method]" in render_table(c)
+    assert "· *method*" in render_comment(c)
+    assert sum(x["method"] for x in comparison_json(c)["cells"]) == len(marked)
+
+
+def test_the_grown_flush_against_the_studys_plain_flush_is_noted(tmp_path: Path) -> None:
+    # tests/fixtures/h100-smoke: cells measured with the grown flush record flush_mib in their cell store
+    shutil.copytree(FIXTURES / "h100-smoke" / "results", tmp_path / "results")
+    shutil.copytree(FIXTURES / "h100-smoke" / "cells", tmp_path / "cells")
+    _import_study(tmp_path / "results", "h100-smoke")
+    c = compare_versions(tmp_path / "results", "2.9.1", "2.11")
+    assert ("L2 flush differs: no flush recorded (do_bench's plain 256 MiB L2 flush, as the study's) (base) vs "
+            "grown L2 flush (256-2048 MiB) (head)") in c.notes
+
+
+def test_the_same_method_gives_no_flush_note(study_vs_ours: Comparison) -> None:
+    # tests/fixtures/h100 was measured with do_bench's plain flush too, and records none: nothing to say
+    assert not any(n.startswith("L2 flush") for n in study_vs_ours.notes)
+
+
+def test_another_gpu_is_refused_unless_asked_and_then_noted(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", results)
+    _import_study(results, H100, gpu="NVIDIA H200")
+    with pytest.raises(CompareError, match=r"gpu NVIDIA H200 vs NVIDIA H100 80GB HBM3.*--allow-cross-versions"):
+        compare_versions(results, "2.9.1", "2.11")
+    c = compare_versions(results, "2.9.1", "2.11", allow_cross_versions=True)
+    assert f"measured on another GPU: NVIDIA H200 (base) vs {GPU} (head)" in c.notes
+
+
+def test_a_version_without_runs_is_a_clear_error(h100: Path) -> None:
+    with pytest.raises(CompareError, match=r"--base-torch 2\.10: no run with that torch version; results have "
+                                           rf"torch 2\.11\.0\+cu130 on {H100}, 2\.9\.1 on {H100}"):
+        compare_versions(h100, "2.10", "2.11")
+    with pytest.raises(CompareError, match="select the same run"):
+        compare_versions(h100, "2.9.1", "2.9")
+
+
+def test_compare_main_takes_both_versions_or_neither(h100: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(CompareError, match="--base-torch and --head-torch go together"):
+        compare_main(h100, None, None, base_torch="2.9.1")
+    out = tmp_path / "c.json"
+    assert compare_main(h100, None, None, fmt="json", out=out, base_torch="2.9.1", head_torch="2.11") == 0
+    data = json.loads(out.read_text())
+    assert (data["base"]["torch"], data["head"]["torch"]) == ("2.9.1", "2.11.0+cu130")
+    assert (data["summary"]["unjudged"], data["summary"]["method"]) == (66, 37)
+    assert "torch 2.11.0+cu130 vs 2.9.1 · " in capsys.readouterr().err
+
+
+# -- the report's version view ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sections(h100: Path) -> list[Any]:
+    table = results.load_results(h100).table
+    return build_sections(table, analysis.analyse(table))
+
+
+def test_the_report_shows_the_best_mode_per_instance_by_torch_version(sections: list[Any]) -> None:
+    (machine,) = sections
+    prefill = next(p for p in machine.presets if p.preset == "prefill")
+    v = prefill.versions
+    assert v.versions == ("2.9.1", "2.11.0+cu130") and v.commits[1] == HEAD
+    best = dict(v.best)
+    assert len(best) == 23
+    # the study's published winners stand in its column
+    assert best["vlm_contrastive_nce_loss"][0] == "max-autotune" and best["llm_topk_sampling_prep"][0] == "eager"
+    assert {w for w, (m, _) in best.items() if m == "default"} == {"diff_scheduler_step", "llm_rope_apply",
+                                                                   "rl_dpo_loss", "rl_grpo_loss"}
+    assert v.changed(best["vlm_contrastive_nce_loss"]) == (best["vlm_contrastive_nce_loss"][1] != "max-autotune")
+    decode = next(p for p in machine.presets if p.preset == "decode")
+    assert len(decode.versions.best) == 18
+
+
+def test_the_report_shows_the_geomean_per_mode_by_torch_version(sections: list[Any]) -> None:
+    (machine,) = sections
+    by_preset = {p.preset: dict(p.versions.geomeans) for p in machine.presets}
+    # the study's column is its published geomeans
+    assert {m: round(g[0], 3) for m, g in by_preset["prefill"].items()} == {
+        "max-autotune-no-cudagraphs": 2.000, "default": 1.874, "max-autotune": 1.254, "reduce-overhead": 1.224}
+    assert {m: round(g[0], 3) for m, g in by_preset["decode"].items()} == {
+        "max-autotune-no-cudagraphs": 1.687, "default": 1.682, "reduce-overhead": 0.862, "max-autotune": 0.859}
+    assert all(g[1] is not None for g in by_preset["prefill"].values())
+
+
+def test_the_version_view_is_rendered_and_absent_with_one_version(h100: Path, tmp_path: Path) -> None:
+    html = build_page(results.load_results(h100).table)
+    assert 'id="h100-sxm-dev-prefill-versions"' in html and "<th>torch 2.11.0+cu130</th>" in html
+    one = tmp_path / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", one)  # two runs, one torch version
+    table = results.load_results(one).table
+    assert all(p.versions is None for s in build_sections(table, analysis.analyse(table)) for p in s.presets)
+    assert "-versions" not in build_page(table)
+
+
+# -- the worked example in docs/versions.md -----------------------------------------------------------------------
+
+
+def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (ROOT / "docs" / "versions.md").read_text().splitlines()
+    printed: set[str] = set()
+    for name, fixture in (("versions", "h100"), ("smoke", "h100-smoke")):
+        rd = tmp_path / name / "results"
+        shutil.copytree(FIXTURES / fixture / "results", rd)
+        if (FIXTURES / fixture / "cells").is_dir():
+            shutil.copytree(FIXTURES / fixture / "cells", tmp_path / name / "cells")
+        machine = H100 if fixture == "h100" else "h100-smoke"
+        assert studycsv.import_main(STUDY_CSV, rd, machine, "2.9.1", GPU, date_ms=STUDY_DATE, cuda="13.0") == 0
+        out = tmp_path / name / "table.txt"
+        compare_main(rd, None, None, fmt="table", out=out, base_torch="2.9.1", head_torch="2.11")
+        lines = out.read_text().splitlines()
+        assert lines[1] in doc, name  # the headline
+        printed |= set(lines)
+    assert "imported 205 cells (0 failed, 25 decode cells of decode-invariant workloads left out)" in capsys.readouterr(
+    ).out
+    quoted = [ln for ln in doc if ln.startswith(("compare ", "torch 2.11", "note: "))
+              or (ln.startswith(" ") and " unknown" in ln)]
+    assert len(quoted) == 18
+    for ln in quoted:  # every output line the doc quotes is one the CLI printed
+        assert ln in printed, ln
+    md = tmp_path / "c.md"
+    compare_main(tmp_path / "versions" / "results", None, None, fmt="md", out=md, only_changed=True,
+                 base_torch="2.9.1", head_torch="2.11")
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith(("| prefill |", "| decode |"))]
+    assert len(rows) == 10 and all(r in doc for r in rows)
+
+
+def test_one_torch_version_measured_two_ways_is_a_method_difference(tmp_path: Path) -> None:
+    # the same torch, GPU and driver: tests/fixtures/h100 (plain flush) against tests/fixtures/h100-smoke (grown)
+    rd = tmp_path / "results"
+    shutil.copytree(FIXTURES / "h100" / "results", rd)
+    shutil.copytree(FIXTURES / "h100-smoke" / "results" / "h100-smoke", rd / "h100-smoke")
+    shutil.copytree(FIXTURES / "h100-smoke" / "cells", tmp_path / "cells")
+    c = compare_runs(rd, HEAD, "44379fbf", H100, head_machine="h100-smoke")
+    assert c.base.torch == c.head.torch and headline(c).startswith(("No change", "Best", "significant"))
+    assert ("L2 flush differs: no flush recorded (do_bench's plain 256 MiB L2 flush, as the study's) (base) vs "
+            "grown L2 flush (256-2048 MiB) (head)") in c.notes
+    assert "> **Method differs**" in render_comment(c)
+    # of these real runs, one cell moved beyond its band, a GPU-bound one: nothing for the method to explain
+    assert any(n.startswith("0 of the 1 cells that moved beyond their band are host-bound") for n in c.notes)
+    host = HostBound()
+    for x in c.cells:
+        moved = x.significant or x.verdict == UNKNOWN
+        assert x.method == (moved and bool(host.bound(min(x.base_ms, x.head_ms), max(c.base.launch_us,
+                                                                                      c.head.launch_us)))), x
