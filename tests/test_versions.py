@@ -251,3 +251,14 @@ def test_one_torch_version_measured_two_ways_is_a_method_difference(tmp_path: Pa
         moved = x.significant or x.verdict == UNKNOWN
         assert x.method == (moved and bool(host.bound(min(x.base_ms, x.head_ms), max(c.base.launch_us,
                                                                                       c.head.launch_us)))), x
+
+
+CPU_VERSIONS = FIXTURES / "cpu-versions" / "results"  # torch 2.9.1 and 2.13.0 measured here (its PROVENANCE.md)
+
+
+def test_two_versions_measured_on_the_cpu_compare_by_version_and_say_they_cannot_be_judged() -> None:
+    c = compare_versions(CPU_VERSIONS, "2.9.1", "2.13")
+    assert (c.base.torch, c.head.torch) == ("2.9.1+cu128", "2.13.0+cpu") and c.base.commit == c.head.commit
+    assert "the same commit" in c.notes[0]
+    assert len(c.cells) == 10 and len(c.noisy) == 10 and not c.changed  # tiny CPU timings spread over 20%
+    assert headline(c) == "torch 2.13.0+cpu vs 2.9.1+cu128 · No change found · 10 cells too noisy to judge"
