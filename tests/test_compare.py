@@ -69,9 +69,11 @@ _TEXT: dict[Path, str] = {}
 def write_run(dest: Path, commit: str, changes: Mapping[tuple[str, str, str], float | str] | None = None, *,
               scale: float = 1.0, keep: Callable[[str, str, str], bool] | None = None,
               params: Mapping[str, str] | None = None, source: str = BASE, hours: float = 1.0,
-              machine: str = MACHINE) -> Path:
+              machine: str = MACHINE, compiles: int | None = None) -> Path:
     """A copy of a fixture run as run `commit` in results dir `dest`: every time (result, CI, quartiles, samples)
-    of a cell scaled by `scale` and by changes[cell] (a factor, or "fail"); cells not `keep`-ed not run."""
+    of a cell scaled by `scale` and by changes[cell] (a factor, or "fail"); cells not `keep`-ed not run. With
+    `compiles`, every cell records that many compiles, all as fast as the one measured (constructed: the fixture
+    run measured one compile a cell)."""
     src = result_file(source)
     if src not in _TEXT:
         _TEXT[src] = src.read_text()
@@ -103,6 +105,17 @@ def write_run(dest: Path, commit: str, changes: Mapping[tuple[str, str, str], fl
                     values[i] = [x * scale * change for x in values[i]]
                 else:
                     values[i] = values[i] * scale * change
+    if compiles:
+        for latency, prefix in ((METRIC_BENCHMARKS["latency"], "baselines.Baseline"),
+                                (CANDIDATE_METRIC_BENCHMARKS["latency"], "candidates.Candidate")):
+            row = data["results"].get(latency)
+            if row is None:
+                continue
+            for metric, value in (("compiles", lambda ms: compiles), ("compiles_max", lambda ms: ms)):
+                copy = [None] * len(row)
+                copy[cols["params"]], copy[cols["version"]] = row[cols["params"]], row[cols["version"]]
+                copy[cols["result"]] = [v if v is None or v != v else value(v) for v in row[cols["result"]]]
+                data["results"][f"{prefix}.track_{metric}"] = copy
     data["commit_hash"] = commit
     data["date"] = int(data["date"] + hours * 3_600_000)
     data["params"].update({**(params or {}), "machine": machine})
@@ -340,10 +353,11 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
                           "removed", "notes", "warnings"]
     assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
                                "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,
-                               "instances": 41, "unjudged": 0, "method": 0}
+                               "instances": 41, "unjudged": 0, "method": 0, "unconfirmed": 0}
     assert data["cells"][0] == {"preset": "prefill", "workload": "llm_rmsnorm", "mode": "eager", "base_ms": 0.500048,
                                 "head_ms": 0.500048, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
                                 "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None,
+                                "compiles": [1, 1],
                                     "method": False}
     assert data == comparison_json(comparisons["regression"])  # stable: same input, same JSON
     with pytest.raises(ValueError, match="--fail-on"):

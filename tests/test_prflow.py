@@ -68,9 +68,13 @@ class FakeRunner:
         assert git(cwd, "rev-parse", "HEAD") == commit  # a worktree of exactly that commit
         results = Path(command[command.index("--results-dir") + 1])
         assert command[command.index("--machine") + 1] == MACHINE
-        workloads = set(command[command.index("--workload") + 1:])
+        workloads = set(command[command.index("--workload") + 1:command.index("--cell")] if "--cell" in command
+                        else command[command.index("--workload") + 1:])
+        # a confirmation (--cell ... --replicates N) measures the cells again: every compile agrees with the first
+        compiles = int(command[command.index("--replicates") + 1]) if "--cell" in command else None
         changes = SCENARIOS["best_change"] if commit == self.head else {}
-        write_run(results, commit, changes, keep=lambda p, w, m: w in workloads, hours=2 if commit == self.head else 1)
+        write_run(results, commit, changes, keep=lambda p, w, m: w in workloads, hours=2 if commit == self.head else 1,
+                  compiles=compiles)
         return self.rc
 
 
@@ -114,8 +118,14 @@ def test_pr_flow_measures_both_sides_compares_and_comments_once(
     rc = pr_main(c["base"][:10], c["head"], "octo/widgets", 7, tmp_path / "results", jobs=4, machine=MACHINE,
                  env=env, runner=runner, repo_dir=r, fail_on="best-change")
     assert rc == EXIT_FAIL_ON
-    assert [cmd[cmd.index("--commit") + 1] for cmd in runner.calls] == [c["base"], c["head"]]
+    # each side once, then the cells that moved again, base and head in turns, to three compiles a side
+    assert [cmd[cmd.index("--commit") + 1] for cmd in runner.calls] == [c["base"], c["head"]] * 3
     assert all(cmd[cmd.index("--workload") + 1:cmd.index("-j")] == LLM for cmd in runner.calls)
+    first, confirming = runner.calls[:2], runner.calls[2:]
+    assert not any("--cell" in cmd for cmd in first)
+    assert [cmd[cmd.index("--replicates") + 1] for cmd in confirming] == ["2", "2", "3", "3"]
+    cells = confirming[0][confirming[0].index("--cell") + 1:confirming[0].index("--replicates")]
+    assert "prefill/llm_rmsnorm/default" in cells and "prefill/llm_layernorm/max-autotune-no-cudagraphs" in cells
     [comment] = fake.comments()
     body = comment["body"]
     assert body.startswith(f"{MARKER}\n<!-- compile-baselines:changed=true -->\n### compile-baselines: Best "
@@ -173,7 +183,8 @@ def test_stdout_carries_the_comment_body_alone(repo: tuple[Path, dict[str, str]]
     out, err = capfd.readouterr()
     assert out.startswith(MARKER) and out.endswith("\n")
     assert "run: 10 cells" not in out and "tiny: 2 instances" not in out and "pr: " not in out
-    assert err.count("run: 10 cells") == 2 and err.count("tiny: 2 instances") == 2  # base and head
+    # base and head, then two rounds of confirmation each
+    assert err.count("run: 10 cells") == 6 and err.count("tiny: 2 instances") == 6
     assert "pr: measuring" in err
     assert "### compile-baselines: Best baselines changed: 2" in out
 

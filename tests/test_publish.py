@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tracker import metrics
 from tracker.publish import site as publish
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey
@@ -86,10 +87,8 @@ def make_results(root: Path, machine: str = "h100-test") -> Path:
 
     results_dir = root / "results"
     conf = asvfiles.load_conf(ROOT / "asv.conf.json", str(results_dir))
-    benchmarks = Benchmarks(conf, [_benchmark(name, unit) for name, unit in
-                                   ((asvfiles.METRIC_BENCHMARKS["latency"], "ms"),
-                                    (asvfiles.METRIC_BENCHMARKS["compile_time"], "s"),
-                                    (asvfiles.METRIC_BENCHMARKS["peak_memory"], "MiB"))]
+    benchmarks = Benchmarks(conf, [_benchmark(asvfiles.METRIC_BENCHMARKS[m.name], m.unit)
+                                   for m in metrics.METRICS.values()]
                             + [_benchmark(asvfiles.HOST_BENCHMARK, "us", params=False)])
     results_dir.mkdir(parents=True)
     benchmarks.save()

@@ -37,7 +37,7 @@ def cmd_measure(a: argparse.Namespace) -> None:
                     settings=Settings(), warm_cache_dir=Path(a.warm_cache) if a.warm_cache else None)
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
     t0 = time.monotonic()
-    measure_cells(cells, cfg, store, Progress(len(cells)).cell_done)
+    measure_cells(cells, cfg, store, Progress(len(cells)))
     wall = time.monotonic() - t0
     print(json.dumps({"cells": len(cells), "jobs": a.jobs, "wall_s": round(wall, 1), "store": a.store}))
 
@@ -49,7 +49,7 @@ def _load(path: str) -> dict[tuple[str, str, str], dict]:
     store = CellStore(root, RunKey("bench", "bench", torch_version()))
     store.dir = next((d for d in [root, *sorted(root.glob("bench/bench/torch-*"))] if any(d.glob("*/*/*.json"))),
                      store.dir)
-    return {(c["preset"], c["workload"], c["mode"]): c for c in store.all()}
+    return {(c["preset"], c["workload"], c["mode"]): c for c in store.cells()}
 
 
 def cmd_agree(a: argparse.Namespace) -> None:

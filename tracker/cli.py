@@ -112,6 +112,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     presets = args.preset or policy.default_presets(device)
     cells = runner.plan(presets, args.workload or WORKLOAD_NAMES, args.mode or MODES,
                         kernels=[k for k in args.kernel or ["all"] if k != "none"])
+    if args.cell:
+        cells = _listed_cells(args.cell, cells)
     shard = _parse_shard(args.shard)
     if shard:
         cells = runner.shard(cells, *shard)
@@ -135,7 +137,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                           time_limit_s=args.time_limit),
         cell_timeout_s=args.cell_timeout,
         warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
-        retry_failed=args.retry_failed)
+        retry_failed=args.retry_failed,
+        replicates=args.replicates or policy.default_replicates(device),
+        replicated_modes=None if args.replicate_all_modes else runner.AUTOTUNED_MODES,
+        replicate_host_bound=bool(args.cell))  # a confirmation measures the cells it names, whatever their time
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}, presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
     outcome = runner.run_suite(cells, cfg, conf, date_ms)
@@ -146,6 +151,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
     _print_summary_after_run(conf.results_dir, commit, cfg.machine)
     return 0
+
+
+def _listed_cells(listed: list[str], planned: list[Any]) -> list[Any]:
+    """The cells named PRESET/WORKLOAD/MODE among those planned; a name that is not one of them is a usage error."""
+    by_name = {f"{c.preset}/{c.workload}/{c.mode}": c for c in planned}
+    unknown = [x for x in listed if x not in by_name]
+    if unknown:
+        raise UsageError(f"--cell {unknown[0]!r} is not a cell of this run (PRESET/WORKLOAD/MODE, e.g. "
+                         "prefill/llm_rmsnorm/default, within --preset/--workload/--mode)")
+    return [by_name[x] for x in dict.fromkeys(listed)]
 
 
 def _print_summary_after_run(results_dir: str, commit: str, machine: str) -> None:
@@ -207,12 +222,22 @@ def _compare_format(args: argparse.Namespace) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from tracker.analyse.confirm import COMPILES
     from tracker.publish.comparison import compare_main
 
+    if args.confirm:
+        if args.base is None or args.head is None or args.base_torch:
+            raise UsageError("--confirm needs --base and --head (the runs to confirm a change between)")
+        from tracker.runner.remeasure import confirm_head
+        from tracker.store import asvfiles
+
+        confirm_head(asvfiles.load_conf(_conf_path(args), args.results_dir), args.base, args.head, args.machine,
+                     args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=ROOT)
     return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
                         args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
                         only_changed=args.only_changed, repo_dir=ROOT, base_torch=args.base_torch,
-                        head_torch=args.head_torch)
+                        head_torch=args.head_torch,
+                        confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0))
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -366,6 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
+    r.add_argument("--replicates", type=COUNT, default=None, metavar="N",
+                   help="fresh compiles per cell of the autotuned modes (max-autotune, max-autotune-no-cudagraphs), "
+                        "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
+                        "CPU; a cell already measured gets the replicates it lacks)")
+    r.add_argument("--replicate-all-modes", action="store_true", help="--replicates applies to every mode")
+    r.add_argument("--cell", nargs="+", metavar="P/W/M",
+                   help="only these cells, PRESET/WORKLOAD/MODE (how a candidate change is re-measured)")
     timing(r)
 
     g = command("merge", "combine the results directories of shards into one",
@@ -431,6 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     d.add_argument("--out", help="write the comparison here instead of standard output")
     d.add_argument("--allow-cross-versions", action="store_true", help="compare across GPUs or PyTorch versions")
+    d.add_argument("--confirm", action="store_true",
+                   help="before judging, measure every cell that moved again at head, in this checkout (its code, "
+                        "its torch, a GPU host), until it has 3 fresh compiles; count only changes that hold on them")
+    d.add_argument("--confirmed-only", action="store_true",
+                   help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
+                        "unconfirmed")
+    d.add_argument("-j", "--jobs", type=int, help="with --confirm: cells at once (default as for run)")
 
     x = command("rm", "remove runs from the results (and their cells), like `asv rm`",
                 "compile-baselines rm --commit 1a2b3c4d          # lists what it would remove\n"

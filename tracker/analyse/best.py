@@ -68,8 +68,9 @@ def _matrix(codes: np.ndarray, modes: np.ndarray, values: np.ndarray, n: int) ->
 
 def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
                    host: HostBound | None = None) -> pd.DataFrame:
-    """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok), runner-up
-    and margin, tie set (modes within noise of the winner, fastest first), host-bound flag and failed modes."""
+    """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok) with its
+    compiles (count, median, slowest), runner-up and margin, tie set (modes within noise of the winner, fastest
+    first), host-bound flag and failed modes."""
     noise, host = noise or NoiseModel(), host or HostBound()
     t = table[study_instances(table) & baseline_rows(table)]
     if t.empty:
@@ -84,6 +85,12 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
     hi = _matrix(codes[ok], mode_idx[ok], t["ci_high"].to_numpy()[ok], n)
+    # Compiles of one cell differ (autotuning's draw): the winner's slowest compile bounds what it reliably gives,
+    # so a mode whose best lies within the winner's compiles is tied with it.
+    spread = {c: _matrix(codes[ok], mode_idx[ok], t[col].to_numpy(dtype=float)[ok], n) if col in t else
+              np.full((n, len(MODES)), np.nan) for c, col in (("n", "compiles"), ("median", "compiles_median_ms"),
+                                                              ("max", "compiles_max_ms"))}
+    hi = np.fmax(hi, spread["max"])
     failed = np.zeros((n, len(MODES)), dtype=bool)
     bad = (t["status"] == "failed").to_numpy()
     failed[codes[bad], mode_idx[bad]] = True
@@ -102,6 +109,9 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     mode_names = np.array(MODES, dtype=object)
     inst["winner"] = np.where(has_ok, mode_names[win], None)
     inst["winner_ms"] = win_ms
+    inst["winner_compiles"] = np.where(has_ok, spread["n"][rows, win], np.nan)
+    inst["winner_compiles_median_ms"] = np.where(has_ok, spread["median"][rows, win], np.nan)
+    inst["winner_compiles_max_ms"] = np.where(has_ok, spread["max"][rows, win], np.nan)
     inst["runner_up"] = np.where(has_ok & has_second, mode_names[second], None)
     inst["runner_up_ms"] = np.where(has_second, second_ms, np.nan)
     inst["margin_pct"] = np.where(has_ok & has_second, (second_ms - win_ms) / win_ms * 100, np.nan)
@@ -115,8 +125,9 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
 
 
 def _empty_instances() -> pd.DataFrame:
-    cols = [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us", "winner", "winner_ms", "runner_up",
-            "runner_up_ms", "margin_pct", "ties", "tie", "host_bound", "failed_modes", *(f"ms_{m}" for m in MODES)]
+    cols = [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us", "winner", "winner_ms", "winner_compiles",
+            "winner_compiles_median_ms", "winner_compiles_max_ms", "runner_up", "runner_up_ms", "margin_pct", "ties",
+            "tie", "host_bound", "failed_modes", *(f"ms_{m}" for m in MODES)]
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
 
 

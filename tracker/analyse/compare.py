@@ -74,11 +74,12 @@ from tracker.analyse.verdicts import (
     SAME,
     SLOWER,
     SOURCE_UNCHANGED,
+    UNCONFIRMED,
     UNKNOWN,
 )
 from tracker.stats import HostBound, NoiseModel, float_or_none
 from workloads.kernels.registry import MODE_PREFIX
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads.names import AUTOTUNED_MODES, MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 
 @dataclass(frozen=True)
@@ -89,21 +90,29 @@ class ChangeRule:
     min_change: float = 0.10
     small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
     autotuned_change: float = 0.30
-    autotuned_modes: tuple[str, ...] = ("max-autotune", "max-autotune-no-cudagraphs")
+    autotuned_modes: tuple[str, ...] = AUTOTUNED_MODES
     max_spread: float = stats.TOO_NOISY_SPREAD  # relative IQR above which a measurement is too disturbed
     noise: NoiseModel = field(default_factory=NoiseModel)
     host: HostBound = field(default_factory=HostBound)
     factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
+    # Compiles (fresh processes) each side needs before a change counts: (base, head). (0, 0): any; the PR flow
+    # re-measures candidates on both sides, a nightly on its head side (the base is history).
+    confirm: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
             raise ValueError(f"--factor takes a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
 
-    def threshold(self, mode: str, ms: float, launch_us: float) -> float:
-        """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed."""
+    def threshold(self, mode: str, ms: float, launch_us: float, compile_spread: float | None = None) -> float:
+        """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed. With
+        `compile_spread` (both sides measured in several compiles: the larger slowest/best - 1), the spread measured
+        replaces the autotuned modes' fixed band, and bounds every mode's from below."""
         small = self.noise.small(ms) or self.host.bound(ms, launch_us)
         t = self.small_change if small else self.min_change
-        t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
+        if compile_spread is None:
+            t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
+        else:
+            t = max(t, compile_spread)
         return t if self.factor is None else max(t, self.factor - 1)
 
 
@@ -123,6 +132,7 @@ class CellChange:
     spread: float | None  # the larger relative IQR of the two measurements
     verdict: str
     compiled: str | None = None  # what the compiled code did between the runs (COMPILED_SAME ...); None: unknown
+    compiles: tuple[int, int] | None = None  # fresh compiles measured (base, head)
     method: bool = False  # changed, host-bound, and the runs were measured differently: the method can explain it
 
     @property
@@ -207,6 +217,11 @@ class Comparison:
         return [c for c in self.cells if c.verdict == SOURCE_UNCHANGED]
 
     @property
+    def unconfirmed(self) -> list[CellChange]:
+        """Cells that moved beyond their band on fewer compiles than the rule asks: listed, not counted."""
+        return [c for c in self.cells if c.verdict == UNCONFIRMED]
+
+    @property
     def noisy(self) -> list[CellChange]:
         return [c for c in self.cells if c.verdict == NOISY]
 
@@ -238,25 +253,48 @@ def _samples(row: Any) -> list[float] | None:
     return row.samples if isinstance(row.samples, list) else None
 
 
+def compiles(row: Any) -> tuple[int, float]:
+    """(how many compiles, the slowest one's median) of a measured row; (1, its median) for a run that recorded
+    none (older runs, imported studies)."""
+    n, slowest = float_or_none(getattr(row, "compiles", None)), float_or_none(getattr(row, "compiles_max_ms", None))
+    return (int(n), slowest) if n and slowest else (1, float(row.median_ms))
+
+
 def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: float) -> dict[str, Any]:
-    """Ratio, p-value, threshold, spread and verdict for two ok measurements (rows of the results table)."""
+    """Ratio, p-value, threshold, spread and verdict for two ok measurements (rows of the results table; each
+    median is the best of its compiles).
+
+    Where either side was measured in several compiles, the noise is what differs between compiles, not the
+    within-process samples: the change must exceed the larger spread of compiles (slowest / best), and every
+    compile of one side must lie beyond every compile of the other. Otherwise the fixed bands and the samples'
+    p-value decide. A change found on fewer compiles than `rule.confirm` asks for is UNCONFIRMED."""
     ratio = float(h.median_ms / b.median_ms)
     fast = min(b.median_ms, h.median_ms)
-    threshold = max(rule.threshold(m, fast, launch_us) for m in modes)
+    (nb, b_max), (nh, h_max) = compiles(b), compiles(h)
+    several = max(nb, nh) > 1
+    compile_spread = max(b_max / b.median_ms, h_max / h.median_ms) - 1 if nb > 1 and nh > 1 else None
+    threshold = max(rule.threshold(m, fast, launch_us, compile_spread) for m in modes)
+    if several and compile_spread is None:  # one side's compiles measured: its spread bounds the band too
+        threshold = max(threshold, max(b_max / b.median_ms, h_max / h.median_ms) - 1)
     spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
     p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
+    separated = h.median_ms > b_max if ratio > 1 else h_max < b.median_ms
     if abs(math.log(ratio)) < math.log1p(threshold):
         verdict = SAME
     elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
         verdict = NOISY
+    elif several:
+        verdict = (SLOWER if ratio > 1 else FASTER) if separated else SAME
     elif p is None:
         verdict = UNKNOWN
     elif p < rule.p_value:
         verdict = SLOWER if ratio > 1 else FASTER
     else:
         verdict = SAME
+    if verdict in (SLOWER, FASTER) and (nb < rule.confirm[0] or nh < rule.confirm[1]):
+        verdict = UNCONFIRMED
     return {"ratio": ratio, "p_value": p, "threshold": threshold, "spread": float_or_none(spread),
-            "verdict": verdict}
+            "verdict": verdict, "compiles": (nb, nh)}
 
 
 def _status_verdict(b: Any, h: Any) -> str | None:
@@ -408,9 +446,12 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     if latency["verdict"] in (SLOWER, FASTER):
         reasons.append(f"best latency {latency['verdict']}")
     if not reasons and mode_changed:
-        noisy = NOISY in (old.verdict, new.verdict if new else None, latency["verdict"])
-        reasons.append(f"{hw} now wins, but " + ("the cells are too noisy to judge" if noisy else
+        verdicts = (old.verdict, new.verdict if new else None, latency["verdict"])
+        reasons.append(f"{hw} now wins, but " + ("the cells are too noisy to judge" if NOISY in verdicts else
+                                                  "the change is unconfirmed" if UNCONFIRMED in verdicts else
                                                   "no cell changed beyond noise"))
+    elif latency["verdict"] == UNCONFIRMED:
+        reasons.append("best latency moved, unconfirmed")
     return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
                           threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
                           best_changed=(mode_changed and backed) or latency["verdict"] in (SLOWER, FASTER),

@@ -12,6 +12,9 @@ GAINED, LOST = "gained", "lost"
 # A cell that moved although no source it depends on changed and the versions are the same (analyse.attribution):
 # not the change's doing, so never counted as a regression or an improvement.
 SOURCE_UNCHANGED = "source unchanged"
+# A cell that moved beyond its band but was not measured in enough fresh compiles to confirm it (ChangeRule.confirm):
+# listed, never counted, until a re-measurement confirms or clears it.
+UNCONFIRMED = "unconfirmed"
 REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
 IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from tracker.analyse import compare
+from tracker.analyse import compare, confirm
 from tracker.analyse.attribution import select_workloads
 from tracker.errors import ToolError
 from tracker.github.client import GitHubError, from_env, parse_repo
@@ -88,7 +88,8 @@ STDERR_FD = 2  # the process' stderr as a file descriptor, for the child's stdou
 
 
 def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
-                     presets: Sequence[str] | None) -> list[str]:
+                     presets: Sequence[str] | None, cells: Sequence[str] = (), replicates: int | None = None
+                     ) -> list[str]:
     # `python -m tracker.cli` rather than the `compile-baselines` script: the script imports the installed
     # (head) checkout, this imports the worktree's code (cwd first on sys.path), whose workers do the same.
     command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
@@ -97,17 +98,22 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
         command += ["--preset", *presets]
     if jobs:
         command += ["-j", str(jobs)]
+    if cells:  # a confirmation: these cells only, in `replicates` compiles whatever their mode
+        command += ["--cell", *cells, "--replicates", str(replicates), "--replicate-all-modes"]
     return command
 
 
 def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: Path, machine: str,
-            jobs: int | None, presets: Sequence[str] | None, runner: Runner) -> None:
-    """Measure `workloads` at `commit` in a temporary worktree, recording into `results_dir`."""
+            jobs: int | None, presets: Sequence[str] | None, runner: Runner, cells: Sequence[str] = (),
+            replicates: int | None = None) -> None:
+    """Measure `workloads` at `commit` in a temporary worktree, recording into `results_dir` (only `cells`, to
+    `replicates` compiles each, when given)."""
     with tempfile.TemporaryDirectory(prefix="compile-baselines-pr-") as tmp:
         tree = Path(tmp) / commit[:12]
         git(["worktree", "add", "--detach", "--quiet", str(tree), commit], repo_dir)
         try:
-            rc = runner(run_command_line(commit, workloads, results_dir, machine, jobs, presets), tree)
+            rc = runner(run_command_line(commit, workloads, results_dir, machine, jobs, presets, cells, replicates),
+                        tree)
         finally:
             git(["worktree", "remove", "--force", str(tree)], repo_dir)
     if rc != 0:
@@ -181,13 +187,25 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     if not selection.workloads:
         publish(prcomment.render_skipped(base, head, files), False, target, pr, env, only_on_change)
         return compare.EXIT_OK
+    names = {}
     for commit in (base, head):
         there = workloads_at(commit, repo_dir)
-        names = [w for w in selection.workloads if there is None or w in there]
-        if names:
-            print(f"pr: measuring {len(names)} workloads at {commit[:12]}", file=log)
-            measure(commit, names, repo_dir, results, machine, jobs, presets, runner or run_command)
-    comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads)
+        names[commit] = [w for w in selection.workloads if there is None or w in there]
+        if names[commit]:
+            print(f"pr: measuring {len(names[commit])} workloads at {commit[:12]}", file=log)
+            measure(commit, names[commit], repo_dir, results, machine, jobs, presets, runner or run_command)
+    rule = compare.ChangeRule(confirm=(confirm.COMPILES, confirm.COMPILES))
+    comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads, rule=rule)
+    cells = confirm.candidates(comparison)
+    if cells:
+        # Base and head in turns, one more compile each a round: what drifts on the machine meanwhile falls on both.
+        print(f"pr: {len(cells)} cells moved; measuring each again until it has {confirm.COMPILES} compiles a side, "
+              "base and head in turns", file=log)
+        for n in range(2, confirm.COMPILES + 1):
+            for commit in (base, head):
+                measure(commit, names[commit], repo_dir, results, machine, jobs, presets, runner or run_command,
+                        confirm.cell_names(cells), n)
+        comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads, rule=rule)
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
     body = prcomment.render_comment(comparison, scope=selection.describe().capitalize() + ".")

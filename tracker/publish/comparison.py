@@ -55,9 +55,10 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
                     "improvements": len(c.improvements), "noisy": len(c.noisy),
                     "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances),
-                    "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells)},
+                    "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells),
+                    "unconfirmed": len(c.unconfirmed)},
         "rule": {k: rule[k] for k in ("p_value", "min_change", "small_change", "autotuned_change", "autotuned_modes",
-                                      "max_spread")} | {"small_below_ms": c.rule.noise.small_below_ms,
+                                      "max_spread", "confirm")} | {"small_below_ms": c.rule.noise.small_below_ms,
                                                         "host_bound_k": c.rule.host.k} | factor,
         "instances": [asdict(i) for i in instances],
         "cells": [asdict(x) for x in cells],
@@ -76,18 +77,19 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
                  fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
                  allow_cross_versions: bool = False, head_machine: str | None = None, *, factor: float | None = None,
                  only_changed: bool = False, repo_dir: Path | None = None, base_torch: str | None = None,
-                 head_torch: str | None = None) -> int:
+                 head_torch: str | None = None, confirm: tuple[int, int] = (0, 0)) -> int:
     """`compile-baselines compare`: the comparison as a terminal table, markdown (the PR comment's body) or JSON, to
     `out` or stdout. `base`/`head`: hash prefixes, or git refs resolved in `repo_dir`; None: the machine's latest run
     (head) and the run before it (base), said on stderr. `factor`: a change must also exceed this ratio;
     `only_changed`: list only what changed. `base_torch`/`head_torch` (both or neither): compare two torch versions,
-    the runs picked by version (base and head, when given, narrow the choice). Exit 0, or EXIT_FAIL_ON (3) when the
+    the runs picked by version (base and head, when given, narrow the choice). `confirm`: the compiles (base, head)
+    a change needs to count (ChangeRule.confirm). Exit 0, or EXIT_FAIL_ON (3) when the
     --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
-    rule = ChangeRule(factor=factor)
+    rule = ChangeRule(factor=factor, confirm=confirm)
     if (base_torch is None) != (head_torch is None):
         raise CompareError("--base-torch and --head-torch go together: compare one torch version with another")
     if base_torch is not None and head_torch is not None:

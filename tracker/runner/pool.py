@@ -14,9 +14,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,7 +30,7 @@ from tracker.store import asvfiles
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
+from workloads.names import AUTOTUNED_MODES, MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
 # Rough seconds per cell: eager a few, a compiled mode several times that, max-autotune's GEMM tuning the most.
 # Only the ratios matter: they balance shards and order the queue (queue_order).
@@ -48,6 +48,17 @@ class CellId:
 
     def __str__(self) -> str:
         return f"{self.preset} {self.workload} {self.mode}"
+
+
+@dataclass(frozen=True, order=True)
+class Job:
+    """One measurement: replicate `replicate` (1, 2, ...) of a cell, in a process of its own."""
+
+    cell: CellId
+    replicate: int = 1
+
+    def __str__(self) -> str:
+        return str(self.cell) if self.replicate == 1 else f"{self.cell} #{self.replicate}"
 
 
 def expected_cost(cell: CellId) -> float:
@@ -145,6 +156,22 @@ class RunConfig:
     cell_timeout_s: float = 1800.0  # the process is killed past this (asv's benchmark timeout too)
     warm_cache_dir: Path | None = None  # None: a fresh compile cache per cell (cold compile times)
     retry_failed: bool = False
+    # Each cell of `replicated_modes` (all modes: None) is measured in this many fresh processes, each compiling
+    # anew; the results record the best and the spread (tracker.store.cells.combine).
+    replicates: int = 1
+    replicated_modes: tuple[str, ...] | None = AUTOTUNED_MODES
+    replicate_host_bound: bool = False
+
+    def replicates_of(self, cell: CellId) -> int:
+        if self.replicated_modes is None or cell.mode in self.replicated_modes:
+            return max(1, self.replicates)
+        return 1
+
+    def settings_of(self, cell: CellId) -> Settings:
+        """A replicated cell times each replicate for its share of the timing budget: the cell's timing costs what
+        one measurement's does, and what differs between compiles is far larger than what more samples resolve."""
+        n = self.replicates_of(cell)
+        return self.settings if n == 1 else replace(self.settings, rep_ms=self.settings.rep_ms / n)
 
     def timing_cpus(self) -> list[int]:
         """Two cores reserved for the process that holds the GPU lock, when cells run in parallel."""
@@ -159,7 +186,7 @@ class RunConfig:
             ENV_ROOT: str(self.store_root),
             ENV_MACHINE: self.machine,
             "ASV_COMMIT": self.commit,
-            ENV_SETTINGS: json.dumps(asdict(self.settings)),
+            ENV_SETTINGS: json.dumps(asdict(self.settings_of(cell))),
             gpulock.ENV_LOCK: str(self.store_root / ".gpu.lock"),
             gpulock.ENV_TIMING_CPUS: ",".join(map(str, timing)),
             # Share the other cores among the compiling workers.
@@ -180,21 +207,26 @@ class Progress:
         self.total, self.done, self.failed, self.out = total, 0, 0, out
         self.start = time.monotonic()
         self._lock = threading.Lock()
-        self._failed: dict[CellId, bool] = {}  # a cell re-run alone replaces its first result
-        self._held_s: dict[CellId, float] = {}  # seconds each cell held the GPU lock
+        self._failed: dict[Job, bool] = {}  # a measurement re-run alone replaces its first result
+        self._held_s: dict[Job, float] = {}  # seconds each measurement held the GPU lock
 
-    def cell_done(self, cell: CellId, result: dict[str, Any]) -> None:
+    def cell_done(self, job: Job, result: dict[str, Any]) -> None:
         with self._lock:
-            self._failed[cell] = result.get("status") == FAILED
+            self._failed[job] = result.get("status") == FAILED
             self.done, self.failed = len(self._failed), sum(self._failed.values())
-            self._held_s[cell] = result.get("lock_held_s") or 0.0
+            self._held_s[job] = result.get("lock_held_s") or 0.0
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)
             status = result.get("status", "?")
             detail = (f"{result['median_ms']:.4f} ms, compile {result['compile_s']:.1f} s" if status == "ok"
                       else result.get("reason", "")[:90])
-            print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {cell}: {status} {detail} | "
+            print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {job}: {status} {detail} | "
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
+
+    def expect(self, more: int) -> None:
+        """More measurements than planned: a cell's first asked for its replicates."""
+        with self._lock:
+            self.total += more
 
     def lock_share(self) -> str:
         """The GPU lock's busy share of the wall time: near 100% the GPU is the limit and more -j cannot help;
@@ -242,63 +274,107 @@ class _Workers:
                 proc.kill()
 
 
-def _run_one(cell: CellId, cfg: RunConfig, store: CellStore, workers: _Workers) -> dict[str, Any] | None:
-    """Measure one cell in a fresh process; None when the run is being interrupted (nothing recorded)."""
+def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers) -> dict[str, Any] | None:
+    """Measure one replicate of a cell in a fresh process; None when the run is being interrupted (nothing
+    recorded)."""
     if workers.stopping.is_set():
         return None
+    cell = job.cell
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
-        # one persistent cache per (torch, preset, workload, mode): a first run is as cold as a fresh cache
-        cache = (str(cfg.warm_cache_dir / f"torch-{torch_version()}" / cell.preset / cell.workload / cell.mode)
-                 if cfg.warm_cache_dir else tmp)
-        cmd = [sys.executable, "-m", "tracker.runner.worker", cell.preset, cell.workload, cell.mode]
+        # one persistent cache per (torch, preset, workload, mode, replicate): a first run is as cold as a fresh
+        # cache, and replicates never share a compile
+        cache = tmp
+        if cfg.warm_cache_dir:
+            cache = str(cfg.warm_cache_dir / f"torch-{torch_version()}" / cell.preset / cell.workload / cell.mode)
+            cache += "" if job.replicate == 1 else f"@{job.replicate}"
+        cmd = [sys.executable, "-m", "tracker.runner.worker", cell.preset, cell.workload, cell.mode,
+               str(job.replicate)]
         status, err = workers.run(cmd, cfg.worker_env(cell, cache), cfg.cell_timeout_s)
     if workers.stopping.is_set():
         return None
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
            else (err.strip().splitlines() or [f"exit status {status}"])[-1])
-    result = store.get(cell.preset, cell.workload, cell.mode)
-    if result is None:  # the worker died before storing (crash, kill): that is the cell's result
+    result = store.replicate(cell.preset, cell.workload, cell.mode, job.replicate)
+    if result is None:  # the worker died before storing (crash, kill): that is the measurement's result
         result = {"preset": cell.preset, "workload": cell.workload, "mode": cell.mode, "device": cfg.device or "",
-                  "status": FAILED, "reason": f"worker process failed: {why[:300]}", "samples_ms": []}
+                  "status": FAILED, "reason": f"worker process failed: {why[:300]}", "samples_ms": [],
+                  "replicate": job.replicate}
         store.put(result)
     return result
 
 
-def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
-                  progress: Callable[[CellId, dict[str, Any]], None] | None = None) -> dict[CellId, dict[str, Any]]:
-    """Measure the cells not yet in `store` (failed ones again with retry_failed); all results, keyed.
-
-    On KeyboardInterrupt the running workers are killed and nothing is recorded for their cells, so the
-    next run measures exactly the cells that did not finish."""
-    results: dict[CellId, dict[str, Any]] = {}
+def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
+    """The measurements still to make as far as the store tells: each cell's first measurement, and the further
+    replicates of a cell whose first measurement is stored and asks for them (`more_replicates`); failed ones again
+    with retry_failed. In queue order, a cell's replicates together."""
     todo = []
     for cell in cells:
-        stored = store.get(cell.preset, cell.workload, cell.mode)
-        if stored is None or (cfg.retry_failed and stored["status"] == FAILED):
-            todo.append(cell)
-        else:
-            results[cell] = stored
-    todo = queue_order(todo)
+        first = store.replicate(cell.preset, cell.workload, cell.mode, 1)
+        todo += [j for j in [Job(cell, 1)] if _todo(first, cfg)]
+        if first is not None and not _todo(first, cfg):
+            todo += more_replicates(Job(cell, 1), first, cfg, store)
+    order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
+    return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
+
+
+def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
+    return stored is None or (cfg.retry_failed and stored["status"] == FAILED)
+
+
+def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
+    """The replicates a cell still lacks once its first measurement is in: none when it failed, or when it was
+    host-bound (its time is the host's launch work, which compiling anew does not change; the confirmation of a
+    change measures such a cell again all the same: `replicate_host_bound`)."""
+    n = cfg.replicates_of(job.cell)
+    if job.replicate != 1 or n == 1 or first.get("status") != "ok":
+        return []
+    if not cfg.replicate_host_bound and bool(stats.HostBound().bound(first.get("median_ms"),
+                                                                     first.get("launch_us") or 0.0)):
+        return []
+    c = job.cell
+    return [Job(c, r) for r in range(2, n + 1) if _todo(store.replicate(c.preset, c.workload, c.mode, r), cfg)]
+
+
+def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
+                  progress: Progress | None = None) -> dict[CellId, dict[str, Any]]:
+    """Make the measurements `store` lacks of `cells` (`pending`, then the replicates each first measurement asks
+    for); every cell's result, its replicates combined.
+
+    On KeyboardInterrupt the running workers are killed and nothing is recorded for their measurements, so the
+    next run makes exactly the measurements that did not finish."""
+    done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     workers = _Workers()
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
-        futures = {pool.submit(_run_one, cell, cfg, store, workers): cell for cell in todo}
-        for fut in as_completed(futures):
-            _finish(futures[fut], fut.result(), results, progress)
+        futures = {pool.submit(_run_one, job, cfg, store, workers): job for job in pending(cells, cfg, store)}
+        while futures:
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = futures.pop(fut)
+                result = fut.result()
+                _finish(job, result, done, progress)
+                extras = more_replicates(job, result, cfg, store) if result is not None else []
+                if progress and extras:
+                    progress.expect(len(extras))
+                for extra in extras:
+                    futures[pool.submit(_run_one, extra, cfg, store, workers)] = extra
         if cfg.jobs > 1:
-            for cell in todo:
-                if needs_gpu_alone(results[cell]):
-                    store.path(cell.preset, cell.workload, cell.mode).unlink(missing_ok=True)
-                    _finish(cell, _run_one(cell, cfg, store, workers), results, progress)
+            for job in list(done):
+                if needs_gpu_alone(done[job]):
+                    store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
+                    _finish(job, _run_one(job, cfg, store, workers), done, progress)
     except BaseException:
         workers.stop()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return {c: results[c] for c in cells}
-
-
+    out = {}
+    for c in cells:
+        cell = store.get(c.preset, c.workload, c.mode)
+        if cell is not None:
+            out[c] = cell
+    return out
 
 
 def needs_gpu_alone(result: dict[str, Any]) -> bool:
@@ -309,12 +385,12 @@ def needs_gpu_alone(result: dict[str, Any]) -> bool:
             or stats.disturbed(result.get("median_ms"), result.get("p25_ms")))
 
 
-def _finish(cell: CellId, result: dict[str, Any] | None, results: dict[CellId, dict[str, Any]],
-            progress: Callable[[CellId, dict[str, Any]], None] | None) -> None:
+def _finish(job: Job, result: dict[str, Any] | None, done: dict[Job, dict[str, Any]],
+            progress: Progress | None) -> None:
     if result is not None:
-        results[cell] = result
+        done[job] = result
         if progress:
-            progress(cell, result)
+            progress.cell_done(job, result)
 
 
 @dataclass
@@ -331,11 +407,13 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
     start = time.monotonic()
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
-    done = sum(store.get(c.preset, c.workload, c.mode) is not None for c in cells)
-    print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch), "
-          f"{cfg.jobs} at a time", file=out, flush=True)
-    progress = Progress(len(cells) - done, out)
-    measured = measure_cells(cells, cfg, store, progress.cell_done)
+    todo = pending(cells, cfg, store)
+    replicated = sum(cfg.replicates_of(c) > 1 for c in cells)
+    print(f"{len(cells)} cells, {len(todo)} measurements to make ({cfg.jobs} at a time; the rest are stored for this "
+          "commit, machine and torch)" + (f"; {replicated} cells get {cfg.replicates} compiles each unless their "
+                                         "first is host-bound" if replicated else ""), file=out, flush=True)
+    progress = Progress(len(todo), out)
+    measured = measure_cells(cells, cfg, store, progress)
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())

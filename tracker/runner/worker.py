@@ -1,4 +1,5 @@
-"""One cell in one fresh process: `python -m tracker.runner.worker PRESET WORKLOAD MODE`, as the runner starts it.
+"""One cell in one fresh process: `python -m tracker.runner.worker PRESET WORKLOAD MODE [REPLICATE]`, as the runner
+starts it; REPLICATE (1, 2, ...) says which of the cell's measurements this is (default 1).
 
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 
@@ -21,7 +22,8 @@ ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
 
 
 def main(argv: list[str]) -> int:
-    preset, workload, mode = argv
+    preset, workload, mode, *rest = argv
+    replicate = int(rest[0]) if rest else 1
     settings = Settings(**json.loads(os.environ.get(ENV_SETTINGS) or "{}"))
     lock = gpulock.from_env()
     exclusive = contextlib.nullcontext
@@ -35,7 +37,7 @@ def main(argv: list[str]) -> int:
                         settings=settings, exclusive=exclusive, launch_us=floor)
     if lock is not None:
         cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
-    store.put(stored_form(cell.as_dict()))
+    store.put({**stored_form(cell.as_dict()), "replicate": replicate})
     if floor is None and cell.launch_us is not None:
         store.set_launch_floor(cell.launch_us)
     return 0

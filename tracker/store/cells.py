@@ -132,20 +132,41 @@ class CellStore:
                 return store
         return None
 
-    def path(self, preset: str, workload: str, mode: str) -> Path:
-        return self.dir / preset / workload / f"{_safe(mode)}.json"
+    def path(self, preset: str, workload: str, mode: str, replicate: int = 1) -> Path:
+        """Replicate 1 is `MODE.json` (the only one most cells have), replicate r > 1 `MODE@r.json`."""
+        suffix = "" if replicate == 1 else f"@{replicate}"
+        return self.dir / preset / workload / f"{_safe(mode)}{suffix}.json"
 
-    def get(self, preset: str, workload: str, mode: str) -> dict[str, Any] | None:
-        """The stored cell as a dict, or None when absent or unreadable (then it is measured again)."""
+    def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
+        """One measurement (one process, one compile) of a cell, or None when absent or unreadable (then it is
+        measured again)."""
         try:
-            with open(self.path(preset, workload, mode), encoding="utf-8") as f:
+            with open(self.path(preset, workload, mode, replicate), encoding="utf-8") as f:
                 data = json.load(f)
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) and data.get("status") else None
 
+    def replicates(self, preset: str, workload: str, mode: str) -> list[dict[str, Any]]:
+        """Every stored measurement of a cell, replicate 1 first; it stops at the first one missing."""
+        out = []
+        while (cell := self.replicate(preset, workload, mode, len(out) + 1)) is not None:
+            out.append(cell)
+        return out
+
+    def get(self, preset: str, workload: str, mode: str) -> dict[str, Any] | None:
+        """The cell as the results record it: its replicates combined (`combine`); None when none is stored."""
+        reps = self.replicates(preset, workload, mode)
+        return combine(reps) if reps else None
+
     def put(self, cell: dict[str, Any]) -> None:
-        atomic.write_json(self.path(cell["preset"], cell["workload"], cell["mode"]), cell)
+        path = self.path(cell["preset"], cell["workload"], cell["mode"], int(cell.get("replicate") or 1))
+        atomic.write_json(path, cell)
+
+    def remove(self, preset: str, workload: str, mode: str, replicate: int | None = None) -> None:
+        """Forget one replicate of a cell, or all of them (None), so that the next run measures it again."""
+        for r in [replicate] if replicate else range(1, len(self.replicates(preset, workload, mode)) + 1):
+            self.path(preset, workload, mode, r).unlink(missing_ok=True)
 
     def launch_floor(self) -> float | None:
         """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
@@ -165,6 +186,7 @@ class CellStore:
             return launch_us
 
     def all(self) -> list[dict[str, Any]]:
+        """Every stored measurement, replicates each on its own (a record says which in `replicate`)."""
         out = []
         for p in sorted(self.dir.glob("*/*/*.json")):
             try:
@@ -172,6 +194,28 @@ class CellStore:
             except (OSError, ValueError):
                 continue
         return out
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every stored cell, its replicates combined."""
+        keys = dict.fromkeys((c["preset"], c["workload"], c["mode"]) for c in self.all()
+                             if isinstance(c, dict) and {"preset", "workload", "mode"} <= c.keys())
+        return [cell for k in keys if (cell := self.get(*k)) is not None]
+
+
+def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cell measured in several fresh processes (each compiling anew) as the results record it: the replicate
+    with the lowest median stands for the cell (the baseline to beat is the best compile torch.compile gave;
+    its samples, fingerprint and figures are that replicate's), and `compiles_ms` lists every ok replicate's
+    median, from which the spread over compiles is read. Failed replicates are left out while one is ok; when
+    none is, the first stands (its reason is the cell's)."""
+    ok = [c for c in replicates if c.get("status") == "ok" and isinstance(c.get("median_ms"), (int, float))]
+    if not ok:
+        return dict(replicates[0])
+    best = min(ok, key=lambda c: c["median_ms"])
+    out = dict(best)
+    out["compiles_ms"] = [c["median_ms"] for c in ok]
+    out["replicates_failed"] = len(replicates) - len(ok)
+    return out
 
 
 def stored_form(cell: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,36 @@
+"""Confirmation before an alarm: which cells of a comparison to measure again before a change is believed.
+
+One compile in one process is not the truth: two compiles of one cell can choose different kernels and launch
+configs (max-autotune: up to 1.2x on a GPU-bound conv, 2.3x on a 9 us cell), and a process can be disturbed. So a
+change found on one measurement is a candidate: its cells are measured again in fresh processes, each compiling
+anew, until each side has COMPILES of them (the PR flow: base and head, interleaved; a nightly: the head, against
+the stored history), and the comparison is made again with `ChangeRule.confirm`, which leaves a change found on
+fewer compiles UNCONFIRMED. Every confirmed change has every compile of one side beyond every compile of the
+other by more than the band (analyse.compare._judge).
+"""
+
+from __future__ import annotations
+
+from tracker.analyse.compare import Comparison
+from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED
+
+COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread
+
+Cell = tuple[str, str, str]  # (preset, workload, mode)
+
+
+def candidates(c: Comparison) -> list[Cell]:
+    """The cells whose re-measurement decides the comparison: every cell that moved beyond its band (too noisy to
+    judge included: its next measurements may be quiet), and the old and new winners of every instance whose best
+    baseline (mode or latency) moved."""
+    moved = (SLOWER, FASTER, UNCONFIRMED, NOISY)
+    keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in moved}
+    for i in c.instances:
+        if i.best_changed or i.mode_changed or i.latency_verdict in moved:
+            keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
+    return sorted(keys)
+
+
+def cell_names(cells: list[Cell]) -> list[str]:
+    """`run --cell` arguments: PRESET/WORKLOAD/MODE."""
+    return ["/".join(c) for c in cells]

@@ -1,0 +1,57 @@
+"""Confirmation on the GPU host: measure a comparison's candidate changes again at its head, in this checkout.
+
+`compile-baselines compare --confirm` calls `confirm_head` before judging: the cells that moved
+(tracker.analyse.confirm.candidates) get fresh processes, each compiling anew, until they have
+analyse.confirm.COMPILES compiles; the run's results are recorded again with them. The base is not measured: it is
+history (an earlier commit, another night). The PR flow, which can build both sides, confirms base and head in turns
+instead (tracker.github.prflow).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from tracker.analyse import confirm
+from tracker.analyse.compare import ChangeRule, compare_runs
+from tracker.errors import ToolError
+from tracker.runner import pool
+from tracker.runner.policy import default_jobs, device
+from tracker.store.cells import default_cells_dir, torch_version
+
+
+def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_machine: str | None = None,
+                 allow_cross_versions: bool = False, jobs: int | None = None, repo_dir: Path | None = None,
+                 cells_dir: Path | None = None, out: TextIO = sys.stderr) -> int:
+    """Measure the head's candidate cells to `confirm.COMPILES` compiles and record them; how many cells."""
+    results_dir = conf.results_dir
+    c = compare_runs(results_dir, base, head, machine, allow_cross_versions, ChangeRule(), head_machine=head_machine,
+                     repo_dir=repo_dir)
+    if c.head.torch != torch_version():
+        raise ToolError(f"--confirm measures the head again here, with torch {torch_version()}, but the head run "
+                        f"was measured with torch {c.head.torch}: run it where the head was measured")
+    cells = [pool.CellId(*k) for k in confirm.candidates(c)]
+    if not cells:
+        print("confirm: no cell moved beyond its band: nothing to measure again", file=out)
+        return 0
+    dev = device(None)
+    cfg = pool.RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
+                         machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
+                         replicates=confirm.COMPILES, replicated_modes=None,
+                         replicate_host_bound=True)
+    print(f"confirm: {len(cells)} cells moved; measuring each at head {c.head.commit[:8]} until it has "
+          f"{confirm.COMPILES} compiles", file=out, flush=True)
+    run = _latest(results_dir, c.head.machine, c.head.commit)
+    pool.run_suite(cells, cfg, conf, run.date_ms, out)
+    return len(cells)
+
+
+def _latest(results_dir: str, machine: str, commit: str) -> Any:
+    from tracker.store.results import list_runs
+
+    runs = [r for r in list_runs(results_dir)[0] if r.machine == machine and r.commit == commit]
+    return max(runs, key=lambda r: r.date_ms)
+
+
+__all__ = ["confirm_head"]
