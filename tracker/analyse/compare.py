@@ -91,6 +91,9 @@ class ChangeRule:
     small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
     autotuned_change: float = 0.30
     autotuned_modes: tuple[str, ...] = AUTOTUNED_MODES
+    # Both sides measured in several compiles: the band's floor, under the spread measured (see threshold)
+    replicated_change: float = 0.05
+    replicated_small_change: float = 0.12
     max_spread: float = stats.TOO_NOISY_SPREAD  # relative IQR above which a measurement is too disturbed
     noise: NoiseModel = field(default_factory=NoiseModel)
     host: HostBound = field(default_factory=HostBound)
@@ -108,11 +111,11 @@ class ChangeRule:
         `compile_spread` (both sides measured in several compiles: the larger slowest/best - 1), the spread measured
         replaces the autotuned modes' fixed band, and bounds every mode's from below."""
         small = self.noise.small(ms) or self.host.bound(ms, launch_us)
-        t = self.small_change if small else self.min_change
         if compile_spread is None:
+            t = self.small_change if small else self.min_change
             t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
         else:
-            t = max(t, compile_spread)
+            t = max(self.replicated_small_change if small else self.replicated_change, compile_spread)
         return t if self.factor is None else max(t, self.factor - 1)
 
 
