@@ -106,16 +106,16 @@ class ChangeRule:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
             raise ValueError(f"--factor takes a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
 
-    def threshold(self, mode: str, ms: float, launch_us: float, compile_spread: float | None = None) -> float:
-        """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed. With
-        `compile_spread` (both sides measured in several compiles: the larger slowest/best - 1), the spread measured
-        replaces the autotuned modes' fixed band, and bounds every mode's from below."""
+    def threshold(self, mode: str, ms: float, launch_us: float, replicated: bool = False) -> float:
+        """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed. `replicated`:
+        both sides were measured in several compiles, whose spread the verdict reads (see compare._judge), so the
+        band is a floor for what else differs between runs, and the autotuned modes need no wider one."""
         small = self.noise.small(ms) or self.host.bound(ms, launch_us)
-        if compile_spread is None:
+        if replicated:
+            t = self.replicated_small_change if small else self.replicated_change
+        else:
             t = self.small_change if small else self.min_change
             t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
-        else:
-            t = max(self.replicated_small_change if small else self.replicated_change, compile_spread)
         return t if self.factor is None else max(t, self.factor - 1)
 
 
@@ -267,27 +267,27 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
     """Ratio, p-value, threshold, spread and verdict for two ok measurements (rows of the results table; each
     median is the best of its compiles).
 
-    Where either side was measured in several compiles, the noise is what differs between compiles, not the
-    within-process samples: the change must exceed the larger spread of compiles (slowest / best), and every
-    compile of one side must lie beyond every compile of the other. Otherwise the fixed bands and the samples'
-    p-value decide. A change found on fewer compiles than `rule.confirm` asks for is UNCONFIRMED."""
+    Where either side was measured in several compiles, what differs between compiles is the noise, not the
+    within-process samples: the slower side's best must lie beyond the faster side's slowest compile by the band
+    (the threshold is that, relative to the faster side's best), and the samples' p-value does not decide. The band
+    is the replicated floor when both sides have several compiles, the single-compile band otherwise. Without
+    compiles the fixed bands and the p-value decide. A change found on fewer compiles than `rule.confirm` asks for
+    is UNCONFIRMED."""
     ratio = float(h.median_ms / b.median_ms)
     fast = min(b.median_ms, h.median_ms)
     (nb, b_max), (nh, h_max) = compiles(b), compiles(h)
     several = max(nb, nh) > 1
-    compile_spread = max(b_max / b.median_ms, h_max / h.median_ms) - 1 if nb > 1 and nh > 1 else None
-    threshold = max(rule.threshold(m, fast, launch_us, compile_spread) for m in modes)
-    if several and compile_spread is None:  # one side's compiles measured: its spread bounds the band too
-        threshold = max(threshold, max(b_max / b.median_ms, h_max / h.median_ms) - 1)
+    band = max(rule.threshold(m, fast, launch_us, replicated=nb > 1 and nh > 1) for m in modes)
+    faster_spread = (b_max / b.median_ms) if ratio >= 1 else (h_max / h.median_ms)
+    threshold = faster_spread * (1 + band) - 1 if several else band
     spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
     p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
-    separated = h.median_ms > b_max if ratio > 1 else h_max < b.median_ms
     if abs(math.log(ratio)) < math.log1p(threshold):
         verdict = SAME
     elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
         verdict = NOISY
     elif several:
-        verdict = (SLOWER if ratio > 1 else FASTER) if separated else SAME
+        verdict = SLOWER if ratio > 1 else FASTER
     elif p is None:
         verdict = UNKNOWN
     elif p < rule.p_value:

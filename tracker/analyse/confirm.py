@@ -11,7 +11,9 @@ other by more than the band (analyse.compare._judge).
 
 from __future__ import annotations
 
-from tracker.analyse.compare import Comparison
+import math
+
+from tracker.analyse.compare import CellChange, Comparison
 from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED
 
 COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread
@@ -21,10 +23,12 @@ Cell = tuple[str, str, str]  # (preset, workload, mode)
 
 def candidates(c: Comparison) -> list[Cell]:
     """The cells whose re-measurement decides the comparison: every cell that moved beyond its band (too noisy to
-    judge included: its next measurements may be quiet), and the old and new winners of every instance whose best
-    baseline (mode or latency) moved."""
+    judge included: its next measurements may be quiet) or beyond the band it would have once confirmed (the
+    replicated floor: a change that only confirmation can show), and the old and new winners of every instance
+    whose best baseline (mode or latency) moved."""
     moved = (SLOWER, FASTER, UNCONFIRMED, NOISY)
-    keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in moved}
+    launch = max(x for x in (c.base.launch_us, c.head.launch_us, 0.0) if x is not None)
+    keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in moved or _beyond_floor(x, c, launch)}
     for i in c.instances:
         if i.best_changed or i.mode_changed or i.latency_verdict in moved:
             keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
@@ -34,3 +38,10 @@ def candidates(c: Comparison) -> list[Cell]:
 def cell_names(cells: list[Cell]) -> list[str]:
     """`run --cell` arguments: PRESET/WORKLOAD/MODE."""
     return ["/".join(c) for c in cells]
+
+
+def _beyond_floor(x: CellChange, c: Comparison, launch_us: float) -> bool:
+    if x.base_ms is None or x.head_ms is None or x.ratio is None:
+        return False
+    floor = c.rule.threshold(x.mode, min(x.base_ms, x.head_ms), launch_us, replicated=True)
+    return abs(math.log(x.ratio)) > math.log1p(floor)
