@@ -27,7 +27,9 @@ from tracker import cli
 from tracker.analyse.compare import SAME, ChangeRule, Comparison, compare_files, compare_versions
 from tracker.analyse.verdicts import BY_BOTH, BY_COMMIT, BY_NEITHER, BY_TORCH, UNDECIDED
 from tracker.analyse.versionattribution import MOVED, STAYED, UNCLEAR, Attribution, attribute, cause, leg_state
+from tracker.github.tracking import tracking_body
 from tracker.publish import attributiontext
+from tracker.publish.prcomment import render_comment
 from tracker.store.results import list_runs
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cpu-versions"
@@ -215,3 +217,19 @@ def test_compare_files_of_a_relabelled_copy_is_no_change(tmp_path: Path) -> None
     runs = {(r.commit, r.torch): r for r in list_runs(results)[0]}
     c = compare_files(results, runs[(C1, A)], runs[(C2, A)])
     assert not c.changed and {x.verdict for x in c.cells} == {SAME}
+
+
+def test_the_tracking_issue_says_which_change_moved_each_best_baseline(tmp_path: Path) -> None:
+    """The nightly's issue body is compare --attribute's markdown per machine (nightly.yml): the section follows the
+    best-baseline changes and survives the fitting of the issue to GitHub's limit."""
+    results = _results(tmp_path)
+    relabel_as_c1(results, A)
+    c, a = attributed(results, JUDGED)
+    section = attributiontext.render_md(a)
+    body = tracking_body("## cpu-vm\n\n" + render_comment(c, attribution=section), max_chars=60_000)
+    assert body.index("#### Best baseline changes") < body.index(attributiontext.HEADING) < body.index("#### Wins")
+    for workload in ("llm_rmsnorm", "diff_cfg_blend"):
+        assert f"| {workload} | tiny | best baseline | best latency " in body
+    assert body.count("| **torch** |") == 12
+    short = render_comment(c, max_chars=6_000, attribution=section)  # rows are cut, never the section
+    assert section.rstrip("\n") in short and len(short) <= 6_000
