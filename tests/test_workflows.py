@@ -261,7 +261,7 @@ CONTRACT = {
     "summary": Command({"--results-dir": 1, "--commit": 1, "--machine": 1, "--format": 1},
                        choices={"--format": ("table", "md", "json")}),
     "compare": Command({"--base": 1, "--head": 1, "--machine": 1, "--format": 1, "--fail-on": 1, "--out": 1,
-                        "--head-machine": 1, "--allow-cross-versions": 0},
+                        "--head-machine": 1, "--allow-cross-versions": 0, "--attribute": 0},
                        frozenset({"--base", "--head"}),
                        choices={"--format": ("md", "json"), "--fail-on": ("best-change", "regression", "never")}),
     "comment": Command({"--repo": 1, "--pr": 1, "--body-file": 1, "--only-on-change": 0},
@@ -463,9 +463,9 @@ echo "llm_rmsnorm: max-autotune -> default" > "$out"; exit 3
     calls = sorted((tmp_path / "calls").read_text().splitlines())
     flags = "--format md --fail-on best-change --allow-cross-versions"
     assert calls == sorted([
-        f"compare --base {c1} --head {c2} --machine h100-torch-nightly {flags} "
+        f"compare --base {c1} --head {c2} --machine h100-torch-nightly {flags} --attribute "
         f"--out {tmp_path}/temp/compare-h100-torch-nightly.md",
-        f"compare --base {c0} --head {c2} --machine h100-torch-stable {flags} "
+        f"compare --base {c0} --head {c2} --machine h100-torch-stable {flags} --attribute "
         f"--out {tmp_path}/temp/compare-h100-torch-stable.md",
         # tonight's commit across PyTorch lines: each other machine against the first
         f"compare --base {c2} --head {c2} --machine h100-torch-new --head-machine h100-torch-nightly {flags} "

@@ -237,7 +237,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
                         only_changed=args.only_changed, repo_dir=ROOT, base_torch=args.base_torch,
                         head_torch=args.head_torch,
-                        confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0))
+                        confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0),
+                        attribute_changes=args.attribute)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -439,9 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines compare\n"
                 "compile-baselines compare --base HEAD~1 --head HEAD --only-changed --factor 1.2\n"
                 "compile-baselines compare --base main --head 1a2b3c4d --format md --out comment.md\n"
-                "compile-baselines compare --base-torch 2.9.1 --head-torch 2.11.0 --format table",
+                "compile-baselines compare --base-torch 2.9.1 --head-torch 2.11.0 --format table\n"
+                "compile-baselines compare --base C1 --head C2 --base-torch 2.11 --head-torch 2.12 --attribute",
                 more=" Without --base and --head: the machine's latest two runs (by date). With --base-torch and "
-                     "--head-torch: head's latest run with that torch, base's at the same commit or the nearest.")
+                     "--head-torch: head's latest run with that torch, base's at the same commit or the nearest. "
+                     "With --attribute, when both the commit and torch differ: which of them moved each change.")
     reading(d)
     d.add_argument("--base", help="base commit: a hash, a prefix, or a git ref such as HEAD~1, a branch or a tag "
                                   "(default: the run before head)")
@@ -470,6 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
                         "unconfirmed")
     d.add_argument("-j", "--jobs", type=int, help="with --confirm: cells at once (default as for run)")
+    d.add_argument("--attribute", action="store_true",
+                   help="when both the commit and torch differ between base and head: say which one moved each best "
+                        "baseline and significant cell, from a cross run (head's commit under base's torch, or base's "
+                        "commit under head's), or name the one `run` that decides it (docs/versions.md)")
 
     x = command("rm", "remove runs from the results (and their cells), like `asv rm`",
                 "compile-baselines rm --commit 1a2b3c4d          # lists what it would remove\n"

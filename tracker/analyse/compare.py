@@ -78,6 +78,7 @@ from tracker.analyse.verdicts import (
     UNKNOWN,
 )
 from tracker.stats import HostBound, NoiseModel, float_or_none
+from tracker.store.asvjson import RunFile
 from workloads.kernels.registry import MODE_PREFIX
 from workloads.names import AUTOTUNED_MODES, MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -609,14 +610,26 @@ def compare_versions(results_dir: str | os.PathLike[str], base_torch: str, head_
     b, h, warnings, how = pairs.version_pair(results_dir, base_torch, head_torch, machine, head_machine, base, head,
                                              repo_dir)
     check_versions(pairs.header_info(b), pairs.header_info(h), allow_cross_versions, ("torch", "triton"))
-    tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
-    comparison = compare_tables(tb, th, bi, hi, rule)
+    comparison = compare_files(results_dir, b, h, rule)
     comparison.notes.insert(0, f"runs picked by torch version: head {h.commit[:8]} on {h.machine} (torch {h.torch}, "
                                f"its latest run), base {b.commit[:8]} on {b.machine} (torch {b.torch}, {how})")
-    comparison.warnings = warnings + loading
+    comparison.warnings = warnings + comparison.warnings
+    return comparison
+
+
+def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, rule: ChangeRule | None = None,
+                  repo_dir: Path | None = None) -> Comparison:
+    """Compare two runs already picked (their files in `results_dir`; only those two and their cell stores are
+    read), whatever versions they were measured with: the caller decided that they are worth comparing. With
+    `repo_dir`, cells the source differences cannot reach are reported as SOURCE_UNCHANGED (same versions only)."""
+    tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
+    unaffected, note = _unaffected(bi, hi, repo_dir)
+    comparison = compare_tables(tb, th, bi, hi, rule, unaffected=unaffected)
+    comparison.notes += [note] if note else []
+    comparison.warnings = loading
     return comparison
 
 
 __all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison",
-           "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "compare_runs",
-           "compare_tables", "compare_versions"]
+           "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "compare_files",
+           "compare_runs", "compare_tables", "compare_versions"]

@@ -22,3 +22,9 @@ IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 # the same generated code and launch configs; the same code launched with other configs (autotuning chose
 # differently); other generated code (the source, torch, or max-autotune's template choice changed).
 COMPILED_SAME, COMPILED_CONFIGS, COMPILED_CODE = "same compiled code", "other launch configs", "other generated code"
+
+# Which change moved a best baseline or a cell when both the commit and torch changed between two runs
+# (tracker.analyse.versionattribution): the commit alone, torch alone, each on its own, neither on its own (each leg
+# stayed within its band, together they left it), or undecided (no cross run, a leg too noisy, cross runs disagree).
+BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER, UNDECIDED = "commit", "torch", "both", "neither alone", "undecided"
+CAUSES = (BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER, UNDECIDED)

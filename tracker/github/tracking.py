@@ -5,6 +5,10 @@ issues the oldest carrying it is edited in place (title and body) and any other 
 created (tracker.github.upsert, shared with the PR comment). Closed issues are not searched: closing the issue
 acknowledges it, and the next change opens a fresh one. Without a token nothing is posted: the body is printed and
 the command succeeds.
+
+The body is the nightly's (nightly.yml's `track` job): one `compare --format md --attribute` per machine whose best
+baseline changed, so where the commit and torch both changed since the previous night, a section of each says which
+of them moved each best baseline and significant cell (tracker.publish.attributiontext), or the run that decides it.
 """
 
 from __future__ import annotations

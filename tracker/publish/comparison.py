@@ -23,6 +23,8 @@ from tracker.analyse.compare import (
     compare_versions,
 )
 from tracker.analyse.pairs import CompareError, default_pair
+from tracker.analyse.versionattribution import attribute
+from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
 from tracker.publish.prcomment import headline, render_comment
 from tracker.store import atomic
@@ -77,14 +79,16 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
                  fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
                  allow_cross_versions: bool = False, head_machine: str | None = None, *, factor: float | None = None,
                  only_changed: bool = False, repo_dir: Path | None = None, base_torch: str | None = None,
-                 head_torch: str | None = None, confirm: tuple[int, int] = (0, 0)) -> int:
+                 head_torch: str | None = None, confirm: tuple[int, int] = (0, 0),
+                 attribute_changes: bool = False) -> int:
     """`compile-baselines compare`: the comparison as a terminal table, markdown (the PR comment's body) or JSON, to
     `out` or stdout. `base`/`head`: hash prefixes, or git refs resolved in `repo_dir`; None: the machine's latest run
     (head) and the run before it (base), said on stderr. `factor`: a change must also exceed this ratio;
     `only_changed`: list only what changed. `base_torch`/`head_torch` (both or neither): compare two torch versions,
     the runs picked by version (base and head, when given, narrow the choice). `confirm`: the compiles (base, head)
-    a change needs to count (ChangeRule.confirm). Exit 0, or EXIT_FAIL_ON (3) when the
-    --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
+    a change needs to count (ChangeRule.confirm). `attribute_changes` (--attribute): when both the commit and torch
+    differ between the two runs, say which one moved each change (tracker.analyse.versionattribution). Exit 0, or
+    EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
@@ -95,7 +99,7 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
     if base_torch is not None and head_torch is not None:
         c = compare_versions(results_dir, base_torch, head_torch, machine, head_machine, base, head,
                              allow_cross_versions, rule, repo_dir)
-        return _emit(c, fmt, fail_on, out, only_changed)
+        return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
     if base is None or head is None:
         if head_machine is not None:
             raise ValueError("--head-machine needs --base and --head")
@@ -108,19 +112,27 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
         base, head, machine = b.commit, h.commit, h.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
                      repo_dir=repo_dir)
-    return _emit(c, fmt, fail_on, out, only_changed)
+    return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
 
 
-def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | None, only_changed: bool) -> int:
-    """Write the comparison in `fmt` to `out` or stdout, its headline to stderr; the exit code."""
+def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | None, only_changed: bool,
+          attribute_changes: bool, repo_dir: Path | None, results_dir: str | os.PathLike[str]) -> int:
+    """Write the comparison in `fmt` to `out` or stdout, its headline to stderr; the exit code. With
+    `attribute_changes`, the attribution's section follows the best-baseline changes (md) or the table (table), or is
+    the JSON's "attribution" (null when only the commit or only torch changed)."""
+    attribution = attribute(results_dir, c, repo_dir) if attribute_changes else None
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if fmt == "table":
         text = render_table(c, only_changed)
+        text += "\n" + attributiontext.render_text(attribution) if attribution else ""
     elif fmt == "md":
-        text = render_comment(c, only_changed=only_changed)
+        text = render_comment(c, only_changed=only_changed,
+                              attribution=attributiontext.render_md(attribution) if attribution else "")
     else:
-        text = json.dumps(comparison_json(c, only_changed), indent=1) + "\n"
+        extra = {"attribution": attributiontext.attribution_json(attribution) if attribution else None}
+        extra = extra if attribute_changes else {}
+        text = json.dumps(comparison_json(c, only_changed) | extra, indent=1) + "\n"
     if out is not None:
         atomic.write_text(out, text)
     else:

@@ -86,7 +86,7 @@ def _changes(c: Comparison) -> str:
     return " · ".join(parts + extras)
 
 
-def _view(c: Comparison, scope: str | None = None, only_changed: bool = False) -> dict[str, Any]:
+def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, attribution: str = "") -> dict[str, Any]:
     explained = {(i.preset, i.workload) for i in c.best_changes}
     significant = [x for x in c.cells if x.significant and not x.mode.startswith(KERNEL_PREFIX)]
     significant.sort(key=lambda x: (x.verdict not in REGRESSION_VERDICTS, (x.preset, x.workload) in explained))
@@ -100,7 +100,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False) -
         "details": [] if only_changed else c.cells, "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
-        "method": sum(x.method for x in c.cells),
+        "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
     }
 
 
@@ -109,12 +109,14 @@ def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
 
 
 def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | None = None,
-                   only_changed: bool = False) -> str:
+                   only_changed: bool = False, attribution: str = "") -> str:
     """The PR comment (markdown with the hidden markers), fitted into `max_chars` by cutting rows: every cell's
     details first, then the significant cells, the kernels and the changed instances; never the headline.
     `scope` says what was measured (the PR flow: which workloads, and why). `only_changed` (compare
-    --only-changed): without the every-cell details, and only the kernels whose speedup changed."""
-    view = _view(c, scope, only_changed)
+    --only-changed): without the every-cell details, and only the kernels whose speedup changed. `attribution`: a
+    markdown section (compare --attribute: which change moved each one) placed after the best-baseline changes and
+    never cut."""
+    view = _view(c, scope, only_changed, attribution)
     limits: dict[str, int | None] = {"details": None, "cells": None, "kernels": None, "best": None}
     text = _render(view, limits)
     for section in limits:
