@@ -34,7 +34,8 @@ from tracker.stats import TOO_NOISY_SPREAD, float_or_none, relative_spread
 from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
 from tracker.store.cells import RunKey
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads import catalog
+from workloads.names import MODES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -215,7 +216,7 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
     verdicts = {str(r["workload"]): r for r in instances[instances["preset"] == preset].to_dict("records")}
     sub = cells[cells["preset"] == preset]
     rows = []
-    for workload in (w for w in WORKLOAD_NAMES if w in set(sub["workload"].astype(str))):
+    for workload in (w for w in catalog.workload_names() if w in set(sub["workload"].astype(str))):
         by_mode = {str(r["mode"]): r for r in sub[sub["workload"] == workload].to_dict("records")}
         eager = by_mode.get("eager")
         eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
@@ -309,7 +310,8 @@ def version_view(a: analysis.Analysis, machine: str, preset: str) -> VersionView
         for r in run.itertuples(index=False):
             column = winners.setdefault(str(r.workload), [None] * len(versions))
             column[i] = r.winner if isinstance(r.winner, str) else None
-    order = sorted(winners, key=lambda w: WORKLOAD_NAMES.index(w) if w in WORKLOAD_NAMES else len(WORKLOAD_NAMES))
+    known = catalog.workload_names()
+    order = sorted(winners, key=lambda w: known.index(w) if w in known else len(known))
     geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in analysis.COMPILED
                      if f"geomean_{m}" in hist)
     return VersionView(versions, commits, tuple((w, tuple(winners[w])) for w in order), geomeans)
@@ -342,7 +344,7 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
         gpu = str(latest["gpu"].iloc[0])
         peak = gpu_peak(gpu)
         presets = []
-        for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
+        for preset in (p for p in catalog.preset_names() if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
             figures = preset_summary(a, run.commit, machine, run.torch, preset, table=latest)
             section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset),
