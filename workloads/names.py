@@ -42,6 +42,11 @@ NAMESPACE = re.compile(r"[a-z][a-z0-9_]*")
 PLUGIN_WORKLOAD = re.compile(r"([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)")
 
 
+class WorkloadClash(ValueError):
+    """A workload name that is, or could be taken for, another's: two plugins with one namespace, a plugin's
+    workload without its namespace or outside it, a name declared twice."""
+
+
 def is_plugin_workload(workload: str) -> bool:
     """Whether `workload` is a plugin's name (namespaced), not one of the study's 23."""
     return NAMESPACE_SEP in workload

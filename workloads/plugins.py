@@ -25,18 +25,15 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from workloads.names import NAMESPACE, check_plugin_workload
+from workloads.names import NAMESPACE, WorkloadClash, check_plugin_workload
 from workloads.spec import Workload
 
 ENTRY_POINT_GROUP = "compile_baselines.workloads"
+__all__ = ["ENTRY_POINT_GROUP", "PluginWarning", "Registry", "Source", "WorkloadClash", "collect"]
 
 
 class PluginWarning(UserWarning):
     """A workload plugin failed to load; its workloads are left out and the rest go on."""
-
-
-class WorkloadClash(ValueError):
-    """Two declarations claim one namespace or one workload name."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +109,9 @@ class Registry:
             source = Source(ep.name, ep.value, _dist_name(ep))
             try:
                 found = collect(ep.load())
+            except WorkloadClash as clash:  # raised by a Workload it declares: not a broken plugin, a clash
+                self._clash = WorkloadClash(f"{clash} ({source})")
+                raise self._clash from None
             except Exception as exc:  # a broken plugin must not take the suite down
                 why = f"{type(exc).__name__}: {exc}"
                 self.plugin_errors[ep.name] = why

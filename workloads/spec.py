@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.names import DECODE_INVARIANT, applies, domain_of, is_plugin_workload
+from workloads.names import DECODE_INVARIANT, PRESET_NAMES, WorkloadClash, applies, domain_of, is_plugin_workload
 from workloads.presets import Preset, get_preset
 from workloads.shapes import Shape
 
@@ -45,8 +45,9 @@ class Workload:
         if is_plugin_workload(self.name):
             self._check_plugin()
             return
-        if self.presets:
-            raise ValueError(f"{self.name}: the study's workloads use the study's presets, not their own")
+        if self.presets:  # a plugin's workload that forgot its namespace: its cells would pass for the study's
+            raise WorkloadClash(f"workload {self.name!r} has presets of its own, so it is a plugin's: name it "
+                                f"<namespace>.{self.name} (names without a namespace are the study's)")
         if self.domain != domain_of(self.name):
             raise ValueError(f"{self.name}: domain {self.domain!r} disagrees with its name's ({domain_of(self.name)})")
         if self.decode_invariant != (self.name in DECODE_INVARIANT):
@@ -113,4 +114,4 @@ class Workload:
         in its three (decode skips the invariant five)."""
         if self.presets:
             return any(p.name == preset_name for p in self.presets)
-        return applies(preset_name, self.name)
+        return preset_name in PRESET_NAMES and applies(preset_name, self.name)
