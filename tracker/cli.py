@@ -258,10 +258,25 @@ def cmd_issue(args: argparse.Namespace) -> int:
     return issue_main(args.repo, args.title, args.body_file, os.environ)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from tracker.adopt.scaffold import init
+
+    scaffold, written, hand_edit = init(args.dir, args.namespace, args.ref, args.force)
+    for path in written:
+        print(f"wrote {path}")
+    if hand_edit:
+        print(f"\n{Path(args.dir) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
+        print(hand_edit)
+    print(f"next: pip install -e {args.dir} (beside compile-baselines); `compile-baselines list` then shows "
+          f"{scaffold.namespace}.silu and `compile-baselines run --workload '{scaffold.namespace}.*'` measures it "
+          "(docs/plugins.md)")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
-    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue,
+    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue, "init": cmd_init,
 }
 
 
@@ -500,6 +515,16 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines report --out site/report")
     reading(o)
     o.add_argument("--out", required=True, help="output directory")
+
+    n = command("init", "write what a kernel repository needs to plug its own workloads and kernels in",
+                "compile-baselines init --dir ../my-kernels --namespace mykernels", more=(
+                    " The entry points (pyproject.toml, or the lines to add to yours), a workload skeleton with a "
+                    "tiny preset and a sweep, a candidate skeleton, and the caller of the reusable workflow, pinned "
+                    "to this compile-baselines commit. Existing files are never overwritten without --force."))
+    n.add_argument("--dir", default=".", help="the repository to write into (default: here)")
+    n.add_argument("--namespace", help="the workloads' namespace (default: from the directory's name)")
+    n.add_argument("--ref", help="the compile-baselines commit the workflow pins (default: this checkout's HEAD)")
+    n.add_argument("--force", action="store_true", help="overwrite files that exist")
 
     u = command("publish", "asv publish (renders with no network) plus the report next to it",
                 "compile-baselines publish --out site")
