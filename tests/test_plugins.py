@@ -233,3 +233,37 @@ def test_the_example_repository_end_to_end_on_cpu(example: dict[str, str], tmp_p
     cli_run("report", "--results-dir", str(results), "--out", str(tmp_path / "report"))
     page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
     assert WORKLOAD in page and "triton_add_rmsnorm" in page
+
+
+# ---------------------------------------------------------------------------------------------------- the report
+
+
+def test_the_report_lays_a_sweep_out_as_one_table(example: dict[str, str]) -> None:
+    """The regrouping alone: the figures are the report's per-preset rows (made up here, since the example's sweep
+    needs a GPU); the table reads them along the sweep's declared order, a point with no row left out."""
+    from tracker.publish import report
+    from tracker.publish.sweeps import sweep_views
+
+    def rows(best: str, best_ms: float, eager_ms: float) -> list[report.Row]:
+        cells = (report.Cell("eager", "ok", eager_ms, 1.0, best=best == "eager"),
+                 report.Cell(best, "ok", best_ms, eager_ms / best_ms, best=True))
+        return [report.Row(WORKLOAD, "llm", cells, best, (), False, None, None)]
+
+    def kernel(speedup: float | None) -> list[report.KernelRow]:
+        status = "ok" if speedup is not None else "skipped"
+        return [report.KernelRow(WORKLOAD, "triton_add_rmsnorm", status, None, None, None, speedup, None, False,
+                                 False, "", "")]
+
+    by_preset = {SWEEP[0]: (rows("max-autotune", 0.01, 0.02), kernel(1.5)),
+                 SWEEP[1]: (rows("default", 0.02, 0.05), kernel(None)),
+                 SWEEP[3]: (rows("max-autotune", 0.5, 1.0), kernel(0.8)),
+                 "tiny": (rows("eager", 0.001, 0.001), [])}
+    [view] = sweep_views(by_preset)
+    assert (view.workload, view.axes, view.candidates) == (WORKLOAD, ("batch", "seq"), ("triton_add_rmsnorm",))
+    assert [(p.preset, p.best, p.best_vs_eager, p.kernels) for p in view.points] == [
+        (SWEEP[0], "max-autotune", 2.0, (1.5,)), (SWEEP[1], "default", 2.5, (None,)),
+        (SWEEP[3], "max-autotune", 2.0, (0.8,))]
+    section = report.MachineSection("gpu-box", [], None, "NVIDIA H100", [], 1, [view])
+    html = report.environment().get_template("report_sweeps.html.j2").render(s=section, mode_colors={})
+    assert f'id="gpu-box-sweep-{WORKLOAD}"' in html and "over batch x seq" in html
+    assert html.count('<tr data-preset="') == 3

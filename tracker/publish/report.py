@@ -30,6 +30,7 @@ from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
 from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
+from tracker.publish.sweeps import SweepView, sweep_views
 from tracker.stats import TOO_NOISY_SPREAD, float_or_none, relative_spread
 from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
@@ -125,6 +126,7 @@ class MachineSection:
     gpu: str
     presets: list[PresetSection]
     runs: int
+    sweeps: list[SweepView] = field(default_factory=list)  # plugin workloads' shape sweeps (publish/sweeps.py)
 
     @property
     def timer(self) -> str:
@@ -356,21 +358,27 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
             presets.append(section)
         runs = table[table["machine"] == machine].groupby(["commit", "torch"], observed=True).ngroups
         sections.append(MachineSection(machine, _meta(latest, run, (machine_info or {}).get(machine, {})), peak, gpu,
-                                       presets, runs))
+                                       presets, runs, sweep_views({p.preset: (p.rows, p.kernels) for p in presets})))
     return sections
 
 
-def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: str | None,
-           generated: dt.datetime) -> str:
+def environment() -> Any:
+    """The report templates' jinja2 environment, with the figures' filters."""
     import jinja2
-    from markupsafe import Markup
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["ms"] = _fmt_ms
     env.filters["pct"] = _fmt_pct
     env.filters["x"] = _fmt_x
-    return env.get_template("report.html.j2").render(
+    return env
+
+
+def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: str | None,
+           generated: dt.datetime) -> str:
+    from markupsafe import Markup
+
+    return environment().get_template("report.html.j2").render(
         sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
         asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
         timers=timers(sections), calls=calls_text,
