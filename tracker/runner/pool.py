@@ -31,7 +31,7 @@ from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_
 from workloads import catalog
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
-from workloads.names import MODES
+from workloads.names import MODES, is_plugin_workload
 
 # Rough seconds per cell: eager a few, a compiled mode several times that, max-autotune's GEMM tuning the most.
 # Only the ratios matter: they balance shards and order the queue (queue_order).
@@ -51,11 +51,17 @@ class CellId:
         return f"{self.preset} {self.workload} {self.mode}"
 
 
+def _autotuned(workload: str) -> bool:
+    if workload in _AUTOTUNED_WORKLOADS:
+        return True
+    return is_plugin_workload(workload) and bool({"gemm", "conv"} & set(workload_registry.get(workload).tags))
+
+
 def expected_cost(cell: CellId) -> float:
     if kernel_registry.candidate_name(cell.mode) is not None:
         return 8.0  # eager inputs plus a kernel's JIT compile
     cost = _MODE_COST.get(cell.mode, 20.0)
-    if cell.mode.startswith("max-autotune") and cell.workload in _AUTOTUNED_WORKLOADS:
+    if cell.mode.startswith("max-autotune") and _autotuned(cell.workload):
         cost += 30.0
     return cost
 
