@@ -3,7 +3,8 @@
 One measurement per cell feeds every metric of tracker.metrics, each an asv benchmark track_<metric>. asv
 runs each metric of each parameter combination in a fresh process (the study's isolation); the first of them
 measures and stores the cell, the others read it from the cell store. Cells the study does not measure
-(decode-invariant workloads in decode, full-size presets on a CPU host) raise NotImplementedError in setup,
+(decode-invariant workloads in decode, a plugin's workload in a preset it does not declare,
+full-size presets on a CPU host) raise NotImplementedError in setup,
 which asv records as skipped.
 """
 
@@ -13,7 +14,8 @@ from typing import Any
 
 from tracker.metrics import METRICS
 from tracker.store.cells import CellStore, RunKey, check_measured, default_root, metric_value, stored_form
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads.catalog import preset_names, workload_names
+from workloads.names import MODES
 
 
 def stored_or_measured(preset: str, workload: str, mode: str) -> dict:
@@ -48,7 +50,9 @@ def with_metric_tracks(cls: type) -> type:
 
 @with_metric_tracks
 class Baseline:
-    params = (list(PRESET_NAMES), list(WORKLOAD_NAMES), list(MODES))
+    # The study's presets and workloads, then the installed plugins' (workloads.catalog): a plugin's workload is
+    # a cell of this grid like the study's, n/a in the presets it does not declare.
+    params = (list(preset_names()), list(workload_names()), list(MODES))
     param_names = ["preset", "workload", "mode"]
     # Pinned: editing this wrapper must not orphan history. Bump when the measured thing changes.
     version = "1"

@@ -7,8 +7,8 @@ A candidate that cannot run here (device, missing triton) or is wrong raises in 
 """
 
 from tracker.store.cells import check_measured
+from workloads.catalog import preset_names
 from workloads.kernels.registry import candidates, mode_of, split_key
-from workloads.names import PRESET_NAMES
 
 from .baselines import stored_or_measured, with_metric_tracks
 
@@ -16,7 +16,7 @@ from .baselines import stored_or_measured, with_metric_tracks
 @with_metric_tracks
 class Candidate:
     # Read at import (asv discovers parameters then): the in-tree candidates and the installed plugins'.
-    params = (list(PRESET_NAMES), [c.key for c in candidates()])
+    params = (list(preset_names()), [c.key for c in candidates()])
     param_names = ["preset", "candidate"]
     # Pinned: editing this wrapper must not orphan history. Bump when the measured thing changes.
     version = "1"

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracker.store",),
     ("tracker.analyse",),
     ("tracker.publish",),
-    ("tracker.github", "tracker.runner"),
+    ("tracker.github", "tracker.runner", "tracker.adopt"),
     ("tracker.cli",),
 )
 

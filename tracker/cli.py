@@ -17,8 +17,8 @@ from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON
 from tracker.errors import ToolError
-from tracker.paths import REPO_ROOT
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from tracker.paths import REPO_ROOT, project_repo
+from workloads.names import MODES
 
 ROOT = REPO_ROOT
 FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
@@ -41,12 +41,22 @@ def _results_dir(args: argparse.Namespace) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from workloads import catalog, plugins
     from workloads.registry import WORKLOADS
+    from workloads.shapes import describe
 
     for w in WORKLOADS:
         print(f"{w.name:32} {w.domain:10} {'prefill only' if w.decode_invariant else 'prefill, decode':16} "
               f"{', '.join(w.tags)}")
-    print(f"modes: {', '.join(MODES)}\npresets: {', '.join(PRESET_NAMES)}")
+    extra = catalog.plugin_workloads()
+    if extra or plugins.REGISTRY.plugin_errors:
+        print("plugin workloads (presets of their own):")
+    for w in extra:
+        print(f"  {w.name:30} {w.domain:10} {describe(w.presets)}; {', '.join(w.tags)}  "
+              f"({plugins.REGISTRY.sources[w.name.split('.')[0]]})")
+    for name, why in plugins.REGISTRY.plugin_errors.items():
+        print(f"  workload plugin {name} skipped: {why}")
+    print(f"modes: {', '.join(MODES)}\npresets: {', '.join(catalog.preset_names())}")
     from workloads.kernels.registry import REGISTRY
 
     print("kernels under test (--kernel):")
@@ -110,7 +120,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     device = policy.device(args.device)
     presets = args.preset or policy.default_presets(device)
-    cells = runner.plan(presets, args.workload or WORKLOAD_NAMES, args.mode or MODES,
+    from workloads import catalog
+
+    cells = runner.plan(presets, catalog.expand(args.workload) if args.workload else None, args.mode or MODES,
                         kernels=[k for k in args.kernel or ["all"] if k != "none"])
     if args.cell:
         cells = _listed_cells(args.cell, cells)
@@ -125,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # result file, the results directory must take it.
     machine = check_machine_name(socket.gethostname() if args.machine is None else args.machine)
     conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
-    commit, date_ms = commits.resolve(args.commit, ROOT, args.date)
+    commit, date_ms = commits.resolve(args.commit, project_repo(), args.date)
     check_commit(commit)
     asvfiles.check_writable(conf.results_dir)
     jobs = args.jobs or policy.default_jobs(device)
@@ -232,10 +244,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from tracker.store import asvfiles
 
         confirm_head(asvfiles.load_conf(_conf_path(args), args.results_dir), args.base, args.head, args.machine,
-                     args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=ROOT)
+                     args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=project_repo())
     return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
                         args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
-                        only_changed=args.only_changed, repo_dir=ROOT, base_torch=args.base_torch,
+                        only_changed=args.only_changed, repo_dir=project_repo(), base_torch=args.base_torch,
                         head_torch=args.head_torch,
                         confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0),
                         attribute_changes=args.attribute)
@@ -249,7 +261,8 @@ def cmd_rm(args: argparse.Namespace) -> int:
     sel = Selection(args.commit, args.machine, args.torch, args.since, args.until)
     if sel.empty():
         raise UsageError("say which runs to remove: --commit, --machine, --torch, --since or --until")
-    return rm_main(results_dir, args.cells_dir or default_cells_dir(results_dir), sel, args.yes, repo_dir=ROOT)
+    return rm_main(results_dir, args.cells_dir or default_cells_dir(results_dir), sel, args.yes,
+                   repo_dir=project_repo())
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
@@ -257,8 +270,12 @@ def cmd_pr(args: argparse.Namespace) -> int:
 
     if (args.repo is None) != (args.pr is None):
         raise UsageError("--repo and --pr go together")
+    from workloads import catalog
+
+    scope = catalog.expand(args.workload) if args.workload else None
     return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), args.jobs, args.machine,
-                   args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on)
+                   args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on,
+                   scope=scope, repo_dir=project_repo())
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
@@ -267,10 +284,25 @@ def cmd_issue(args: argparse.Namespace) -> int:
     return issue_main(args.repo, args.title, args.body_file, os.environ)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from tracker.adopt.scaffold import init
+
+    scaffold, written, hand_edit = init(args.dir, args.namespace, args.ref, args.force)
+    for path in written:
+        print(f"wrote {path}")
+    if hand_edit:
+        print(f"\n{Path(args.dir) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
+        print(hand_edit)
+    print(f"next: pip install -e {args.dir} (beside compile-baselines); `compile-baselines list` then shows "
+          f"{scaffold.namespace}.silu and `compile-baselines run --workload '{scaffold.namespace}.*'` measures it "
+          "(docs/plugins.md)")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
-    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue,
+    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue, "init": cmd_init,
 }
 
 
@@ -357,8 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = command("measure", "measure one cell in this process, without asv, and print it",
                 "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
                 "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json")
-    m.add_argument("--preset", required=True, choices=PRESET_NAMES, help="input shapes: tiny runs on a CPU")
-    m.add_argument("--workload", required=True, choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="see `list`")
+    m.add_argument("--preset", required=True, help="input shapes: tiny runs on a CPU (see `list`)")
+    m.add_argument("--workload", required=True, metavar="WORKLOAD", help="see `list`")
     what = m.add_mutually_exclusive_group(required=True)
     what.add_argument("--mode", choices=MODES, help="eager or a torch.compile mode")
     what.add_argument("--kernel", metavar="NAME", help="a registered candidate of WORKLOAD instead of a mode")
@@ -373,8 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines run --workload llm_rmsnorm llm_layernorm -j 4\n"
                 "compile-baselines run --commit v1.2 --date 2026-11-23", more=(
                     " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."))
-    r.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: tiny on CPU, prefill+decode on CUDA")
-    r.add_argument("--workload", nargs="+", choices=WORKLOAD_NAMES, metavar="WORKLOAD", help="default: all 23")
+    r.add_argument("--preset", nargs="+",
+                   help="default: tiny on CPU, prefill+decode on CUDA (and plugins' presets likewise; see `list`)")
+    r.add_argument("--workload", nargs="+", metavar="WORKLOAD",
+                   help="names, or NAMESPACE.* for a plugin's workloads (default: all, plugins' included)")
     r.add_argument("--mode", nargs="+", choices=MODES, help="default: all five")
     r.add_argument("--kernel", nargs="+", metavar="K",
                    help="kernels under test: all (default), none, NAME or WORKLOAD:NAME (see `list`)")
@@ -503,7 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
     q.add_argument("-j", "--jobs", type=int, help="cells at once (as run's)")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
-    q.add_argument("--preset", nargs="+", choices=PRESET_NAMES, help="default: prefill and decode")
+    q.add_argument("--preset", nargs="+", help="default: as run's")
+    q.add_argument("--workload", nargs="+", metavar="WORKLOAD",
+                   help="measure only these among what the PR changed: names or NAMESPACE.* (a kernel repository)")
     q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     q.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
 
@@ -525,6 +561,16 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines report --out site/report")
     reading(o)
     o.add_argument("--out", required=True, help="output directory")
+
+    n = command("init", "write what a kernel repository needs to plug its own workloads and kernels in",
+                "compile-baselines init --dir ../my-kernels --namespace mykernels", more=(
+                    " The entry points (pyproject.toml, or the lines to add to yours), a workload skeleton with a "
+                    "tiny preset and a sweep, a candidate skeleton, and the caller of the reusable workflow, pinned "
+                    "to this compile-baselines commit. Existing files are never overwritten without --force."))
+    n.add_argument("--dir", default=".", help="the repository to write into (default: here)")
+    n.add_argument("--namespace", help="the workloads' namespace (default: from the directory's name)")
+    n.add_argument("--ref", help="the compile-baselines commit the workflow pins (default: this checkout's HEAD)")
+    n.add_argument("--force", action="store_true", help="overwrite files that exist")
 
     u = command("publish", "asv publish (renders with no network) plus the report next to it",
                 "compile-baselines publish --out site")

@@ -5,6 +5,8 @@ whose result is already stored cheap to report."""
 
 from __future__ import annotations
 
+import re
+
 PRESET_NAMES: tuple[str, ...] = ("prefill", "decode", "tiny")
 
 # docs/workloads.md order: llm, vlm, diffusion, then the two LLM losses and the RL losses.
@@ -36,7 +38,36 @@ DOMAINS: tuple[str, ...] = ("llm", "vlm", "diffusion", "rl")
 DOMAIN_PREFIXES: dict[str, str] = {"llm_": "llm", "vlm_": "vlm", "diff_": "diffusion", "rl_": "rl"}
 
 
+# Plugin workloads (workloads.plugins) are named `namespace.name`, the namespace being their entry point's name:
+# a dot never occurs in the study's names, so the two never collide, and it is safe in a cell-store path, an asv
+# parameter, a `workload:candidate` key and a command line.
+NAMESPACE_SEP = "."
+NAMESPACE = re.compile(r"[a-z][a-z0-9_]*")
+PLUGIN_WORKLOAD = re.compile(r"([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)")
+
+
+class WorkloadClash(ValueError):
+    """A workload name that is, or could be taken for, another's: two plugins with one namespace, a plugin's
+    workload without its namespace or outside it, a name declared twice."""
+
+
+def is_plugin_workload(workload: str) -> bool:
+    """Whether `workload` is a plugin's name (namespaced), not one of the study's 23."""
+    return NAMESPACE_SEP in workload
+
+
+def check_plugin_workload(workload: str, namespace: str) -> str:
+    """`workload` if it is a valid name in `namespace` (`namespace.name`), else ValueError saying why."""
+    m = PLUGIN_WORKLOAD.fullmatch(workload)
+    if m is None or m.group(1) != namespace:
+        raise ValueError(f"workload {workload!r} of plugin {namespace!r}: name it {namespace}.<name>, the name in "
+                         "lower-case letters, digits and _ (the namespace keeps it apart from every other workload)")
+    return workload
+
+
 def domain_of(workload: str) -> str:
+    if is_plugin_workload(workload):
+        raise KeyError(f"workload {workload!r} is a plugin's: its domain is declared (workloads.catalog.domain)")
     for prefix, domain in DOMAIN_PREFIXES.items():
         if workload.startswith(prefix):
             return domain

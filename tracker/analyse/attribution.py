@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracker.store.commits import CommitError, git
-from workloads.names import WORKLOAD_NAMES
+from workloads import catalog
 
 # Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
 HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/stats.py",
@@ -30,6 +30,11 @@ class Selection:
     everything: bool
     reasons: tuple[str, ...]  # one per changed file that selected something: "path: what"
 
+    def within(self, scope: Iterable[str]) -> Selection:
+        """The selection restricted to `scope` (a kernel repository measures its own workloads only)."""
+        keep = set(scope)
+        return Selection(tuple(w for w in self.workloads if w in keep), self.everything, self.reasons)
+
     def describe(self) -> str:
         if not self.workloads:
             return "nothing to measure"
@@ -43,10 +48,10 @@ def _module_path(module: str) -> str:
 
 def workload_modules() -> dict[str, list[str]]:
     """Source file -> the workloads it defines (each Workload's builder lives in its domain module)."""
-    from workloads.registry import WORKLOADS
+    from workloads.registry import all_workloads
 
     out: dict[str, list[str]] = {}
-    for w in WORKLOADS:
+    for w in all_workloads():
         out.setdefault(_module_path(w.builder.__module__), []).append(w.name)
     return out
 
@@ -86,7 +91,8 @@ def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, lis
         elif path.startswith("workloads/") and path.endswith(".py"):
             everything = True  # a helper the domain modules may share
             reasons.append(f"{path}: shared by workloads, all workloads")
-    names = WORKLOAD_NAMES if everything else tuple(w for w in WORKLOAD_NAMES if w in chosen)
+    known = catalog.workload_names()
+    names = known if everything else tuple(w for w in known if w in chosen)
     return Selection(tuple(names), everything, tuple(reasons))
 
 

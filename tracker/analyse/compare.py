@@ -79,8 +79,9 @@ from tracker.analyse.verdicts import (
 )
 from tracker.stats import HostBound, NoiseModel, float_or_none
 from tracker.store.asvjson import RunFile
+from workloads import catalog
 from workloads.kernels.registry import MODE_PREFIX
-from workloads.names import AUTOTUNED_MODES, MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads.names import AUTOTUNED_MODES, MODES
 
 
 @dataclass(frozen=True)
@@ -346,8 +347,9 @@ def _measured(t: pd.DataFrame) -> dict[tuple[str, str, str], Any]:
 
 def _order(key: tuple[str, ...]) -> tuple[Any, ...]:
     preset, workload, *rest = key
-    w = WORKLOAD_NAMES.index(workload) if workload in WORKLOAD_NAMES else len(WORKLOAD_NAMES)
-    p = PRESET_NAMES.index(preset) if preset in PRESET_NAMES else len(PRESET_NAMES)
+    workloads, presets = catalog.workload_names(), catalog.preset_names()
+    w = workloads.index(workload) if workload in workloads else len(workloads)
+    p = presets.index(preset) if preset in presets else len(presets)
     m = [(MODES.index(x), x) if x in MODES else (len(MODES), x) for x in rest]
     return (p, w, workload, *m)
 
@@ -592,7 +594,7 @@ def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None) -> tuple[set[str]
     reach = attribution.source_changes(b.commit, h.commit, repo_dir)
     if reach is None:
         return set(), ""
-    unaffected = set(WORKLOAD_NAMES) - set(reach.workloads)
+    unaffected = set(catalog.workload_names()) - set(reach.workloads)
     if not unaffected:
         return set(), ""
     what = "no workload" if not reach.workloads else ", ".join(reach.workloads)

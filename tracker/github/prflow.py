@@ -168,10 +168,11 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
             results_dir: str | os.PathLike[str] = ".asv/results", jobs: int | None = None,
             machine: str | None = None, presets: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
             runner: Runner | None = None, repo_dir: str | os.PathLike[str] = ROOT, only_on_change: bool = True,
-            fail_on: str = "never") -> int:
+            fail_on: str = "never", scope: Sequence[str] | None = None) -> int:
     """`compile-baselines pr`: exit 0, or 3 when `fail_on` holds; errors raise (CLI: 1, usage 2).
 
-    A comment is created only when something changed (`only_on_change`), an earlier one is always updated."""
+    A comment is created only when something changed (`only_on_change`), an earlier one is always updated.
+    `scope`: the workloads this repository measures (a kernel repository's own); None: every one."""
     if fail_on not in compare.FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
     target = _target(repo, pr)
@@ -181,6 +182,8 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     base, head = _resolve(base_ref, repo_dir), _resolve(head_ref, repo_dir)
     files = changed_files(base, head, repo_dir)
     selection = select_workloads(files)
+    if scope is not None:
+        selection = selection.within(scope)
     log = sys.stderr
     print(f"pr: base {base[:12]} ({base_ref}), head {head[:12]} ({head_ref}), {len(files)} changed files; "
           f"{selection.describe()}", file=log)

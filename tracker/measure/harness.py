@@ -22,9 +22,10 @@ from typing import Any
 from tracker.measure.fingerprint import compiled_fingerprint, loaded_modules
 from tracker.measure.hostinfo import host_info
 from tracker.stats import quantile
-from workloads import names, registry
+from workloads import catalog, names, registry
 from workloads.kernels import registry as kernel_registry
-from workloads.presets import Preset, get_preset
+from workloads.presets import Preset
+from workloads.shapes import Shape
 from workloads.spec import Workload
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
@@ -340,7 +341,8 @@ def measure_cell(
     given, is this run's launch floor, already measured by another cell (the runner's workers share one)."""
     import torch
 
-    spec, p = registry.get(workload), get_preset(preset)
+    spec = registry.get(workload)
+    catalog.check_preset(preset)
     kernel = kernel_registry.candidate_name(mode)
     candidate = kernel_registry.get(workload, kernel) if kernel is not None and fn_override is None else None
     if fn_override is None and candidate is None:
@@ -348,8 +350,9 @@ def measure_cell(
     device = pick_device(device)
     result = CellResult(preset, workload, mode, device, FAILED)
     start = time.perf_counter()
-    if not spec.applies_to(preset):
-        return _skip(result, f"{workload} is decode-invariant: the study measures it in prefill only", start)
+    if why := spec.not_measured_in(preset):
+        return _skip(result, why, start)
+    p = spec.preset(preset)
     if p.needs_cuda and device != "cuda":
         return _skip(result, f"preset {preset} needs a CUDA device (multi-GiB inputs)", start)
     if device == "cuda" and not torch.cuda.is_available():
@@ -384,7 +387,7 @@ def _skip(result: CellResult, reason: str, start: float) -> CellResult:
     return result
 
 
-def _measure_into(result: CellResult, spec: Workload, p: Preset, mode: str, device: str,
+def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: str, device: str,
                   settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
     import torch
 

@@ -30,11 +30,13 @@ from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
 from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
+from tracker.publish.sweeps import SweepView, sweep_views
 from tracker.stats import TOO_NOISY_SPREAD, float_or_none, relative_spread
 from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
 from tracker.store.cells import RunKey
-from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
+from workloads import catalog
+from workloads.names import MODES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -124,6 +126,7 @@ class MachineSection:
     gpu: str
     presets: list[PresetSection]
     runs: int
+    sweeps: list[SweepView] = field(default_factory=list)  # plugin workloads' shape sweeps (publish/sweeps.py)
 
     @property
     def timer(self) -> str:
@@ -215,7 +218,7 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
     verdicts = {str(r["workload"]): r for r in instances[instances["preset"] == preset].to_dict("records")}
     sub = cells[cells["preset"] == preset]
     rows = []
-    for workload in (w for w in WORKLOAD_NAMES if w in set(sub["workload"].astype(str))):
+    for workload in (w for w in catalog.workload_names() if w in set(sub["workload"].astype(str))):
         by_mode = {str(r["mode"]): r for r in sub[sub["workload"] == workload].to_dict("records")}
         eager = by_mode.get("eager")
         eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
@@ -309,7 +312,8 @@ def version_view(a: analysis.Analysis, machine: str, preset: str) -> VersionView
         for r in run.itertuples(index=False):
             column = winners.setdefault(str(r.workload), [None] * len(versions))
             column[i] = r.winner if isinstance(r.winner, str) else None
-    order = sorted(winners, key=lambda w: WORKLOAD_NAMES.index(w) if w in WORKLOAD_NAMES else len(WORKLOAD_NAMES))
+    known = catalog.workload_names()
+    order = sorted(winners, key=lambda w: known.index(w) if w in known else len(known))
     geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in analysis.COMPILED
                      if f"geomean_{m}" in hist)
     return VersionView(versions, commits, tuple((w, tuple(winners[w])) for w in order), geomeans)
@@ -342,7 +346,7 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
         gpu = str(latest["gpu"].iloc[0])
         peak = gpu_peak(gpu)
         presets = []
-        for preset in (p for p in PRESET_NAMES if p in set(latest["preset"].astype(str))):
+        for preset in (p for p in catalog.preset_names() if p in set(latest["preset"].astype(str))):
             rows = preset_rows(latest, inst, preset, modes, peak, asv_index)
             figures = preset_summary(a, run.commit, machine, run.torch, preset, table=latest)
             section = PresetSection(preset, rows, figures, kernels=kernel_section(a, run, preset),
@@ -354,21 +358,27 @@ def build_sections(table: pd.DataFrame, a: analysis.Analysis, asv_index: str | N
             presets.append(section)
         runs = table[table["machine"] == machine].groupby(["commit", "torch"], observed=True).ngroups
         sections.append(MachineSection(machine, _meta(latest, run, (machine_info or {}).get(machine, {})), peak, gpu,
-                                       presets, runs))
+                                       presets, runs, sweep_views({p.preset: (p.rows, p.kernels) for p in presets})))
     return sections
 
 
-def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: str | None,
-           generated: dt.datetime) -> str:
+def environment() -> Any:
+    """The report templates' jinja2 environment, with the figures' filters."""
     import jinja2
-    from markupsafe import Markup
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["ms"] = _fmt_ms
     env.filters["pct"] = _fmt_pct
     env.filters["x"] = _fmt_x
-    return env.get_template("report.html.j2").render(
+    return env
+
+
+def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: str | None,
+           generated: dt.datetime) -> str:
+    from markupsafe import Markup
+
+    return environment().get_template("report.html.j2").render(
         sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
         asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
         timers=timers(sections), calls=calls_text,

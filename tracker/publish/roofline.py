@@ -51,10 +51,11 @@ class Work:
 @cache
 def declared_work(workload: str, preset: str) -> Work | None:
     """The workload's own declaration of its work (None for names the registry does not know)."""
-    from workloads import presets, registry  # the workloads import torch: only a page with rows needs them
+    from workloads import registry  # the workloads import torch: only a page with rows needs them
 
     try:
-        w, p = registry.get(workload), presets.get_preset(preset)
+        w = registry.get(workload)
+        p = w.preset(preset)
     except KeyError:
         return None
     return Work(float(w.flops(p)), float(w.min_bytes(p)))

@@ -27,7 +27,8 @@ from tracker.analyse.best import COMPILED, DEFAULT, EAGER, MANCG, Analysis, anal
 from tracker.analyse.breakeven import break_even
 from tracker.analyse.unstable import unstable_cells
 from tracker.stats import float_or_none
-from tracker.store.results import DOMAINS, RUN_KEYS
+from tracker.store.results import RUN_KEYS
+from workloads.catalog import domains
 from workloads.names import MODES
 
 
@@ -96,7 +97,7 @@ def kernel_json(k: dict[str, Any]) -> dict[str, Any]:
 def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: list[dict[str, Any]],
                  break_even_rows: list[dict[str, Any]], noisy: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     won = [x for x in inst if isinstance(x["winner"], str)]
-    domain_wins = {d: {m: 0 for m in MODES} for d in DOMAINS if any(x["domain"] == d for x in won)}
+    domain_wins = {d: {m: 0 for m in MODES} for d in domains() if any(x["domain"] == d for x in won)}
     for x in won:
         domain_wins[x["domain"]][x["winner"]] += 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracker.measure.hostinfo import cuda_available
 from tracker.runner.pool import usable_cpus
+from workloads import catalog
 
 
 def device(requested: str | None) -> str:
@@ -12,8 +13,11 @@ def device(requested: str | None) -> str:
 
 
 def default_presets(device: str) -> list[str]:
-    """The study's shapes on a GPU; on a CPU only the tiny one, which a CPU measures in reasonable time."""
-    return ["prefill", "decode"] if device == "cuda" else ["tiny"]
+    """The study's shapes on a GPU; on a CPU only the tiny one, which a CPU measures in reasonable time. A plugin's
+    presets join them likewise: those that need CUDA on a GPU, the others (its tiny ones) on a CPU."""
+    study = ["prefill", "decode"] if device == "cuda" else ["tiny"]
+    plugins = [p.name for w in catalog.plugin_workloads() for p in w.presets if p.needs_cuda == (device == "cuda")]
+    return list(dict.fromkeys([*study, *plugins]))
 
 
 def default_jobs(device: str) -> int:

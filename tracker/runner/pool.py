@@ -28,9 +28,10 @@ from tracker.paths import REPO_ROOT
 from tracker.runner.worker import ENV_SETTINGS
 from tracker.store import asvfiles
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
+from workloads import catalog
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
-from workloads.names import AUTOTUNED_MODES, MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
+from workloads.names import AUTOTUNED_MODES, MODES, is_plugin_workload
 
 # Rough seconds per cell: eager a few, a compiled mode several times that, max-autotune's GEMM tuning the most.
 # Only the ratios matter: they balance shards and order the queue (queue_order).
@@ -61,34 +62,44 @@ class Job:
         return str(self.cell) if self.replicate == 1 else f"{self.cell} #{self.replicate}"
 
 
+def _autotuned(workload: str) -> bool:
+    if workload in _AUTOTUNED_WORKLOADS:
+        return True
+    return is_plugin_workload(workload) and bool({"gemm", "conv"} & set(workload_registry.get(workload).tags))
+
+
 def expected_cost(cell: CellId) -> float:
     if kernel_registry.candidate_name(cell.mode) is not None:
         return 8.0  # eager inputs plus a kernel's JIT compile
     cost = _MODE_COST.get(cell.mode, 20.0)
-    if cell.mode.startswith("max-autotune") and cell.workload in _AUTOTUNED_WORKLOADS:
+    if cell.mode.startswith("max-autotune") and _autotuned(cell.workload):
         cost += 30.0
     return cost
 
 
-def plan(presets: Iterable[str], workloads: Iterable[str] = WORKLOAD_NAMES, modes: Iterable[str] = MODES,
+def plan(presets: Iterable[str], workloads: Iterable[str] | None = None, modes: Iterable[str] = MODES,
          kernels: Iterable[str] = ()) -> list[CellId]:
     """The cells the study measures among the given presets, workloads and modes, in the study's order, each
-    workload's compile modes followed by its selected candidates ("kernel:<name>", see `kernel_modes`)."""
-    presets, workloads, modes = list(presets), list(workloads), list(modes)
-    for kind, given, known in (("preset", presets, PRESET_NAMES), ("workload", workloads, WORKLOAD_NAMES),
+    workload's compile modes followed by its selected candidates ("kernel:<name>", see `kernel_modes`). Workloads
+    default to every one, the installed plugins' included (workloads.catalog); a plugin's workload has cells in
+    the presets it declares only."""
+    all_workloads = catalog.workload_names()
+    presets, modes = list(presets), list(modes)
+    workloads = list(all_workloads if workloads is None else workloads)
+    for kind, given, known in (("preset", presets, catalog.preset_names()), ("workload", workloads, all_workloads),
                                ("mode", modes, MODES)):
         unknown = [x for x in given if x not in known]
         if unknown:
             raise KeyError(f"unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
     picked = kernel_modes(kernels, workloads)
-    return [CellId(p, w, m) for p in presets for w in WORKLOAD_NAMES if w in workloads and applies(p, w)
+    return [CellId(p, w, m) for p in presets for w in all_workloads if w in workloads and catalog.applies(p, w)
             for m in [*(m for m in MODES if m in modes), *picked.get(w, [])]]
 
 
-def kernel_modes(selectors: Iterable[str], workloads: Iterable[str] = WORKLOAD_NAMES) -> dict[str, list[str]]:
+def kernel_modes(selectors: Iterable[str], workloads: Iterable[str] | None = None) -> dict[str, list[str]]:
     """Candidate modes per workload for `selectors`: "all", a candidate name (that name for every workload
     that has it) or "workload:name". Only candidates of `workloads` are kept; an unknown one is a KeyError."""
-    workloads = set(workloads)
+    workloads = set(catalog.workload_names() if workloads is None else workloads)
     registered = kernel_registry.candidates()
     chosen: dict[str, list[str]] = {}
     for sel in selectors:

@@ -33,8 +33,9 @@ from tracker.errors import ToolError
 from tracker.store.asvfiles import BENCHMARK_CLASS, CANDIDATE_CLASS, HOST_BENCHMARK
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
+from workloads import catalog
 from workloads.kernels.registry import mode_of, split_key
-from workloads.names import DOMAINS, MODES, PRESET_NAMES, WORKLOAD_NAMES, domain_of
+from workloads.names import MODES
 
 STATUSES = ("ok", "failed", "skipped")
 RUN_KEYS = ["commit", "machine", "torch"]
@@ -141,8 +142,21 @@ def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | N
 
 
 @dataclass(frozen=True)
+class Names:
+    """The preset and workload names cells are decoded into (the study's, then the installed plugins'): a name of
+    a file that is not here is no longer in the suite."""
+
+    presets: tuple[str, ...]
+    workloads: tuple[str, ...]
+
+    @classmethod
+    def installed(cls) -> Names:
+        return cls(catalog.preset_names(), catalog.workload_names())
+
+
+@dataclass(frozen=True)
 class _Grid:
-    """A benchmark's decoded parameter grid in asv's order: codes into PRESET_NAMES, WORKLOAD_NAMES and `modes`
+    """A benchmark's decoded parameter grid in asv's order: codes into Names' presets, workloads and `modes`
     (-1: unknown); consecutive runs of `group` cells are one instance ((preset, workload): its modes)."""
 
     preset: np.ndarray
@@ -161,12 +175,12 @@ def _params(row: list[Any], columns: dict[str, int]) -> Params:
 
 
 @functools.cache
-def _grid(key: Params) -> _Grid:
+def _grid(key: Params, names: Names) -> _Grid:
     if len(key) != 3:
         raise ValueError(f"expected (preset, workload, mode) parameters, found {len(key)} parameter lists")
     unknown: list[str] = []
     codes = []
-    for kind, values, known in zip(("preset", "workload", "mode"), key, (PRESET_NAMES, WORKLOAD_NAMES, MODES),
+    for kind, values, known in zip(("preset", "workload", "mode"), key, (names.presets, names.workloads, MODES),
                                    strict=True):
         decoded = [ast.literal_eval(v) for v in values]  # asv stores repr()s: "'prefill'"
         unknown += [f"{kind} {v!r}" for v in decoded if v not in known]
@@ -176,12 +190,12 @@ def _grid(key: Params) -> _Grid:
 
 
 @functools.cache
-def _candidate_grid(key: Params) -> _Grid:
+def _candidate_grid(key: Params, names: Names) -> _Grid:
     """The grid of candidates.Candidate: (preset, "workload:name") pairs; a candidate's mode is "kernel:<name>"."""
     if len(key) != 2:
         raise ValueError(f"expected (preset, candidate) parameters, found {len(key)} parameter lists")
     presets = [ast.literal_eval(v) for v in key[0]]
-    unknown = [f"preset {p!r}" for p in presets if p not in PRESET_NAMES]
+    unknown = [f"preset {p!r}" for p in presets if p not in names.presets]
     pairs: list[tuple[str, str] | None] = []
     for value in (ast.literal_eval(v) for v in key[1]):
         try:
@@ -189,12 +203,12 @@ def _candidate_grid(key: Params) -> _Grid:
         except KeyError:
             workload = name = ""
         # A candidate of a workload no longer in the suite is dropped; an unregistered name is history: kept.
-        pairs.append((workload, mode_of(name)) if workload in WORKLOAD_NAMES else None)
+        pairs.append((workload, mode_of(name)) if workload in names.workloads else None)
         if pairs[-1] is None:
             unknown.append(f"candidate {value!r}")
     modes = tuple(sorted({pair[1] for pair in pairs if pair}))
-    p_codes = np.array([PRESET_NAMES.index(p) if p in PRESET_NAMES else -1 for p in presets], dtype=np.int16)
-    w_codes = np.array([WORKLOAD_NAMES.index(x[0]) if x else -1 for x in pairs], dtype=np.int16)
+    p_codes = np.array([names.presets.index(p) if p in names.presets else -1 for p in presets], dtype=np.int16)
+    w_codes = np.array([names.workloads.index(x[0]) if x else -1 for x in pairs], dtype=np.int16)
     m_codes = np.array([modes.index(x[1]) if x else -1 for x in pairs], dtype=np.int16)
     p, w = np.meshgrid(p_codes, w_codes, indexing="ij")
     m = np.broadcast_to(m_codes, p.shape)
@@ -229,7 +243,7 @@ def _impossible(values: np.ndarray, positive: bool) -> np.ndarray:
 
 @dataclass
 class _Chunk:
-    """The rows one benchmark class of one file contributes, as arrays (codes into PRESET_NAMES, WORKLOAD_NAMES
+    """The rows one benchmark class of one file contributes, as arrays (codes into Names' presets and workloads
     and `modes`)."""
 
     file: int
@@ -298,7 +312,8 @@ def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[st
                   {k: v[keep] for k, v in arrays.items()}, samples, grid.unknown)
 
 
-def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes: list[str]) -> list[_Chunk]:
+def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes: list[str], names: Names
+               ) -> list[_Chunk]:
     """The file's cells: the compile modes', then the kernels under test's; what was read as n/a or failed for
     being impossible goes to `notes`."""
     columns = {c: i for i, c in enumerate(data["result_columns"])}
@@ -308,7 +323,7 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes:
     sampled = metrics.sampled().name
     row = results.get(metrics.benchmark_names(BENCHMARK_CLASS)[sampled])
     if row is not None:
-        grid = _grid(_params(row, columns))
+        grid = _grid(_params(row, columns), names)
         arrays = _metric_arrays(results, columns, BENCHMARK_CLASS, len(grid.preset), notes)
         # Keep every mode of an instance that has any result; an instance with none was not run here.
         has_result = arrays["status"] != 2
@@ -317,7 +332,7 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes:
         measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
     row = results.get(metrics.benchmark_names(CANDIDATE_CLASS)[sampled])
     if row is not None:
-        grid = _candidate_grid(_params(row, columns))
+        grid = _candidate_grid(_params(row, columns), names)
         arrays = _metric_arrays(results, columns, CANDIDATE_CLASS, len(grid.preset), notes)
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
@@ -407,6 +422,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     stale: dict[str, list[Path]] = defaultdict(list)
     unknown: dict[str, list[Path]] = defaultdict(list)
     runs = list(runs)
+    names = Names.installed()
     unreadable: list[str] = []
     for run in runs:
         try:
@@ -414,7 +430,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
             run = run_of(run.path, data)
             _check_benchmarks(data, run.path, stale, problems)
             notes: list[str] = []
-            file_chunks = _file_rows(data, len(files), with_samples, notes)
+            file_chunks = _file_rows(data, len(files), with_samples, notes, names)
             for name in (name for chunk in file_chunks for name in chunk.unknown):
                 if strict:
                     problems.add(f"{run.path}: {name} is no longer in the suite")
@@ -423,7 +439,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
             problems.add(f"skipped {run.path}: {_reason(e)}")
             unreadable.append(problems.messages[-1])
             continue
-        if bad := _impossible_cells(file_chunks):
+        if bad := _impossible_cells(file_chunks, names):
             notes.insert(0, f"{len(bad)} cell(s) with an impossible latency (e.g. {bad[0]}), counted as failed")
         for note in notes:
             problems.add(f"{run.path}: {note}")
@@ -441,7 +457,7 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
     for name, paths in sorted(unknown.items()):
         problems.add(f"ignored cells of {name} in {len(paths)} result file(s) (e.g. {paths[0]}): no longer in the "
                      "suite")
-    table = _assemble(chunks, files, launch, with_samples)
+    table = _assemble(chunks, files, launch, with_samples, names)
     table = _drop_duplicate_runs(table, problems)
     table["reason"] = _reasons(table, Path(cells_dir) if cells_dir else None)
     impossible = table[IMPOSSIBLE].notna()
@@ -459,12 +475,12 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-def _impossible_cells(chunks: list[_Chunk]) -> list[str]:
+def _impossible_cells(chunks: list[_Chunk], names: Names) -> list[str]:
     """'preset/workload/mode = value ms' of every cell of a file whose latency was impossible."""
     out = []
     for c in chunks:
         for j in np.flatnonzero(~np.isnan(c.arrays[IMPOSSIBLE])):
-            out.append(f"{PRESET_NAMES[c.preset[j]]}/{WORKLOAD_NAMES[c.workload[j]]}/{c.modes[c.mode[j]]} = "
+            out.append(f"{names.presets[c.preset[j]]}/{names.workloads[c.workload[j]]}/{c.modes[c.mode[j]]} = "
                        f"{float(c.arrays[IMPOSSIBLE][j])!r} ms")
     return out
 
@@ -480,7 +496,8 @@ def _mode_names(chunks: list[_Chunk]) -> list[str]:
     return [*MODES, *sorted({m for c in chunks for m in c.modes} - set(MODES))]
 
 
-def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], with_samples: bool) -> pd.DataFrame:
+def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], with_samples: bool,
+              names: Names) -> pd.DataFrame:
     mode_names = _mode_names(chunks)
     if chunks:
         file_idx = np.concatenate([np.full(len(c.preset), c.file, dtype=np.int32) for c in chunks])
@@ -495,7 +512,8 @@ def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], w
         numeric = [metrics.sampled().column, IMPOSSIBLE, *_STATS, *(m.column for m in metrics.unsampled())]
         arrays = {k: np.array([], dtype=float) for k in numeric}
         arrays["status"] = np.array([], dtype=np.int8)
-    domains = np.array([DOMAINS.index(domain_of(w)) for w in WORKLOAD_NAMES], dtype=np.int8)
+    all_domains = list(catalog.domains())
+    domains = np.array([all_domains.index(catalog.domain(w)) for w in names.workloads], dtype=np.int8)
     table = pd.DataFrame({
         "commit": _categorical([f.commit for f in files], file_idx),
         "date": pd.to_datetime(np.array([f.date_ms for f in files], dtype=np.int64)[file_idx], unit="ms", utc=True),
@@ -503,10 +521,10 @@ def _assemble(chunks: list[_Chunk], files: list[RunFile], launch: list[float], w
         "gpu": _categorical([f.params.get("gpu", "unknown") for f in files], file_idx),
         "torch": _categorical([f.torch for f in files], file_idx),
         "triton": _categorical([f.params.get("triton", "unknown") for f in files], file_idx),
-        "preset": pd.Categorical.from_codes(preset.astype(np.int32), categories=list(PRESET_NAMES)),
-        "workload": pd.Categorical.from_codes(workload.astype(np.int32), categories=list(WORKLOAD_NAMES)),
+        "preset": pd.Categorical.from_codes(preset.astype(np.int32), categories=list(names.presets)),
+        "workload": pd.Categorical.from_codes(workload.astype(np.int32), categories=list(names.workloads)),
         "mode": pd.Categorical.from_codes(mode.astype(np.int32), categories=mode_names),
-        "domain": pd.Categorical.from_codes(domains[workload].astype(np.int32), categories=list(DOMAINS)),
+        "domain": pd.Categorical.from_codes(domains[workload].astype(np.int32), categories=all_domains),
         "status": pd.Categorical.from_codes(arrays.pop("status").astype(np.int32), categories=list(STATUSES)),
         **arrays,
         "launch_us": np.array(launch, dtype=float)[file_idx] if launch else np.array([], dtype=float),

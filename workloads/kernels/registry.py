@@ -20,7 +20,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any, TypeVar
 
-from workloads.names import check_workload
+from workloads.catalog import check_workload
 
 ENTRY_POINT_GROUP = "compile_baselines.kernels"
 MODE_PREFIX = "kernel:"  # a candidate's cell is (preset, workload, "kernel:<name>")
@@ -163,6 +163,10 @@ class Registry:
                     self.plugin_errors[ep.name] = why
                     warnings.warn(f"kernel plugin {ep.name!r} ({ep.value}) skipped: {why}", PluginWarning,
                                   stacklevel=3)
+
+    def reset(self) -> None:
+        """Forget what was loaded, to load again on the next query (a test that puts a plugin on sys.path)."""
+        self.__init__(self.modules, self.group)  # type: ignore[misc]
 
     def candidates(self, workload: str | None = None) -> list[Candidate]:
         """Registered candidates, ordered by workload then name; those of `workload` only when given."""

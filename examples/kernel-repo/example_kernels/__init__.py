@@ -1,0 +1,1 @@
+"""An example kernel repository for compile-baselines: its workloads and its candidate kernels."""

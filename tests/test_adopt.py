@@ -1,0 +1,157 @@
+"""Adoption: `compile-baselines init` writes a kernel repository that plugs in and measures, and the reusable
+workflow it calls keeps our fork policy and least-privilege tokens."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from plugin_fixture import EXAMPLE_REPO, installed
+from test_workflows import cli_invocations, evaluate, pr_event
+
+from tracker import cli
+from tracker.adopt.scaffold import WORKFLOW, Scaffold, init, render
+from tracker.measure import harness
+from tracker.measure.harness import Settings, measure_cell
+from workloads import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = "c30913a34f8d40dc30ed91adcacb8885a2e115d9"  # the commit that added .github/workflows/kernel-repo.yml
+FAST = Settings(warmup_ms=1.0, rep_ms=5.0, warmup_calls=1)
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    wf = yaml.safe_load(path.read_text())
+    if True in wf:  # YAML 1.1 reads the key `on` as the boolean True
+        wf["on"] = wf.pop(True)
+    return wf
+
+
+REUSABLE = load_yaml(ROOT / ".github" / "workflows" / "kernel-repo.yml")
+
+
+# ---------------------------------------------------------------------------------------------------- init
+
+
+def test_init_writes_a_repository_that_plugs_in_and_measures(tmp_path: Path) -> None:
+    repo = tmp_path / "acme"
+    s, written, hand_edit = init(repo, ref=REF)
+    assert (s.namespace, s.package, hand_edit) == ("acme", "acme_kernels", None)
+    assert sorted(p.relative_to(repo).as_posix() for p in written) == [
+        WORKFLOW, "acme_kernels/__init__.py", "acme_kernels/kernels.py", "acme_kernels/workloads.py", "pyproject.toml"]
+    with installed(repo, tmp_path / "site", ("acme_kernels",)):
+        assert catalog.workload_names()[-1] == "acme.silu"
+        assert "tokens=8192" in catalog.preset_names()
+        for mode in ("eager", "kernel:torch_reference"):
+            r = measure_cell("tiny", "acme.silu", mode, "cpu", FAST)
+            assert (r.status, r.correct) == (harness.OK, True), r.reason
+
+
+def test_init_never_overwrites_and_leaves_an_existing_pyproject_alone(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", REF]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "pyproject.toml").read_text() == "[project]\nname = 'mine'\n"
+    assert 'add these lines' in out and '[project.entry-points."compile_baselines.workloads"]\nmine = ' \
+        '"mine_kernels.workloads"' in out
+    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", REF]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("already exist in " + str(tmp_path) + ": move them aside or pass --force")
+    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "Mine", "--ref", REF]) == 1
+    assert "lower-case letters" in capsys.readouterr().err
+    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", "main"]) == 1
+    assert "full 40-hex commit hash" in capsys.readouterr().err
+
+
+def test_the_example_caller_is_what_init_writes_for_it() -> None:
+    meta = Scaffold("example", "example_kernels", "cb-example-kernels", REF)
+    caller = EXAMPLE_REPO / WORKFLOW
+    assert caller.read_text() == render("caller.yml.j2", **meta.context())
+    job = load_yaml(caller)["jobs"]["compile-baselines"]
+    assert job["uses"].endswith(f"/.github/workflows/kernel-repo.yml@{job['with']['compile-baselines-ref']}")
+    assert set(load_yaml(caller)["on"]) == {"schedule", "workflow_dispatch", "pull_request"}
+
+
+def test_init_s_caller_passes_the_workflow_linters(tmp_path: Path) -> None:
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    if not all(shutil.which(t, path=path) for t in ("actionlint", "zizmor")):
+        pytest.skip("actionlint or zizmor not installed (the project's test extra)")
+    init(tmp_path, namespace="acme", ref=REF)
+    env = {**os.environ, "PATH": path}
+    for command in (["actionlint", "-no-color", WORKFLOW],
+                    ["zizmor", "--offline", "--min-severity", "medium", "--no-progress", "--color", "never",
+                     ".github/workflows"]):
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------------------------------------------- the workflow
+
+
+def _jobs() -> dict[str, dict[str, Any]]:
+    return REUSABLE["jobs"]
+
+
+def _on_gpu(job: dict[str, Any]) -> bool:
+    return "inputs.runner-labels" in str(job.get("runs-on", ""))
+
+
+def test_the_reusable_workflow_is_only_called_and_grants_nothing_itself() -> None:
+    assert set(REUSABLE["on"]) == {"workflow_call"}
+    assert REUSABLE["permissions"] == {}
+    assert {"namespace", "compile-baselines-ref"} == {k for k, v in REUSABLE["on"]["workflow_call"]["inputs"].items()
+                                                      if v.get("required")}
+
+
+def test_each_job_narrows_the_token_and_the_gpu_jobs_never_write_the_repository() -> None:
+    assert {j for j, job in _jobs().items() if _on_gpu(job)} == {"bench", "pr"}
+    for job_id, job in _jobs().items():
+        assert isinstance(job.get("permissions"), dict), job_id
+        assert 0 < job["timeout-minutes"] <= 360, job_id
+        writes = {k for k, v in job["permissions"].items() if v == "write"}
+        if _on_gpu(job):
+            assert writes <= {"pull-requests"}, job_id
+        for step in job.get("steps", []):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, job_id
+            assert "${{" not in step.get("run", ""), f"{job_id}: expression inside run"
+    assert {j for j, job in _jobs().items() if "write" in job["permissions"].values()} == {
+        "store", "track", "deploy", "unlabel", "pr"}
+
+
+@pytest.mark.parametrize(("event", "runs"), [
+    (pr_event("opened", fork=False), True),
+    (pr_event("synchronize", fork=False), True),
+    (pr_event("opened", fork=True), False),
+    (pr_event("synchronize", fork=True, labels=("safe-to-bench",)), False),
+    (pr_event("labeled", fork=True, labels=("bug",), label="bug"), False),
+    (pr_event("labeled", fork=True, labels=("safe-to-bench",), label="safe-to-bench"), True),
+])
+def test_fork_code_reaches_the_gpu_runner_only_by_a_maintainers_label(event: dict[str, Any], runs: bool) -> None:
+    event["event_name"] = "pull_request"
+    assert evaluate(_jobs()["pr"]["if"], event) is runs
+    assert evaluate(_jobs()["bench"]["if"], event) is False  # the nightly never runs on a pull request
+
+
+def test_every_command_the_workflow_runs_parses_with_the_real_command_line() -> None:
+    parser = cli.build_parser()
+    used = set()
+    for job in _jobs().values():
+        for step in job.get("steps", []):
+            for args in cli_invocations(step.get("run", "")):
+                # a shell expansion stands for a value of the option's type: a number after -j and --pr
+                concrete = ["1" if "$" in a and i and args[i - 1] in ("-j", "--pr") else a.replace("$", "X")
+                            for i, a in enumerate(args)]
+                namespace = parser.parse_args(concrete)  # SystemExit on any mistake
+                used.add(namespace.command)
+                if namespace.command in ("run", "pr"):
+                    assert args[args.index("--workload") + 1] == "$NAMESPACE.*", shlex.join(args)
+    assert used == {"run", "merge", "compare", "issue", "publish", "pr"}

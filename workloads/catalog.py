@@ -1,0 +1,78 @@
+"""Every workload and preset name this process measures: the study's (workloads.names), then the plugins'.
+
+The study's names need no import; a plugin's come from its entry point (workloads.plugins), loaded on first use.
+Everything that lists, checks or orders names (the asv suite's grid, the command line, the runner, the results
+reader, the reports) asks here, so a plugin workload is measured, stored and reported like the study's 23. With
+no plugin installed, this is workloads.names plus one scan of the installed entry points.
+"""
+
+from __future__ import annotations
+
+from workloads import plugins
+from workloads.names import DOMAINS, PRESET_NAMES, WORKLOAD_NAMES, domain_of, is_plugin_workload
+from workloads.names import applies as study_applies
+from workloads.spec import Workload
+
+
+def plugin_workloads() -> list[Workload]:
+    return plugins.REGISTRY.workloads()
+
+
+def workload_names() -> tuple[str, ...]:
+    """The study's 23 in the study's order, then the plugins' in declaration order."""
+    return (*WORKLOAD_NAMES, *(w.name for w in plugin_workloads()))
+
+
+def preset_names() -> tuple[str, ...]:
+    """The study's three, then every preset a plugin declares that is not one of them, in declaration order."""
+    extra = dict.fromkeys(p.name for w in plugin_workloads() for p in w.presets)
+    return (*PRESET_NAMES, *(p for p in extra if p not in PRESET_NAMES))
+
+
+def domains() -> tuple[str, ...]:
+    """The study's four domains, then those plugins declare."""
+    extra = dict.fromkeys(w.domain for w in plugin_workloads())
+    return (*DOMAINS, *(d for d in extra if d not in DOMAINS))
+
+
+def domain(workload: str) -> str:
+    if is_plugin_workload(workload):
+        return plugins.REGISTRY.get(workload).domain
+    return domain_of(workload)
+
+
+def applies(preset: str, workload: str) -> bool:
+    """Whether `workload` is measured in `preset`: a plugin's in the presets it declares, the study's as the study."""
+    if is_plugin_workload(workload):
+        return plugins.REGISTRY.get(workload).applies_to(preset)
+    return preset in PRESET_NAMES and study_applies(preset, workload)
+
+
+def _check(kind: str, name: str, known: tuple[str, ...]) -> str:
+    if name not in known:
+        raise KeyError(f"unknown {kind} {name!r}; choose from {', '.join(known)}")
+    return name
+
+
+def check_workload(workload: str) -> str:
+    return _check("workload", workload, workload_names())
+
+
+def check_preset(preset: str) -> str:
+    return _check("preset", preset, preset_names())
+
+
+def expand(selectors: list[str] | tuple[str, ...]) -> list[str]:
+    """Workload names for command-line selectors: a name, or `namespace.*` for every workload of a plugin."""
+    known = workload_names()
+    out: list[str] = []
+    for sel in selectors:
+        if sel.endswith(".*"):
+            found = [w for w in known if w.startswith(sel[:-1])]
+            if not found:
+                spaces = sorted({w.split(".")[0] for w in known if is_plugin_workload(w)})
+                raise KeyError(f"no workloads match {sel!r}; plugin namespaces: {', '.join(spaces) or 'none'}")
+        else:
+            found = [_check("workload", sel, known)]
+        out += [w for w in found if w not in out]
+    return out
