@@ -1,0 +1,110 @@
+"""Benchmark (not a test) of the verdicts: false alarms on A/A pairs, detections on planted changes.
+
+On the GPU host (each step is the real CLI; see tests/fixtures/h100-aa/PROVENANCE.md for the commands as run):
+
+    compile-baselines run --preset prefill decode --machine h100-a --commit C --results-dir R   # run A, cold
+    compile-baselines run --preset prefill decode --machine h100-b --commit C --results-dir R   # run B, cold
+    compile-baselines compare --results-dir R --base C --head C --machine h100-a --head-machine h100-b --confirm
+    compile-baselines pr --base main --head PLANTED_BRANCH --results-dir P       # base and head, then confirmation
+
+Anywhere, on what those left behind:
+
+    python tools/verdict_trials.py aa R --commit C --machine h100-a --head-machine h100-b
+    python tools/verdict_trials.py plant P --base B --head H --machine h100-p --kinds vlm_vit_mlp_block=gpu ...
+
+`aa` prints the false alarms of the pair three ways: each cell's first compile alone judged by the single-compile
+rule (what the tracker did before replicates and confirmation), the run as recorded (replicates) without
+confirmation, and with confirmation (`--confirmed-only`'s rule). `plant` prints, per planted workload and kind, the
+cells and instances the comparison reports (the PR flow's rule: three compiles a side), and every other verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from tracker.analyse.compare import ChangeRule, Comparison, compare_runs
+from tracker.analyse.confirm import COMPILES
+from tracker.paths import REPO_ROOT
+from tracker.store import asvfiles
+from tracker.store.cells import CellStore, RunKey, default_cells_dir
+from tracker.store.results import list_runs
+
+
+def counts(c: Comparison) -> str:
+    return (f"best-baseline changes {len(c.best_changes)}, regressions {len(c.regressions)}, improvements "
+            f"{len(c.improvements)}, unconfirmed {len(c.unconfirmed)}, too noisy {len(c.noisy)} "
+            f"(of {len(c.cells)} cells, {len(c.instances)} instances)")
+
+
+def first_compiles(results: Path, dest: Path) -> Path:
+    """A copy of the results in which every run records each cell's first replicate alone: one compile in one
+    process, as runs were before replicates and confirmation."""
+    conf = asvfiles.load_conf(REPO_ROOT / "asv.conf.json", str(dest / "results"))
+    for run in list_runs(results)[0]:
+        store = CellStore.of_run(default_cells_dir(results), RunKey(run.machine, run.commit, run.torch))
+        first = [c for c in store.all() if int(c.get("replicate") or 1) == 1 and "mode" in c] if store else []
+        first = [{k: v for k, v in c.items() if k != "compiles_ms"} for c in first]
+        asvfiles.record_run(conf, sys.executable, run.machine, run.commit, run.date_ms, first,
+                            asvfiles.host_of(first) or {})
+    return dest / "results"
+
+
+def cmd_aa(a: argparse.Namespace) -> None:
+    results = Path(a.results)
+    pair = dict(base=a.commit, head=a.commit, machine=a.machine, head_machine=a.head_machine)
+    with tempfile.TemporaryDirectory() as tmp:
+        before = compare_runs(first_compiles(results, Path(tmp)), rule=ChangeRule(), **pair)
+        print(f"one compile a cell, single-compile rule: {counts(before)}")
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"as recorded (replicates), unconfirmed counted: {counts(compare_runs(results, rule=ChangeRule(), **pair))}")
+    confirmed = compare_runs(results, rule=ChangeRule(confirm=(0, COMPILES)), **pair)
+    print(f"confirmed (head {COMPILES} compiles): {counts(confirmed)}")
+    for x in [*confirmed.regressions, *confirmed.improvements, *confirmed.unconfirmed]:
+        print(f"  {x.verdict}: {x.preset} {x.workload} {x.mode} {x.ratio:.3f}x")
+
+
+def cmd_plant(a: argparse.Namespace) -> None:
+    kinds = dict(k.split("=", 1) for k in a.kinds)
+    c = compare_runs(Path(a.results), a.base, a.head, a.machine, rule=ChangeRule(confirm=(COMPILES, COMPILES)))
+    print(f"PR rule ({COMPILES} compiles a side): {counts(c)}")
+    detected: Counter[str] = Counter()
+    for i in c.instances:
+        kind = kinds.get(i.workload, "unplanted")
+        print(f"  {kind:10} {i.preset:8} {i.workload:28} best {i.base_best} -> {i.head_best}: "
+              f"{'CHANGED' if i.best_changed else 'same'} {i.reason}")
+        detected[f"{kind} instances reported"] += i.best_changed
+    for x in c.cells:
+        kind = kinds.get(x.workload, "unplanted")
+        ratio = f"{x.ratio:.3f}x" if x.ratio else "-"
+        print(f"  {kind:10} {x.preset:8} {x.workload:28} {x.mode:28} {ratio:>7} {str(x.compiles):7} {x.verdict}")
+        detected[f"{kind} cells {x.verdict}"] += 1
+    print("; ".join(f"{k}: {v}" for k, v in sorted(detected.items())))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    aa = sub.add_parser("aa", help="false alarms of an A/A pair (one commit, two machines)")
+    aa.add_argument("results")
+    aa.add_argument("--commit", required=True)
+    aa.add_argument("--machine", required=True)
+    aa.add_argument("--head-machine", required=True)
+    aa.set_defaults(fn=cmd_aa)
+    pl = sub.add_parser("plant", help="detections of a PR with planted changes")
+    pl.add_argument("results")
+    pl.add_argument("--base", required=True)
+    pl.add_argument("--head", required=True)
+    pl.add_argument("--machine", required=True)
+    pl.add_argument("--kinds", nargs="+", default=[], metavar="WORKLOAD=KIND")
+    pl.set_defaults(fn=cmd_plant)
+    a = p.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
