@@ -261,9 +261,11 @@ CONTRACT = {
     "summary": Command({"--results-dir": 1, "--commit": 1, "--machine": 1, "--format": 1},
                        choices={"--format": ("table", "md", "json")}),
     "compare": Command({"--base": 1, "--head": 1, "--machine": 1, "--format": 1, "--fail-on": 1, "--out": 1,
-                        "--head-machine": 1, "--allow-cross-versions": 0, "--attribute": 0},
+                        "--head-machine": 1, "--allow-cross-versions": 0, "--attribute": 0, "--results-dir": 1,
+                        "--confirm": 0, "--confirmed-only": 0, "-j": 1},
                        frozenset({"--base", "--head"}),
-                       choices={"--format": ("md", "json"), "--fail-on": ("best-change", "regression", "never")}),
+                       choices={"--format": ("md", "json", "table"),
+                                "--fail-on": ("best-change", "regression", "never")}),
     "comment": Command({"--repo": 1, "--pr": 1, "--body-file": 1, "--only-on-change": 0},
                        frozenset({"--repo", "--pr", "--body-file"})),
     "pr": Command({"--base": 1, "--head": 1, "--repo": 1, "--pr": 1}, frozenset({"--base", "--head"})),
@@ -463,9 +465,10 @@ echo "llm_rmsnorm: max-autotune -> default" > "$out"; exit 3
     calls = sorted((tmp_path / "calls").read_text().splitlines())
     flags = "--format md --fail-on best-change --allow-cross-versions"
     assert calls == sorted([
-        f"compare --base {c1} --head {c2} --machine h100-torch-nightly {flags} --attribute "
+        # night to night: only changes confirmed on the GPU (the bench job's compare --confirm) count
+        f"compare --base {c1} --head {c2} --machine h100-torch-nightly {flags} --confirmed-only --attribute "
         f"--out {tmp_path}/temp/compare-h100-torch-nightly.md",
-        f"compare --base {c0} --head {c2} --machine h100-torch-stable {flags} --attribute "
+        f"compare --base {c0} --head {c2} --machine h100-torch-stable {flags} --confirmed-only --attribute "
         f"--out {tmp_path}/temp/compare-h100-torch-stable.md",
         # tonight's commit across PyTorch lines: each other machine against the first
         f"compare --base {c2} --head {c2} --machine h100-torch-new --head-machine h100-torch-nightly {flags} "
