@@ -199,3 +199,20 @@ def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_pat
     assert git(r, "worktree", "list").count("\n") == 0
     with pytest.raises(ValueError, match="--repo and --pr go together"):
         pr_main(c["base"], c["head"], repo="octo/widgets", env={}, repo_dir=r)
+
+
+def test_an_interrupted_pr_asks_its_run_to_stop_so_no_worker_outlives_it(tmp_path: Path) -> None:
+    # The run ends its cell workers on SIGINT; killed outright, they went on writing into the cell store while a
+    # resumed flow read it (seen on the H100: tests/fixtures/h100-plant-confirm/PROVENANCE.md).
+    import os
+    import signal
+    import threading
+
+    marker = tmp_path / "stopped"
+    child = ("import signal, sys, time\n"
+             "def stop(*_):\n    open(sys.argv[1], 'w').write('asked to stop'); sys.exit(130)\n"
+             "signal.signal(signal.SIGINT, stop)\ntime.sleep(30)")
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_command([sys.executable, "-c", child, str(marker)], tmp_path)
+    assert marker.read_text() == "asked to stop"

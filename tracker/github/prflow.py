@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -81,7 +82,18 @@ def run_command(command: list[str], cwd: Path) -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
     sys.stdout.flush()
     sys.stderr.flush()
-    return subprocess.run(command, cwd=cwd, env=env, stdout=STDERR_FD).returncode
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=STDERR_FD)
+    try:
+        return proc.wait()
+    except BaseException:
+        # Interrupted: the run is asked to stop as on Ctrl-C, so it ends its own cell workers (each in a session of
+        # its own) rather than leaving them to write measurements after a resumed run has read the store.
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
 
 
 STDERR_FD = 2  # the process' stderr as a file descriptor, for the child's stdout
