@@ -13,8 +13,9 @@ The noise rules of the analysis, each defined once:
 - `NoiseModel.tied`: when two medians count as tied (the tie rule: a relative band, or overlapping 99% CIs);
 - `HostBound.bound`: when a time could be all host work (the host-bound rule: within k launch floors), so that it
   says little about the kernels.
-Both are fixed parameters today: each run is a fresh process, so run-to-run noise is what they must cover, and the
-within-run CI does not see it. A model of that noise measured from repeated runs belongs here too.
+Both are fixed parameters: each run is a fresh process, so run-to-run noise is what they must cover, and the
+within-run CI does not see it. Where a cell was measured in several compiles, the spread of those compiles is the
+noise instead (tracker.analyse.compare, docs/verdicts.md).
 
 `float_or_none` is the one conversion of a missing number (NaN) to None, for JSON and view models.
 

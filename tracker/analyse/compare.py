@@ -1,7 +1,12 @@
 """Base vs head: two runs of one machine and one set of versions, compared cell by cell and instance by instance
 (the runs: tracker.analyse.pairs; rendering them: tracker.publish.comparison and tracker.publish.prcomment).
 
-A cell (preset, workload, mode) changed when both hold (ChangeRule):
+A cell measured in several compiles (fresh processes) on either side is judged on them (see _judge): the slower
+side's best beyond the faster side's slowest compile by a floor (5%, 12% small or host-bound, when both sides have
+several; the bands below when one side has one); the samples' p-value does not decide. A change found on fewer
+compiles than ChangeRule.confirm asks is UNCONFIRMED, not counted (tracker.analyse.confirm, docs/verdicts.md).
+
+A cell measured once on both sides (preset, workload, mode) changed when both hold (ChangeRule):
 - its samples differ: Mann-Whitney U on the two runs' stored samples, p < 0.01 (without samples: disjoint 99% CIs);
 - its median moved by more than what fresh processes show with unchanged code: 10%, 25% for cells under 50 us or
   host-bound, 30% for the autotuned modes;
