@@ -419,10 +419,12 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     start = time.monotonic()
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
     todo = pending(cells, cfg, store)
+    done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
     replicated = sum(cfg.replicates_of(c) > 1 for c in cells)
-    print(f"{len(cells)} cells, {len(todo)} measurements to make ({cfg.jobs} at a time; the rest are stored for this "
-          "commit, machine and torch)" + (f"; {replicated} cells get {cfg.replicates} compiles each unless their "
-                                         "first is host-bound" if replicated else ""), file=out, flush=True)
+    print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {len(todo)} "
+          f"measurements to make, {cfg.jobs} at a time" + (f"; {replicated} cells get {cfg.replicates} compiles "
+                                                          "each unless their first is host-bound" if replicated
+                                                          else ""), file=out, flush=True)
     progress = Progress(len(todo), out)
     measured = measure_cells(cells, cfg, store, progress)
     if cfg.jobs > 1 and (share := progress.lock_share()):
