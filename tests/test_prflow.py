@@ -202,8 +202,8 @@ def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_pat
 
 
 def test_an_interrupted_pr_asks_its_run_to_stop_so_no_worker_outlives_it(tmp_path: Path) -> None:
-    # The run ends its cell workers on SIGINT; killed outright, they went on writing into the cell store while a
-    # resumed flow read it (seen on the H100: tests/fixtures/h100-plant-confirm/PROVENANCE.md).
+    # The run ends its cell workers on SIGINT and records nothing half-done; killed outright it could not, and its
+    # workers (each in a session of its own) would go on writing into the cell store.
     import os
     import signal
     import threading

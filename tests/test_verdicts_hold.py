@@ -128,6 +128,9 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
                                                             replicates=3, replicate_host_bound=True), store) == \
         [Job(h, 2), Job(h, 3)]  # a confirmation measures it again all the same
     assert [r["replicate"] for r in store.replicates(*g.__dict__.values())] == [1, 2]
+    # a further compile that failed (seen on the H100: cut short by an interrupt) is measured again
+    store.put({**gpu_bound, "replicate": 3, "status": "failed", "reason": "InductorError: ldconfig died"})
+    assert pending([g], cfg, store) == [Job(g, 3)]
     assert cfg.settings_of(g).rep_ms == pytest.approx(1000 / 3)  # the timing budget is shared by the compiles
     assert RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=3).replicates_of(
         CellId("prefill", "llm_rmsnorm", "eager")) == 1  # eager compiles nothing: one process

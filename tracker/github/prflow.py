@@ -87,7 +87,7 @@ def run_command(command: list[str], cwd: Path) -> int:
         return proc.wait()
     except BaseException:
         # Interrupted: the run is asked to stop as on Ctrl-C, so it ends its own cell workers (each in a session of
-        # its own) rather than leaving them to write measurements after a resumed run has read the store.
+        # its own) rather than leaving them running.
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=60)

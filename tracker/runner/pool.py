@@ -333,7 +333,8 @@ def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
 
 
 def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The replicates a cell still lacks once its first measurement is in: none when it failed, or when it was
+    """The replicates a cell still lacks (or whose measurement failed) once its first measurement is in: none when it
+    failed, or when it was
     host-bound (its time is the host's launch work, which compiling anew does not change; the confirmation of a
     change measures such a cell again all the same: `replicate_host_bound`)."""
     n = cfg.replicates_of(job.cell)
@@ -343,7 +344,10 @@ def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: Cell
                                                                      first.get("launch_us") or 0.0)):
         return []
     c = job.cell
-    return [Job(c, r) for r in range(2, n + 1) if _todo(store.replicate(c.preset, c.workload, c.mode, r), cfg)]
+    # A further compile that failed is measured again: the cell's result is its first measurement's, and one
+    # further compile cut short (an interrupted run) must not leave the cell unconfirmed for good.
+    return [Job(c, r) for r in range(2, n + 1)
+            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED]
 
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
