@@ -19,6 +19,7 @@ from test_compare import H100, MACHINE, fake_commit, write_run
 
 from tracker.analyse.compare import UNCONFIRMED, ChangeRule, Comparison, compare_runs
 from tracker.publish.comparetable import render_table
+from tracker.publish.comparison import comparison_json
 from tracker.publish.prcomment import headline, render_comment
 
 SLOWER_CELL = ("prefill", "llm_rmsnorm", "eager")  # ~500 us, GPU-bound: judged by the plain bands
@@ -71,6 +72,8 @@ def test_several_compiles_a_side_are_judged_by_their_compiles_and_the_replicated
     text = fine_print(c)
     assert text.startswith("<sub>A cell measured in several compiles (fresh processes) was judged on its compiles")
     assert "by ±7% (±13% under 50 µs or host-bound)" in text and "Mann-Whitney" not in text
+    rule = comparison_json(c)["rule"]
+    assert (rule["replicated_change"], rule["replicated_small_change"]) == (0.07, 0.13)
 
 
 def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_listed_and_not_counted(results: Path) -> None:
