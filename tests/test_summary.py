@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
 STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "raw_results.csv"
 MANCG = "max-autotune-no-cudagraphs"
-PRESET_KEYS = {"instances", "wins", "winners", "ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances",
-               "domain_wins", "host_bound", "notes", "kernels", "break_even",
+PRESET_KEYS = {"instances", "wins", "winners", "targets", "ties", "geomean_vs_eager", "head_to_head",
+               "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels", "break_even",
                "too_noisy"}
 
 

@@ -2,13 +2,24 @@
 headline, then one row per cell (before, after, ratio, verdict), then the best baselines and kernel speedups that
 changed, then what the verdicts rest on.
 
-The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge.
+The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge, `?`
+moved on fewer compiles than the rule asks (unconfirmed, not counted). The footer says the rule that applied
+(tracker.publish.ruletext).
 """
 
 from __future__ import annotations
 
-from tracker.analyse.compare import IMPROVEMENT_VERDICTS, NOISY, REGRESSION_VERDICTS, SAME, CellChange, Comparison
+from tracker.analyse.compare import (
+    IMPROVEMENT_VERDICTS,
+    NOISY,
+    REGRESSION_VERDICTS,
+    SAME,
+    UNCONFIRMED,
+    CellChange,
+    Comparison,
+)
 from tracker.publish.prcomment import headline, ms_text, ratio_text
+from tracker.publish.ruletext import rule_text
 
 DASH = "-"
 
@@ -26,7 +37,7 @@ def _mark(verdict: str) -> str:
         return "+"
     if verdict in IMPROVEMENT_VERDICTS:
         return "-"
-    return "~" if verdict == NOISY else " "
+    return {NOISY: "~", UNCONFIRMED: "?"}.get(verdict, " ")
 
 
 def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
@@ -67,15 +78,12 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
         lines += ["", "kernel speedup over the best baseline:"]
         lines += [f"  {k.preset} {k.workload} {k.kernel}: {_ratio(k.base_speedup)} -> {_ratio(k.head_speedup)} "
                   f"{k.verdict}" for k in kernels]
-    same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy)
+    same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
+    unconfirmed = f"{len(c.unconfirmed)} unconfirmed, not counted (?), " if c.unconfirmed else ""
     lines += ["", f"{len(c.cells)} cells: {len(c.regressions)} slower or now failing (+), {len(c.improvements)} "
-                  f"faster or now ok (-), {len(c.noisy)} too noisy to judge (~), {same} otherwise"
+                  f"faster or now ok (-), {len(c.noisy)} too noisy to judge (~), {unconfirmed}{same} otherwise"
               + (f"; {len(c.cells) - len(cells)} not shown (--only-changed)" if only_changed else "")]
-    r = c.rule
-    factor = f" and beyond --factor {r.factor:g}" if r.factor is not None else ""
-    lines.append(f"a cell changed when p < {r.p_value:g} and its median moved beyond its band ({r.min_change:.0%}, "
-                 f"{r.small_change:.0%} when small or host-bound, {r.autotuned_change:.0%} autotuned){factor}; "
-                 f"spread over {r.max_spread:.0%}: too noisy")
+    lines.append(rule_text(c))
     return "\n".join(lines) + "\n"
 
 

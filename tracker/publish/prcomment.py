@@ -10,6 +10,7 @@ import jinja2
 
 from tracker.analyse.compare import REGRESSION_VERDICTS, Comparison, ModeFigures
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
+from tracker.publish.ruletext import confirm_text, rule_md
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -74,6 +75,8 @@ def _changes(c: Comparison) -> str:
         extras.append(f"{cells(len(c.unjudged))} moved beyond noise bands, unjudged (no samples)")
     if c.noisy:
         extras.append(f"{cells(len(c.noisy))} too noisy to judge")
+    if c.unconfirmed:  # moved on fewer compiles than the rule asks: never silent, never counted
+        extras.append(f"{len(c.unconfirmed)} unconfirmed (not counted)")
     if c.source_unchanged:
         n = len(c.source_unchanged)
         extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
@@ -101,6 +104,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
+        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
     }
 
 

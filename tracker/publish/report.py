@@ -31,6 +31,7 @@ from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, decla
 from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
 from tracker.publish.sweeps import SweepView, sweep_views
+from tracker.publish.target import Target, target_text
 from tracker.stats import TOO_NOISY_SPREAD, float_or_none, relative_spread
 from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
@@ -72,6 +73,7 @@ class Row:
     host_bound: bool
     intensity: float | None
     asv_link: str | None
+    target: str | None = None  # the baseline to beat, in the summary's words (tracker.publish.target)
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,8 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
             workload, str(next(iter(by_mode.values()))["domain"]),
             tuple(_cell(by_mode.get(m), m, eager_ms, winner, ties, work, peak) for m in modes),
             winner, ties, bool(v.get("host_bound", False)), work.intensity if work else None,
-            asv_link(asv_index, str(cells["machine"].iloc[0]), preset, workload)))
+            asv_link(asv_index, str(cells["machine"].iloc[0]), preset, workload),
+            target_text(t, micro="µs") if (t := Target.of_instance(v)) is not None else None))
     return rows
 
 

@@ -16,6 +16,7 @@ import jinja2
 
 from tracker.analyse.best import analyse
 from tracker.publish.summary_json import summary_json
+from tracker.publish.target import Target, target_text
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
@@ -55,6 +56,12 @@ TEXT = """\
 {% for line in p.lines %}
 {{ line }}
 {% endfor %}
+{% if p.target_lines %}
+  baseline to beat:
+{% for line in p.target_lines %}
+{{ line }}
+{% endfor %}
+{% endif %}
 {% if p.kernel_lines %}
   kernels vs best baseline:
 {% for line in p.kernel_lines %}
@@ -109,6 +116,14 @@ Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 {% for line in p.md_lines %}
 - {{ line }}
 {% endfor %}
+{% if p.md_target_lines %}
+
+Baseline to beat:
+
+{% for line in p.md_target_lines %}
+- {{ line }}
+{% endfor %}
+{% endif %}
 {% if p.md_kernel_lines %}
 
 Kernels vs best baseline:
@@ -212,13 +227,24 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
         return out + [f"note: {n}" for n in p["notes"]]
 
     kernels = p.get("kernels", [])
+    targets = {w: Target.from_json(t) for w, t in p.get("targets", {}).items()}
     return {"instances": p["instances"], "rows": rows, "domain_wins": p["domain_wins"], "md_lines": lines(str),
+            "md_target_lines": [f"{w}: {target_text(t)}" for w, t in targets.items()],
+            "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, lambda m: SHORT.get(m, m))}")
+                             for w, t in targets.items()],
             "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`") for k in kernels],
             "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                            break_on_hyphens=False) for k in kernels],
             "h2h": _h2h(p, side), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                                     break_on_hyphens=False) for line in lines(lambda m: SHORT.get(m, m))]}
+
+
+def _fill_keeping_units(line: str) -> str:
+    """A target line wrapped to the width, never between a number and its unit (a no-break space holds them)."""
+    held = line.replace(" us", "\xa0us").replace(" ms", "\xa0ms")
+    return textwrap.fill(held, WIDTH, initial_indent="    ", subsequent_indent="      ",
+                         break_on_hyphens=False).replace("\xa0", " ")
 
 
 def _h2h(p: dict[str, Any], side: Any) -> str:

@@ -1,19 +1,23 @@
 """The summary's JSON: the study's figures per run and preset (tracker.analyse.best's analysis) in a stable shape,
 which `compile-baselines summary --format json` prints and the text, markdown and HTML views are rendered from.
 
-`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "ties",
-"geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels",
+`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "targets",
+"ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels",
 "break_even"}}}]}`, runs also carrying "triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and
-`head_to_head` follow the study's definitions exactly (fastest median wins); `ties` lists, for instances where more
-than one mode is within noise of the winner, those modes, fastest first; `host_bound` the instances whose fastest
-cell is within k launch floors. `kernels` lists the kernels under test measured in the run (skipped ones left out),
-each against the run's best baseline: `{"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best",
-"speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}` (`kernel_json`); a failed or incorrect one
-has `correct` false and null median and speedups. `head_to_head_instances` counts the instances where both default
-and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not measured, its wins are 0 and margins null).
-`break_even` (tracker.analyse.breakeven) lists, per instance and compiled mode with eager and the mode ok,
-`{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after which the mode's first-call
-compile time is repaid by its time saved per call against eager; `calls` null: never (not faster than eager).
+`head_to_head` follow the study's definitions exactly (fastest median wins); `targets` gives, per instance, the
+baseline to beat (tracker.publish.target): `{"mode", "ms", "compiles", "compiles_median_ms", "compiles_max_ms",
+"runner_up", "runner_up_ms"}`, the winner's best compile, how many fresh compiles it is the best of (1 when the run
+recorded none), their median and slowest, and the runner-up and its median (null when no other mode measured ok);
+`ties` lists, for instances where more than one mode is within noise of the winner, those modes, fastest first;
+`host_bound` the instances whose fastest cell is within k launch floors. `kernels` lists the kernels under test measured
+in the run (skipped ones left out), each against the run's best baseline: `{"workload", "candidate", "median_ms",
+"best_baseline", "speedup_vs_best", "speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}`
+(`kernel_json`); a failed or incorrect one has `correct` false and null median and speedups. `head_to_head_instances`
+counts the instances where both default and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not
+measured, its wins are 0 and margins null). `break_even` (tracker.analyse.breakeven) lists, per instance and compiled
+mode with eager and the mode ok, `{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after
+which the mode's first-call compile time is repaid by its time saved per call against eager; `calls` null: never (not
+faster than eager).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pandas as pd
 from tracker.analyse.best import COMPILED, DEFAULT, EAGER, MANCG, Analysis, analyse, kernel_rows
 from tracker.analyse.breakeven import break_even
 from tracker.analyse.unstable import unstable_cells
+from tracker.publish.target import Target
 from tracker.stats import float_or_none
 from tracker.store.results import RUN_KEYS
 from workloads.catalog import domains
@@ -37,7 +42,9 @@ def _rounded(x: Any, digits: int) -> float | None:
     return None if f is None else round(f, digits)
 
 
-_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{EAGER}")
+_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{EAGER}",
+                    "winner_ms", "winner_compiles", "winner_compiles_median_ms", "winner_compiles_max_ms", "runner_up",
+                    "runner_up_ms")
 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
@@ -108,6 +115,7 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
         "instances": len(won),
         "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
         "winners": {x["workload"]: x["winner"] for x in won},
+        "targets": {x["workload"]: target.json() for x in won if (target := Target.of_instance(x)) is not None},
         "ties": {x["workload"]: list(x["ties"]) for x in won if x["tie"]},
         "geomean_vs_eager": {m: _rounded(fig(f"geomean_{m}"), 3) for m in COMPILED},
         "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),

@@ -1,0 +1,97 @@
+"""What a comparison says about its own rule: the terminal footer and the comment's fine print name the way each cell
+was judged (one compile a side: samples and fixed bands; several compiles: the compiles and the replicated floor),
+with the numbers of the comparison's ChangeRule; a change on fewer compiles than the rule asks is unconfirmed, in
+the headline and listed, never counted.
+
+The runs are the real H100 fixture run (tests/fixtures/h100, one compile a cell) rewritten by test_compare.write_run;
+where a run has several compiles a cell they are constructed (write_run(compiles=3): every compile as fast as the
+one measured), since no committed run recorded compiles.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_compare import H100, MACHINE, fake_commit, write_run
+
+from tracker.analyse.compare import UNCONFIRMED, ChangeRule, Comparison, compare_runs
+from tracker.publish.comparetable import render_table
+from tracker.publish.comparison import comparison_json
+from tracker.publish.prcomment import headline, render_comment
+
+SLOWER_CELL = ("prefill", "llm_rmsnorm", "eager")  # ~500 us, GPU-bound: judged by the plain bands
+# Numbers no default has, so a text that restates the defaults instead of reading the rule fails.
+RULE = ChangeRule(min_change=0.11, replicated_change=0.07, replicated_small_change=0.13)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rd = tmp_path_factory.mktemp("rule-text") / "results"
+    shutil.copytree(H100, rd)
+    write_run(rd, fake_commit("one-base"), {}, hours=1)
+    write_run(rd, fake_commit("one-head"), {SLOWER_CELL: 1.5}, hours=2)
+    write_run(rd, fake_commit("three-base"), {}, hours=3, compiles=3)
+    write_run(rd, fake_commit("three-head"), {SLOWER_CELL: 1.5}, hours=4, compiles=3)
+    return rd
+
+
+def compare(results: Path, base: str, head: str, rule: ChangeRule = RULE) -> Comparison:
+    return compare_runs(results, fake_commit(base)[:8], fake_commit(head)[:8], MACHINE, rule=rule)
+
+
+def footer(c: Comparison) -> list[str]:
+    lines = render_table(c).splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.endswith("otherwise")) + 1:]
+
+
+def fine_print(c: Comparison) -> str:
+    (line,) = [line for line in render_comment(c).splitlines() if line.startswith("<sub>A cell")]
+    return line
+
+
+def test_one_compile_a_side_is_judged_by_its_samples_and_the_fixed_bands(results: Path) -> None:
+    c = compare(results, "one-base", "one-head")
+    assert {x.compiles for x in c.cells if x.compiles} == {(1, 1)}
+    assert footer(c) == [f"a cell changed when p < {RULE.p_value:g} and its median moved beyond its band (11%, 25% "
+                         "when small or host-bound, 30% autotuned); spread over 20%: too noisy"]
+    assert "p < 0.01" in fine_print(c) and "±11%" in fine_print(c)
+    assert "several compiles" not in fine_print(c) and "unconfirmed" not in fine_print(c)
+
+
+def test_several_compiles_a_side_are_judged_by_their_compiles_and_the_replicated_floor(results: Path) -> None:
+    c = compare(results, "three-base", "three-head")
+    assert {x.compiles for x in c.cells if x.compiles} == {(3, 3)}
+    assert [x.verdict for x in c.cells if (x.preset, x.workload, x.mode) == SLOWER_CELL] == ["slower"]
+    (line,) = footer(c)
+    assert line.startswith("a cell of several compiles changed when the slower side's best lay beyond the faster "
+                           "side's slowest compile by 7% (13% when small or host-bound), p not deciding")
+    assert "p < " not in line  # no cell was judged by its samples
+    text = fine_print(c)
+    assert text.startswith("<sub>A cell measured in several compiles (fresh processes) was judged on its compiles")
+    assert "by ±7% (±13% under 50 µs or host-bound)" in text and "Mann-Whitney" not in text
+    rule = comparison_json(c)["rule"]
+    assert (rule["replicated_change"], rule["replicated_small_change"]) == (0.07, 0.13)
+
+
+def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_listed_and_not_counted(results: Path) -> None:
+    # base has three compiles a cell, head one: the head side is what confirmation would re-measure
+    c = compare(results, "three-base", "one-head", replace(RULE, confirm=(0, 3)))
+    unconfirmed = [x for x in c.cells if x.verdict == UNCONFIRMED]
+    assert [(x.preset, x.workload, x.mode) for x in unconfirmed] == [SLOWER_CELL]
+    assert not c.regressions and not c.changed
+    assert headline(c).endswith(f"{len(unconfirmed)} unconfirmed (not counted)")
+    comment = render_comment(c, only_changed=True)  # listed even without the every-cell details
+    assert comment.splitlines()[2] == f"### compile-baselines: {headline(c)}"
+    assert ("Unconfirmed, not counted (moved beyond the band on fewer than 3 compiles at head; a re-measurement "
+            "confirms or clears them): llm_rmsnorm prefill eager (1.50\u00d7, compiles 3 → 1).") in comment
+    table = render_table(c)
+    assert any(line.startswith("?") and line.endswith("eager") and UNCONFIRMED in line for line in table.splitlines())
+    assert "1 unconfirmed, not counted (?)" in table
+    # one side with several compiles: judged on them, against the fixed band; and the confirmation is said
+    (line,) = footer(c)
+    assert "(13% when small or host-bound, the fixed band where one side has one)" in line
+    assert "a change found on fewer than 3 compiles at head is unconfirmed: listed, not counted" in line
+    assert "a change found on fewer than 3 compiles at head is unconfirmed" in fine_print(c)

@@ -1,0 +1,104 @@
+"""The rule a comparison's cells were judged by, in words: the terminal table's footer and the PR comment's fine
+print say the same thing, from here, with the numbers of the comparison's ChangeRule (never restated).
+
+A comparison can judge cells two ways (tracker.analyse.compare._judge): a cell measured in one compile a side by
+its samples (p-value) and the fixed bands; a cell measured in several compiles on either side by its compiles (the
+slower side's best beyond the faster side's slowest compile by a band: the replicated floor when both sides have
+several, the fixed band otherwise), the p-value not deciding. Saying only the first would misstate every confirmed
+change, so the words name the ways that applied to this comparison's cells, and the confirmation the rule asks for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracker.analyse.compare import ChangeRule, Comparison
+
+
+@dataclass(frozen=True)
+class Applied:
+    """Which ways of judging a cell this comparison used (cells with a status verdict were not judged on times)."""
+
+    single: bool  # some cell had one compile on both sides (or no judged cell at all: the default rule)
+    several: bool  # some cell had several compiles on at least one side
+    one_sided: bool  # some cell had several compiles on one side only: its band is the fixed one
+
+    @classmethod
+    def of(cls, c: Comparison) -> Applied:
+        judged = [x.compiles for x in c.cells if x.compiles]
+        several = any(max(n) > 1 for n in judged)
+        return cls(single=any(max(n) == 1 for n in judged) or not several, several=several,
+                   one_sided=any(min(n) == 1 < max(n) for n in judged))
+
+
+def _pct(x: float, markdown: bool) -> str:
+    return f"±{x:.0%}" if markdown else f"{x:.0%}"
+
+
+def confirm_text(rule: ChangeRule) -> str:
+    """"fewer than 3 compiles at head" (or "a side", "at base", both sides' numbers): what leaves a change
+    unconfirmed; "" when the rule asks for none."""
+    base, head = rule.confirm
+    if base <= 1 and head <= 1:  # every measured cell has at least one compile
+        return ""
+    if base == head:
+        return f"fewer than {head} compiles a side"
+    sides = [f"{n} at {side}" for side, n in (("base", base), ("head", head)) if n > 1]
+    return "fewer than " + " or ".join(sides).replace(" at", " compiles at", 1)
+
+
+def rule_clauses(c: Comparison, markdown: bool = False) -> list[str]:
+    """The rule that applied to `c`, one clause per way of judging, then the confirmation and the spread limit:
+    plain text for the terminal, or the comment's words (`markdown`: ± bands, µs, the test named); each starts in
+    lower case."""
+    r, applied = c.rule, Applied.of(c)
+    small_ms = r.noise.small_below_ms * 1000
+    factor = (f", and a change also had to exceed the factor {r.factor:g}\u00d7 (--factor)" if markdown else
+              f" and beyond --factor {r.factor:g}") if r.factor is not None else ""
+    out = []
+    if applied.single:
+        if markdown:
+            who = "a cell measured in one compile a side" if applied.several else "a cell"
+            out.append(f"{who} changed when Mann-Whitney U on its samples gives p < {r.p_value} and its median moved "
+                       f"beyond its band: {_pct(r.min_change, True)}, {_pct(r.small_change, True)} under "
+                       f"{small_ms:g} µs or host-bound (≤ {r.host.k:g} launch floors), "
+                       f"{_pct(r.autotuned_change, True)} for {' and '.join(r.autotuned_modes)}{factor}")
+        else:
+            who = "a cell of one compile a side" if applied.several else "a cell"
+            out.append(f"{who} changed when p < {r.p_value:g} and its median moved beyond its band "
+                       f"({r.min_change:.0%}, {r.small_change:.0%} when small or host-bound, "
+                       f"{r.autotuned_change:.0%} autotuned){factor}")
+    if applied.several:
+        one_sided = ("; the fixed band where only one side has several" if markdown else
+                     ", the fixed band where one side has one") if applied.one_sided else ""
+        if markdown:
+            out.append(f"a cell measured in several compiles (fresh processes) was judged on its compiles: it changed "
+                       f"when the slower side's best lies beyond the faster side's slowest compile by "
+                       f"{_pct(r.replicated_change, True)} ({_pct(r.replicated_small_change, True)} under "
+                       f"{small_ms:g} µs or host-bound{one_sided}), whatever its samples' p-value{factor}")
+        else:
+            out.append(f"a cell of several compiles changed when the slower side's best lay beyond the faster side's "
+                       f"slowest compile by {r.replicated_change:.0%} ({r.replicated_small_change:.0%} when small or "
+                       f"host-bound{one_sided}), p not deciding{factor}")
+    fewer = confirm_text(r)
+    if fewer:
+        out.append(f"a change found on {fewer} is unconfirmed: listed, not counted")
+    out.append(f"a cell whose samples spread (IQR) over more than {r.max_spread:.0%} of its median is too noisy to "
+               "judge" if markdown else f"spread over {r.max_spread:.0%}: too noisy")
+    return out
+
+
+def rule_text(c: Comparison) -> str:
+    """The terminal table's footer: a line per way of judging, the last carrying the confirmation and the spread."""
+    clauses = rule_clauses(c)
+    ways = len(clauses) - (2 if confirm_text(c.rule) else 1)
+    return "\n".join([*clauses[:ways - 1], "; ".join(clauses[ways - 1:])])
+
+
+def rule_md(c: Comparison) -> str:
+    """The comment's fine print on the cells: one sentence."""
+    text = "; ".join(rule_clauses(c, markdown=True))
+    return text[0].upper() + text[1:] + "."
+
+
+__all__ = ["Applied", "confirm_text", "rule_clauses", "rule_md", "rule_text"]
