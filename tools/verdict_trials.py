@@ -81,7 +81,7 @@ def cmd_plant(a: argparse.Namespace) -> None:
     for x in c.cells:
         kind = kinds.get(x.workload, "unplanted")
         ratio = f"{x.ratio:.3f}x" if x.ratio else "-"
-        print(f"  {kind:10} {x.preset:8} {x.workload:28} {x.mode:28} {ratio:>7} {str(x.compiles):7} {x.verdict}")
+        print(f"  {kind:10} {x.preset:8} {x.workload:28} {x.mode:28} {ratio:>7} {x.compiles!s:7} {x.verdict}")
         detected[f"{kind} cells {x.verdict}"] += 1
     print("; ".join(f"{k}: {v}" for k, v in sorted(detected.items())))
 

@@ -168,6 +168,7 @@ class InstanceChange:
     best_changed: bool  # mode_changed backed by a judged cell change, or the best latency changed
     reason: str
     host_bound: bool
+    unconfirmed: bool = False  # moved beyond noise only on fewer compiles than the rule asks: listed, not counted
 
 
 @dataclass(frozen=True)
@@ -463,10 +464,12 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
                                                   "no cell changed beyond noise"))
     elif latency["verdict"] == UNCONFIRMED:
         reasons.append("best latency moved, unconfirmed")
+    best_changed = (mode_changed and backed) or latency["verdict"] in (SLOWER, FASTER)
+    verdicts = (old.verdict, new.verdict if new else None, latency["verdict"])
     return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
                           threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
-                          best_changed=(mode_changed and backed) or latency["verdict"] in (SLOWER, FASTER),
-                          reason="; ".join(reasons), **common)
+                          best_changed=best_changed, reason="; ".join(reasons), **common,
+                          unconfirmed=not best_changed and UNCONFIRMED in verdicts)
 
 
 def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, rule: ChangeRule,

@@ -102,7 +102,8 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "best": c.best_changes, "cells": significant, "kernels": c.kernel_changes if only_changed else c.kernels,
         "details": [] if only_changed else c.cells, "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
-        "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed],
+        "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed and not i.unconfirmed],
+        "unconfirmed_winners": [i for i in c.instances if i.mode_changed and i.unconfirmed],
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
     }
