@@ -151,3 +151,32 @@ def test_shards_split_the_cells_and_merge_into_one_result_set(tmp_path: Path, en
     f.write_text(json.dumps(data))
     with pytest.raises(merge.MergeError, match="torch"):
         merge.merge_results([tmp_path / "shard1", tmp_path / "shard2"], tmp_path / "merged2")
+
+
+def test_compare_confirm_measures_the_heads_moved_cells_again_until_three_compiles(tmp_path: Path,
+                                                                                  env: dict[str, str]) -> None:
+    # head: a real CPU run; base: its copy under another commit with every time halved (constructed), so that the
+    # head's cells have moved beyond any band and are candidates for confirmation
+    res, commit = tmp_path / "results", "c" * 40
+    run = run_cli(["run", "--results-dir", str(res), "--machine", "cpu-box", "--mode", "eager", "--kernel", "none",
+                   "--workload", "diff_cfg_blend", "--commit", commit, "--date", "2026-11-23", *FAST], env)
+    assert run.returncode == 0, run.stderr
+    head_file = next((res / "cpu-box").glob("cccccccc-*.json"))
+    data = json.loads(head_file.read_text())
+    cols = data["result_columns"]
+    for c in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+        row = data["results"]["baselines.Baseline.track_latency"][cols.index(c)]
+        row[:] = [x / 2 if isinstance(x, float) else x for x in row]
+    samples = data["results"]["baselines.Baseline.track_latency"][cols.index("samples")]
+    samples[:] = [[x / 2 for x in s] if isinstance(s, list) else s for s in samples]
+    data["commit_hash"], data["date"] = "b" * 40, data["date"] - 86_400_000
+    (res / "cpu-box" / head_file.name.replace("cccccccc", "bbbbbbbb")).write_text(json.dumps(data))
+
+    confirmed = run_cli(["compare", "--results-dir", str(res), "--base", "b" * 8, "--head", commit[:8],
+                         "--machine", "cpu-box", "--confirm", "--format", "json"], env)
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert "1 cells moved; measuring each at head cccccccc until it has 3 compiles" in confirmed.stderr
+    [cell] = [x for x in json.loads(confirmed.stdout)["cells"] if x["workload"] == "diff_cfg_blend"]
+    assert cell["compiles"] == [1, 3]  # the head's cell was measured twice more, in fresh processes
+    stored = sorted(p.name for p in (tmp_path / "cells").rglob("tiny/diff_cfg_blend/eager*.json"))
+    assert stored == ["eager.json", "eager@2.json", "eager@3.json"]
