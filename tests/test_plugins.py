@@ -163,27 +163,22 @@ def test_two_plugins_with_one_namespace_are_one_clear_error(example: dict[str, s
     assert len(err) == 1 and "is declared twice" in err[0]
 
 
-def test_a_workload_named_outside_its_namespace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _plugin(tmp_path, "sneaky", "sneaky", "sneaky_cb_workloads", _CLASHING.format(name="llm_rmsnorm"))
+@pytest.mark.parametrize(("module", "name", "message"), [
+    # a name without a namespace, yet with presets of its own: a plugin's, so it must carry one
+    ("sneaky_cb_workloads", "llm_rmsnorm",
+     r"workload 'llm_rmsnorm' has presets of its own, so it is a plugin's: name it <namespace>.llm_rmsnorm"),
+    # another plugin's namespace
+    ("sneaky2_cb_workloads", "example.add_rmsnorm",
+     r"workload 'example.add_rmsnorm' of plugin 'sneaky': name it sneaky\.<name>"),
+])
+def test_a_workload_named_outside_its_plugin_s_namespace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    module: str, name: str, message: str) -> None:
+    _plugin(tmp_path, "sneaky", "sneaky", module, _CLASHING.format(name=name))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "sneaky_cb_workloads", raising=False)
+    monkeypatch.delitem(sys.modules, module, raising=False)
     reset_registries()
     try:
-        with pytest.raises(plugins.WorkloadClash, match=r"workload 'llm_rmsnorm' has presets of its own, so it is "
-                                                        r"a plugin's: name it <namespace>.llm_rmsnorm"):
-            catalog.workload_names()
-    finally:
-        reset_registries()
-
-
-def test_a_namespaced_name_outside_the_plugin_s_namespace_is_refused(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    _plugin(tmp_path, "sneaky", "sneaky", "sneaky2_cb_workloads", _CLASHING.format(name="example.add_rmsnorm"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    reset_registries()
-    try:
-        with pytest.raises(plugins.WorkloadClash, match=r"workload 'example.add_rmsnorm' of plugin 'sneaky': name "
-                                                        r"it sneaky\.<name>"):
+        with pytest.raises(plugins.WorkloadClash, match=message):
             catalog.workload_names()
     finally:
         reset_registries()
