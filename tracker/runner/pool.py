@@ -321,8 +321,9 @@ def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
     todo = []
     for cell in cells:
         first = store.replicate(cell.preset, cell.workload, cell.mode, 1)
-        todo += [j for j in [Job(cell, 1)] if _todo(first, cfg)]
-        if first is not None and not _todo(first, cfg):
+        if first is None or _todo(first, cfg):
+            todo.append(Job(cell, 1))
+        else:
             todo += more_replicates(Job(cell, 1), first, cfg, store)
     order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
     return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
@@ -334,9 +335,8 @@ def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
 
 def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
     """The replicates a cell still lacks (or whose measurement failed) once its first measurement is in: none when it
-    failed, or when it was
-    host-bound (its time is the host's launch work, which compiling anew does not change; the confirmation of a
-    change measures such a cell again all the same: `replicate_host_bound`)."""
+    failed, or when it was host-bound (its time is the host's launch work, which compiling anew does not change; the
+    confirmation of a change measures such a cell again all the same: `replicate_host_bound`)."""
     n = cfg.replicates_of(job.cell)
     if job.replicate != 1 or n == 1 or first.get("status") != "ok":
         return []
