@@ -3,6 +3,7 @@ results-branch and tracking scripts run for real against local git repositories,
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -502,3 +503,39 @@ def test_workflows_pass_the_linters() -> None:
     done = subprocess.run([str(ROOT / ".ci" / "lint-workflows")], cwd=ROOT, env={**os.environ, "PATH": path},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_bench_confirms_against_the_stored_previous_run_of_its_machine(
+        repo: tuple[Path, Path], fake_bin: Path, tmp_path: Path) -> None:
+    origin, work = repo
+    script = step_named("nightly", "bench", "Confirm what moved since the previous measured commit")["run"]
+    c0, _, c2 = git(work, "rev-list", "--reverse", "HEAD").split()
+    write_exe(fake_bin / "compile-baselines", f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n')
+    tonight = tmp_path / "temp" / "results" / "h100-torch-stable"
+    tonight.mkdir(parents=True)
+    (tonight / f"{c2[:8]}-existing-py.json").write_text("{}")
+
+    first = run_step(script, work, tmp_path, {"CHANNEL": "stable"})  # the very first night: no results branch
+    assert first.returncode == 0 and "nothing to confirm against" in first.stdout, first.stdout + first.stderr
+    assert not (tmp_path / "calls").exists()
+
+    # the results branch holds c0's run of this machine (c1 was not measured) and another machine's
+    stored = tmp_path / "stored"
+    git(tmp_path, "clone", "-q", str(origin), str(stored))
+    git(stored, "checkout", "-q", "--orphan", "asv-results")
+    git(stored, "rm", "-rqf", ".")
+    for machine in ("h100-torch-stable", "h100-torch-nightly"):
+        (stored / machine).mkdir()
+        (stored / machine / f"{c0[:8]}-existing-py.json").write_text(f'{{"machine": "{machine}"}}')
+        (stored / machine / "machine.json").write_text("{}")
+    git(stored, "add", "-A")
+    git(stored, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    git(stored, "push", "-q", "origin", "asv-results")
+
+    done = run_step(script, work, tmp_path, {"CHANNEL": "stable"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    # the previous run is put beside tonight's, and the head's moved cells are measured again against it
+    assert json.loads((tonight / f"{c0[:8]}-existing-py.json").read_text()) == {"machine": "h100-torch-stable"}
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"compare --results-dir {tmp_path}/temp/results --base {c0} --head {c2} --machine h100-torch-stable "
+        "--allow-cross-versions --confirm -j 0 --format table"]
