@@ -286,8 +286,9 @@ def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _noise_note(noise: NoiseModel, host: HostBound) -> str:
-    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} under {noise.small_below_ms * 1000:g} us)"
-            f"{' or overlapping 99% CIs' if noise.use_ci else ''}; host-bound: <= {host.k:g}x launch floor")
+    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} < {noise.small_below_ms * 1000:g} us)"
+            f"{', overlapping 99% CIs' if noise.use_ci else ''} or the winner's compiles; "
+            f"host-bound <= {host.k:g} floors")
 
 
 def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | None = None,
