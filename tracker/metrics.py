@@ -15,6 +15,7 @@ Standard library only: asv imports the benchmark suite, and with it this module,
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,13 +40,7 @@ def _compiles(cell: dict[str, Any]) -> list[float]:
     """The medians of a cell's replicates (fresh processes, each compiling anew), the recorded one among them."""
     if cell.get("compiles_ms"):
         return list(cell["compiles_ms"])
-    return [cell["median_ms"] if cell.get("median_ms") is not None else _middle(cell["samples_ms"])]
-
-
-def _middle(xs: list[float]) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return [cell["median_ms"] if cell.get("median_ms") is not None else statistics.median(cell["samples_ms"])]
 
 
 # latency is the best replicate's (tracker.store.cells.combine); the compiles_* metrics give the spread over them
@@ -54,7 +49,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("compile_time", "s", "compile_s", lambda cell: cell["compile_s"]),
     Metric("peak_memory", "MiB", "peak_mem_mib", _peak_mib, absent="peak device memory is recorded on CUDA only"),
     Metric("compiles", "unit", "compiles", lambda cell: len(_compiles(cell))),
-    Metric("compiles_median", "ms", "compiles_median_ms", lambda cell: _middle(_compiles(cell))),
+    Metric("compiles_median", "ms", "compiles_median_ms", lambda cell: statistics.median(_compiles(cell))),
     Metric("compiles_max", "ms", "compiles_max_ms", lambda cell: max(_compiles(cell))),
 )}
 

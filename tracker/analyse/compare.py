@@ -363,6 +363,12 @@ def _order(key: tuple[str, ...]) -> tuple[Any, ...]:
 # ---------------------------------------------------------------------------------------------------- comparing
 
 
+def launch_floor(base: RunInfo, head: RunInfo) -> float:
+    """The launch floor two runs are judged by: the larger known one (0 when neither recorded one), so a cell is
+    host-bound when it is on either host."""
+    return max(x for x in (base.launch_us, head.launch_us, 0.0) if x is not None)
+
+
 def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, head_info: RunInfo,
                    rule: ChangeRule | None = None, workloads: Collection[str] | None = None,
                    unaffected: Collection[str] = ()) -> Comparison:
@@ -373,7 +379,7 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
     if workloads is not None:
         base = base[base["workload"].astype(str).isin(workloads)]
         head = head[head["workload"].astype(str).isin(workloads)]
-    launch = max(x for x in (base_info.launch_us, head_info.launch_us, 0.0) if x is not None)
+    launch = launch_floor(base_info, head_info)
     bc, hc = _measured(base), _measured(head)
     cells = {k: _cell(k, bc.get(k), hc.get(k), rule, launch) for k in sorted(bc.keys() | hc.keys(), key=_order)}
 

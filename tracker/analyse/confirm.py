@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.analyse.compare import CellChange, Comparison
+from tracker.analyse.compare import CellChange, Comparison, launch_floor
 from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED
 
 COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread
@@ -27,7 +27,7 @@ def candidates(c: Comparison) -> list[Cell]:
     replicated floor: a change that only confirmation can show), and the old and new winners of every instance
     whose best baseline (mode or latency) moved."""
     moved = (SLOWER, FASTER, UNCONFIRMED, NOISY)
-    launch = max(x for x in (c.base.launch_us, c.head.launch_us, 0.0) if x is not None)
+    launch = launch_floor(c.base, c.head)
     keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in moved or _beyond_floor(x, c, launch)}
     for i in c.instances:
         if i.best_changed or i.mode_changed or i.latency_verdict in moved:
