@@ -68,10 +68,13 @@ class FakeRunner:
         assert git(cwd, "rev-parse", "HEAD") == commit  # a worktree of exactly that commit
         results = Path(command[command.index("--results-dir") + 1])
         assert command[command.index("--machine") + 1] == MACHINE
-        workloads = set(command[command.index("--workload") + 1:command.index("--cell")] if "--cell" in command
-                        else command[command.index("--workload") + 1:])
-        # a confirmation (--cell ... --replicates N) measures the cells again: every compile agrees with the first
-        compiles = int(command[command.index("--replicates") + 1]) if "--cell" in command else None
+        after = command[command.index("--workload") + 1:]
+        workloads = set(after[:next((i for i, a in enumerate(after) if a.startswith("--")), len(after))])
+        # the first pass compiles each cell once; a confirmation (--cell ... --replicates N) measures the cells
+        # again: every compile agrees with the first
+        compiles = int(command[command.index("--replicates") + 1])
+        assert compiles == 1 or "--cell" in command
+        compiles = None if compiles == 1 else compiles
         changes = SCENARIOS["best_change"] if commit == self.head else {}
         write_run(results, commit, changes, keep=lambda p, w, m: w in workloads, hours=2 if commit == self.head else 1,
                   compiles=compiles)
@@ -123,6 +126,7 @@ def test_pr_flow_measures_both_sides_compares_and_comments_once(
     assert all(cmd[cmd.index("--workload") + 1:cmd.index("-j")] == LLM for cmd in runner.calls)
     first, confirming = runner.calls[:2], runner.calls[2:]
     assert not any("--cell" in cmd for cmd in first)
+    assert all(cmd[cmd.index("--replicates") + 1] == "1" for cmd in first)  # one compile a cell, then confirmation
     assert [cmd[cmd.index("--replicates") + 1] for cmd in confirming] == ["2", "2", "3", "3"]
     cells = confirming[0][confirming[0].index("--cell") + 1:confirming[0].index("--replicates")]
     assert "prefill/llm_rmsnorm/default" in cells and "prefill/llm_layernorm/max-autotune-no-cudagraphs" in cells

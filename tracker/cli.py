@@ -71,8 +71,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_measure(args: argparse.Namespace) -> int:
     from tracker.measure.harness import Settings, measure_cell
 
-    settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
-                        time_limit_s=args.time_limit, cudagraph_mark_step=args.cudagraph_mark_step)
+    settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or Settings.rep_ms,
+                        warmup_calls=args.warmup_calls, time_limit_s=args.time_limit,
+                        cudagraph_mark_step=args.cudagraph_mark_step)
     mode = f"kernel:{args.kernel}" if args.kernel else args.mode
     result = measure_cell(args.preset, args.workload, mode, device=args.device, settings=settings)
     d = result.as_dict()
@@ -145,8 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # absolute: the workers run in the repository root, whatever the working directory here
         store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
         machine=machine, commit=commit, jobs=jobs, device=device,
-        settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, warmup_calls=args.warmup_calls,
-                          time_limit_s=args.time_limit),
+        settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or policy.default_rep_ms(),
+                          warmup_calls=args.warmup_calls, time_limit_s=args.time_limit),
         cell_timeout_s=args.cell_timeout,
         warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed,
@@ -380,9 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
             "compile-baselines list")
 
     def timing(p: argparse.ArgumentParser) -> None:
-        g = p.add_argument_group("measurement settings (defaults: the study's)")
+        g = p.add_argument_group("measurement settings (defaults: the study's, but run's --rep-ms)")
         g.add_argument("--warmup-ms", type=NON_NEGATIVE, default=100.0, help="do_bench warmup budget (ms)")
-        g.add_argument("--rep-ms", type=POSITIVE, default=1000.0, help="do_bench measurement budget (ms)")
+        g.add_argument("--rep-ms", type=POSITIVE, default=None,
+                       help="do_bench measurement budget (ms; default: measure 1000, the study's; run 500 a cell)")
         g.add_argument("--warmup-calls", type=COUNT, default=20, help="direct calls after compiling")
         g.add_argument("--time-limit", type=POSITIVE, default=None, help="seconds for a whole cell, compile included")
 

@@ -111,8 +111,10 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
     if jobs:
         command += ["-j", str(jobs)]
     if cells:  # a confirmation: these cells only, in `replicates` compiles whatever their mode
-        command += ["--cell", *cells, "--replicates", str(replicates), "--replicate-all-modes"]
-    return command
+        return [*command, "--cell", *cells, "--replicates", str(replicates), "--replicate-all-modes"]
+    # The first pass compiles each cell once: a PR asks what changed, and confirmation gives every cell that moved
+    # its compiles on both sides, in turns (pr_main).
+    return [*command, "--replicates", "1"]
 
 
 def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: Path, machine: str,

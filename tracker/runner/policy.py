@@ -30,6 +30,19 @@ def default_jobs(device: str) -> int:
     return max(1, min(16, len(usable_cpus())))
 
 
+RUN_REP_MS = 500.0
+
+
+def default_rep_ms() -> float:
+    """do_bench's measurement budget for each cell of a run: half the study's 1000 ms. What decides a verdict is what
+    differs between compiles and processes (up to 1.3x on a GPU-bound cell), not the within-process median's
+    precision: three compiles of a stable cell, each timed for a third of 1000 ms, agreed within 0.1-0.5% on the
+    H100 (prefill llm_topk_sampling_prep, llm_qk_norm, diff_vae_decoder_upsample; tests/fixtures/h100-aa). Halving
+    it takes about 100 s of GPU time off the cold full suite, whose GPU lock is its bottleneck. `measure` (one cell)
+    keeps the study's budget."""
+    return RUN_REP_MS
+
+
 def default_replicates(device: str) -> int:
     """Compiles per cell of the autotuned modes. On a GPU three: their compiles choose differently (up to 1.2x on a
     GPU-bound conv, 2.3x on a 9 us cell, seven compiles measured on an H100), and three give the best, the median
