@@ -152,8 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed,
         replicates=args.replicates or policy.default_replicates(device),
-        replicated_modes=None if args.replicate_all_modes else runner.AUTOTUNED_MODES,
-        replicate_host_bound=bool(args.cell))  # a confirmation measures the cells it names, whatever their time
+        replicated_modes=None if args.replicate_all_modes else runner.AUTOTUNED_MODES)
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}, presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
     outcome = runner.run_suite(cells, cfg, conf, date_ms)

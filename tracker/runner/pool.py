@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -171,7 +171,6 @@ class RunConfig:
     # anew; the results record the best and the spread (tracker.store.cells.combine).
     replicates: int = 1
     replicated_modes: tuple[str, ...] | None = AUTOTUNED_MODES
-    replicate_host_bound: bool = False
 
     def replicates_of(self, cell: CellId) -> int:
         if self.replicated_modes is None or cell.mode in self.replicated_modes:
@@ -233,11 +232,6 @@ class Progress:
                       else result.get("reason", "")[:90])
             print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {job}: {status} {detail} | "
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
-
-    def expect(self, more: int) -> None:
-        """More measurements than planned: a cell's first asked for its replicates."""
-        with self._lock:
-            self.total += more
 
     def lock_share(self) -> str:
         """The GPU lock's busy share of the wall time: near 100% the GPU is the limit and more -j cannot help;
@@ -315,45 +309,28 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers) -> d
 
 
 def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The measurements still to make as far as the store tells: each cell's first measurement, and the further
-    replicates of a cell whose first measurement is stored and asks for them (`more_replicates`); failed ones again
-    with retry_failed. In queue order, a cell's replicates together."""
+    """The measurements still to make as far as the store tells: each cell's first measurement (a failed one again
+    with retry_failed) and its further replicates, all of them at once and in queue order, a cell's replicates
+    together. Scheduling the replicates with their first (rather than once it is in) keeps the heaviest cells'
+    compiles from forming a tail at the end of the run. A further replicate that failed is measured again: the
+    cell's result is its first measurement's, and one further compile cut short (an interrupted run) must not leave
+    the cell unconfirmed for good. A cell whose first measurement failed gets no further ones."""
     todo = []
     for cell in cells:
         first = store.replicate(cell.preset, cell.workload, cell.mode, 1)
-        if first is None or _todo(first, cfg):
+        if first is None or (cfg.retry_failed and first["status"] == FAILED):
             todo.append(Job(cell, 1))
-        else:
-            todo += more_replicates(Job(cell, 1), first, cfg, store)
+        elif first["status"] != "ok":
+            continue
+        todo += [Job(cell, r) for r in range(2, cfg.replicates_of(cell) + 1)
+                 if (s := store.replicate(cell.preset, cell.workload, cell.mode, r)) is None or s["status"] == FAILED]
     order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
     return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
 
 
-def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
-    return stored is None or (cfg.retry_failed and stored["status"] == FAILED)
-
-
-def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The replicates a cell still lacks (or whose measurement failed) once its first measurement is in: none when it
-    failed, or when it was host-bound (its time is the host's launch work, which compiling anew does not change; the
-    confirmation of a change measures such a cell again all the same: `replicate_host_bound`)."""
-    n = cfg.replicates_of(job.cell)
-    if job.replicate != 1 or n == 1 or first.get("status") != "ok":
-        return []
-    if not cfg.replicate_host_bound and bool(stats.HostBound().bound(first.get("median_ms"),
-                                                                     first.get("launch_us") or 0.0)):
-        return []
-    c = job.cell
-    # A further compile that failed is measured again: the cell's result is its first measurement's, and one
-    # further compile cut short (an interrupted run) must not leave the cell unconfirmed for good.
-    return [Job(c, r) for r in range(2, n + 1)
-            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED]
-
-
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                   progress: Progress | None = None) -> dict[CellId, dict[str, Any]]:
-    """Make the measurements `store` lacks of `cells` (`pending`, then the replicates each first measurement asks
-    for); every cell's result, its replicates combined.
+    """Make the measurements `store` lacks of `cells` (`pending`); every cell's result, its replicates combined.
 
     On KeyboardInterrupt the running workers are killed and nothing is recorded for their measurements, so the
     next run makes exactly the measurements that did not finish."""
@@ -363,17 +340,8 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
         futures = {pool.submit(_run_one, job, cfg, store, workers): job for job in pending(cells, cfg, store)}
-        while futures:
-            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                job = futures.pop(fut)
-                result = fut.result()
-                _finish(job, result, done, progress)
-                extras = more_replicates(job, result, cfg, store) if result is not None else []
-                if progress and extras:
-                    progress.expect(len(extras))
-                for extra in extras:
-                    futures[pool.submit(_run_one, extra, cfg, store, workers)] = extra
+        for fut in as_completed(futures):
+            _finish(futures[fut], fut.result(), done, progress)
         if cfg.jobs > 1:
             for job in list(done):
                 if needs_gpu_alone(done[job]):
@@ -426,9 +394,8 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
     replicated = sum(cfg.replicates_of(c) > 1 for c in cells)
     print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {len(todo)} "
-          f"measurements to make, {cfg.jobs} at a time" + (f"; {replicated} cells get {cfg.replicates} compiles "
-                                                          "each unless their first is host-bound" if replicated
-                                                          else ""), file=out, flush=True)
+          f"measurements to make, {cfg.jobs} at a time"
+          + (f"; {replicated} cells get {cfg.replicates} compiles each" if replicated else ""), file=out, flush=True)
     progress = Progress(len(todo), out)
     measured = measure_cells(cells, cfg, store, progress)
     if cfg.jobs > 1 and (share := progress.lock_share()):

@@ -38,8 +38,7 @@ def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_mach
     dev = device(None)
     cfg = pool.RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
                          machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
-                         replicates=confirm.COMPILES, replicated_modes=None,
-                         replicate_host_bound=True)
+                         replicates=confirm.COMPILES, replicated_modes=None)
     print(f"confirm: {len(cells)} cells moved; measuring each at head {c.head.commit[:8]} until it has "
           f"{confirm.COMPILES} compiles", file=out, flush=True)
     run = _latest(results_dir, c.head.machine, c.head.commit)
