@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -233,6 +233,11 @@ class Progress:
             print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {job}: {status} {detail} | "
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
 
+    def expect(self, more: int) -> None:
+        """More measurements than planned: a cell's first asked for its replicates."""
+        with self._lock:
+            self.total += more
+
     def lock_share(self) -> str:
         """The GPU lock's busy share of the wall time: near 100% the GPU is the limit and more -j cannot help;
         well below it, compilation is, and more cores (or shards on more hosts) would."""
@@ -309,28 +314,42 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers) -> d
 
 
 def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The measurements still to make as far as the store tells: each cell's first measurement (a failed one again
-    with retry_failed) and its further replicates, all of them at once and in queue order, a cell's replicates
-    together. Scheduling the replicates with their first (rather than once it is in) keeps the heaviest cells'
-    compiles from forming a tail at the end of the run. A further replicate that failed is measured again: the
-    cell's result is its first measurement's, and one further compile cut short (an interrupted run) must not leave
-    the cell unconfirmed for good. A cell whose first measurement failed gets no further ones."""
+    """The measurements still to make as far as the store tells: each cell's first measurement, and the further
+    replicates of a cell whose first measurement is stored and asks for them (`more_replicates`); failed ones again
+    with retry_failed. In queue order, a cell's replicates together."""
     todo = []
     for cell in cells:
         first = store.replicate(cell.preset, cell.workload, cell.mode, 1)
-        if first is None or (cfg.retry_failed and first["status"] == FAILED):
+        if first is None or _todo(first, cfg):
             todo.append(Job(cell, 1))
-        elif first["status"] != "ok":
-            continue
-        todo += [Job(cell, r) for r in range(2, cfg.replicates_of(cell) + 1)
-                 if (s := store.replicate(cell.preset, cell.workload, cell.mode, r)) is None or s["status"] == FAILED]
+        else:
+            todo += more_replicates(Job(cell, 1), first, cfg, store)
     order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
     return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
 
 
+def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
+    return stored is None or (cfg.retry_failed and stored["status"] == FAILED)
+
+
+def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
+    """The replicates a cell still lacks (or whose measurement failed) once its first measurement is in; none when it
+    failed. A host-bound cell gets them too: its compiles can differ as much (decode llm_rmsnorm
+    max-autotune-no-cudagraphs, 5 us: 5.4-9.7 us over five compiles on the H100)."""
+    n = cfg.replicates_of(job.cell)
+    if job.replicate != 1 or n == 1 or first.get("status") != "ok":
+        return []
+    c = job.cell
+    # A further compile that failed is measured again: the cell's result is its first measurement's, and one
+    # further compile cut short (an interrupted run) must not leave the cell unconfirmed for good.
+    return [Job(c, r) for r in range(2, n + 1)
+            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED]
+
+
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                   progress: Progress | None = None) -> dict[CellId, dict[str, Any]]:
-    """Make the measurements `store` lacks of `cells` (`pending`); every cell's result, its replicates combined.
+    """Make the measurements `store` lacks of `cells` (`pending`, then the replicates each first measurement asks
+    for); every cell's result, its replicates combined.
 
     On KeyboardInterrupt the running workers are killed and nothing is recorded for their measurements, so the
     next run makes exactly the measurements that did not finish."""
@@ -340,8 +359,17 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
         futures = {pool.submit(_run_one, job, cfg, store, workers): job for job in pending(cells, cfg, store)}
-        for fut in as_completed(futures):
-            _finish(futures[fut], fut.result(), done, progress)
+        while futures:
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = futures.pop(fut)
+                result = fut.result()
+                _finish(job, result, done, progress)
+                extras = more_replicates(job, result, cfg, store) if result is not None else []
+                if progress and extras:
+                    progress.expect(len(extras))
+                for extra in extras:
+                    futures[pool.submit(_run_one, extra, cfg, store, workers)] = extra
         if cfg.jobs > 1:
             for job in list(done):
                 if needs_gpu_alone(done[job]):
