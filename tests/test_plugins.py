@@ -262,3 +262,27 @@ def test_the_report_lays_a_sweep_out_as_one_table(example: dict[str, str]) -> No
     html = report.environment().get_template("report_sweeps.html.j2").render(s=section, mode_colors={})
     assert f'id="gpu-box-sweep-{WORKLOAD}"' in html and "over batch x seq" in html
     assert html.count('<tr data-preset="') == 3
+
+
+def test_the_example_s_h100_run_shows_where_the_best_mode_changes_along_its_sweep(example: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    """The real H100 run of examples/kernel-repo (tests/fixtures/h100-example/PROVENANCE.md): the summary names a
+    baseline for every point of the sweep, and the report lays the sweep out as one table of all eight points."""
+    results = ROOT / "tests" / "fixtures" / "h100-example" / "results"
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=ROOT, env=example,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    summary = json.loads(cli("summary", "--results-dir", str(results), "--format", "json"))
+    presets = summary["runs"][0]["presets"]
+    assert set(presets) == set(SWEEP)
+    targets = {p: presets[p]["targets"][WORKLOAD] for p in SWEEP}
+    assert all(t["ms"] > 0 for t in targets.values())
+    assert len({t["mode"] for t in targets.values()}) > 1, targets  # the best mode changes along the sweep
+    cli("report", "--results-dir", str(results), "--out", str(tmp_path / "report"))
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert "over batch x seq" in page
+    assert all(f'<tr data-preset="{p}"' in page for p in SWEEP)
