@@ -113,7 +113,7 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
     if cells:  # a confirmation: these cells only, in `replicates` compiles whatever their mode
         return [*command, "--cell", *cells, "--replicates", str(replicates), "--replicate-all-modes"]
     # The first pass compiles each cell once: a PR asks what changed, and confirmation gives every cell that moved
-    # its compiles on both sides, in turns (pr_main).
+    # its compiles on both sides (pr_main).
     return [*command, "--replicates", "1"]
 
 

@@ -3,7 +3,7 @@
 `compile-baselines compare --confirm` calls `confirm_head` before judging: the cells that moved
 (tracker.analyse.confirm.candidates) get fresh processes, each compiling anew, until they have
 analyse.confirm.COMPILES compiles; the run's results are recorded again with them. The base is not measured: it is
-history (an earlier commit, another night). The PR flow, which can build both sides, confirms base and head in turns
+history (an earlier commit, another night). The PR flow, which can build both sides, confirms base and head
 instead (tracker.github.prflow).
 """
 
