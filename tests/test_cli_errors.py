@@ -122,3 +122,11 @@ def test_compare_names_the_unreadable_file_a_missing_run_may_be_in(tmp_path: Pat
     assert cli.main(["compare", "--results-dir", str(tmp_path), "--base", "aaaa", "--head", "bbbb"]) == 1
     line = _one_error_line(capsys.readouterr().err, "compare")
     assert "no results for commit 'aaaa'" in line and "could not be read" in line and base.name in line
+
+
+def test_run_on_the_cpu_refuses_gpus_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--device", "cpu", "--gpus", "2", "--commit", "abc1234", "--results-dir", str(tmp_path / "r"),
+            "--workload", "llm_rmsnorm", "--mode", "eager"]
+    assert cli.main(argv) == 2
+    assert "--gpus picks CUDA devices" in _one_error_line(capsys.readouterr().err, "run")
+    assert not (tmp_path / "r").exists()

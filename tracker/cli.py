@@ -134,6 +134,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
+    gpus: tuple[str, ...] = ()
+    if device == "cuda":
+        from tracker.runner import gpus as host_gpus
+
+        gpus = host_gpus.select(args.gpus, host_gpus.visible())
+    elif args.gpus:
+        raise UsageError("--gpus picks CUDA devices; this run measures on the CPU")
     # Everything that can refuse the run does so before anything is measured: the machine and commit name the
     # result file, the results directory must take it.
     machine = check_machine_name(socket.gethostname() if args.machine is None else args.machine)
@@ -141,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     commit, date_ms = commits.resolve(args.commit, project_repo(), args.date)
     check_commit(commit)
     asvfiles.check_writable(conf.results_dir)
-    jobs = args.jobs or policy.default_jobs(device)
+    jobs = args.jobs or policy.default_jobs(device, len(gpus))
     cfg = runner.RunConfig(
         # absolute: the workers run in the repository root, whatever the working directory here
         store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
@@ -152,8 +159,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed,
         replicates=args.replicates or policy.default_replicates(device),
-        replicated_modes=None if args.replicate_all_modes else runner.AUTOTUNED_MODES)
-    print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}, presets {', '.join(presets)}"
+        replicated_modes=None if args.replicate_all_modes else runner.AUTOTUNED_MODES, gpus=gpus)
+    print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}"
+          + (f" ({len(gpus)} GPUs: {','.join(gpus)})" if len(gpus) > 1 else "") + f", presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
     outcome = runner.run_suite(cells, cfg, conf, date_ms)
     failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
@@ -420,7 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "offset is given) or ms since the epoch (default: from git, else now)")
     r.add_argument("-j", "--jobs", type=int,
                    help="cells at once (default, or 0: 1 on CPU, one per core up to 16 on CUDA)")
-    r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards")
+    r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
+    r.add_argument("--gpus", metavar="SPEC",
+                   help="the GPUs of this host to measure on: all (default), N (the first N), or indices 0,2,5")
     r.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")

@@ -20,14 +20,14 @@ def default_presets(device: str) -> list[str]:
     return list(dict.fromkeys([*study, *plugins]))
 
 
-def default_jobs(device: str) -> int:
-    """Cells at once. On a GPU host one per usable core, up to 16: a cell is mostly CPU work (start-up, tracing,
-    compiling, loading caches) around a short GPU timing that the lock serializes, so more workers keep the GPU
-    busy until the cores run out; 16 is the most that has been measured to help. On a CPU host one, since the
-    timing itself runs on the cores that compiling would take."""
+def default_jobs(device: str, gpus: int = 1) -> int:
+    """Cells at once. On a GPU host one per usable core, up to 16 a GPU: a cell is mostly CPU work (start-up, tracing,
+    compiling, loading caches) around a short GPU timing that its GPU's lock serializes, so more workers keep the
+    GPUs busy until the cores run out; 16 is the most that has been measured to help one GPU. On a CPU host one,
+    since the timing itself runs on the cores that compiling would take."""
     if device != "cuda":
         return 1
-    return max(1, min(16, len(usable_cpus())))
+    return max(1, min(16 * max(1, gpus), len(usable_cpus())))
 
 
 RUN_REP_MS = 500.0

@@ -1,7 +1,8 @@
-"""Run a set of cells: one fresh process per cell, `jobs` at a time, GPU timing serialized by a lock.
+"""Run a set of cells: one fresh process per cell, `jobs` at a time, GPU timing serialized by a lock per GPU.
 
 Workers overlap their CPU-bound parts (interpreter start, imports, tracing, inductor and Triton
-compilation); every GPU timing (ours and autotuning's) holds one cross-process lock (tracker.measure.gpulock).
+compilation); every GPU timing (ours and autotuning's) holds its GPU's cross-process lock (tracker.measure.gpulock).
+With several GPUs (`gpus`) each measurement runs on one of them (tracker.runner.gpus), the workers shared.
 Finished cells land in the cell store at once, so an interrupted run resumes where it stopped.
 """
 
@@ -25,7 +26,8 @@ from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
 from tracker.paths import REPO_ROOT
-from tracker.runner.worker import ENV_SETTINGS
+from tracker.runner.gpus import GpuSlots
+from tracker.runner.worker import ENV_GPU, ENV_SETTINGS
 from tracker.store import asvfiles
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
 from workloads import catalog
@@ -171,6 +173,9 @@ class RunConfig:
     # anew; the results record the best and the spread (tracker.store.cells.combine).
     replicates: int = 1
     replicated_modes: tuple[str, ...] | None = AUTOTUNED_MODES
+    # The GPUs to measure on, as CUDA_VISIBLE_DEVICES names them (tracker.runner.gpus); none: the process's default
+    # device (a CPU run, a confirmation).
+    gpus: tuple[str, ...] = ()
 
     def replicates_of(self, cell: CellId) -> int:
         if self.replicated_modes is None or cell.mode in self.replicated_modes:
@@ -183,21 +188,28 @@ class RunConfig:
         n = self.replicates_of(cell)
         return self.settings if n == 1 else replace(self.settings, rep_ms=self.settings.rep_ms / n)
 
-    def timing_cpus(self) -> list[int]:
-        """Two cores reserved for the process that holds the GPU lock, when cells run in parallel."""
-        cpus = usable_cpus()
-        return cpus[:2] if self.jobs > 1 and len(cpus) >= 6 else []
+    def timing_cpus(self, slot: int = 0) -> list[int]:
+        """Two cores for the process that holds a GPU's lock (the `slot`-th GPU's), when cells run in parallel and at
+        least four cores are left to compile on."""
+        cpus, n = usable_cpus(), max(1, len(self.gpus))
+        return cpus[2 * slot:2 * slot + 2] if self.jobs > 1 and len(cpus) >= 2 * n + 4 else []
 
-    def worker_env(self, cell: CellId, cache_dir: str) -> dict[str, str]:
+    def worker_env(self, cell: CellId, cache_dir: str, slot: int | None = None) -> dict[str, str]:
+        """The environment of a worker measuring `cell`; `slot`: its GPU's position in `gpus`."""
         env = dict(os.environ)
-        timing = self.timing_cpus()
-        compile_cores = len(usable_cpus()) - len(timing)
+        timing = self.timing_cpus(slot or 0)
+        compile_cores = len(usable_cpus()) - len(timing) * max(1, len(self.gpus))
+        lock = ".gpu.lock"
+        if slot is not None:
+            gpu = self.gpus[slot]
+            lock = f".gpu-{''.join(c if c.isalnum() else '_' for c in gpu)}.lock"
+            env.update({"CUDA_VISIBLE_DEVICES": gpu, ENV_GPU: gpu})
         env.update({
             ENV_ROOT: str(self.store_root),
             ENV_MACHINE: self.machine,
             "ASV_COMMIT": self.commit,
             ENV_SETTINGS: json.dumps(asdict(self.settings_of(cell))),
-            gpulock.ENV_LOCK: str(self.store_root / ".gpu.lock"),
+            gpulock.ENV_LOCK: str(self.store_root / lock),
             gpulock.ENV_TIMING_CPUS: ",".join(map(str, timing)),
             # Share the other cores among the compiling workers.
             "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, compile_cores // max(1, self.jobs))),
@@ -219,12 +231,16 @@ class Progress:
         self._lock = threading.Lock()
         self._failed: dict[Job, bool] = {}  # a measurement re-run alone replaces its first result
         self._held_s: dict[Job, float] = {}  # seconds each measurement held the GPU lock
+        self._gpu_held_s: dict[str, float] = {}  # the same, summed per GPU of a run on several
 
     def cell_done(self, job: Job, result: dict[str, Any]) -> None:
         with self._lock:
             self._failed[job] = result.get("status") == FAILED
             self.done, self.failed = len(self._failed), sum(self._failed.values())
             self._held_s[job] = result.get("lock_held_s") or 0.0
+            if result.get("gpu") is not None:
+                gpu = str(result["gpu"])
+                self._gpu_held_s[gpu] = self._gpu_held_s.get(gpu, 0.0) + self._held_s[job]
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)
             status = result.get("status", "?")
@@ -239,13 +255,17 @@ class Progress:
             self.total += more
 
     def lock_share(self) -> str:
-        """The GPU lock's busy share of the wall time: near 100% the GPU is the limit and more -j cannot help;
-        well below it, compilation is, and more cores (or shards on more hosts) would."""
+        """The GPU lock's busy share of the wall time (each GPU's, with several): near 100% the GPU is the limit and
+        more -j cannot help; well below it, compilation is, and more cores (or shards on more hosts) would."""
         held, wall = sum(self._held_s.values()), time.monotonic() - self.start
         if not held or not wall:
             return ""
-        return (f"GPU lock held {held:.0f} s of {wall:.0f} s ({held / wall:.0%}), "
+        line = (f"GPU lock held {held:.0f} s of {wall:.0f} s ({held / wall:.0%}), "
                 f"{held / len(self._held_s):.2f} s a cell")
+        if len(self._gpu_held_s) > 1:
+            line += "; per GPU: " + ", ".join(f"{gpu} {s:.0f} s ({s / wall:.0%})"
+                                               for gpu, s in sorted(self._gpu_held_s.items()))
+        return line
 
 
 def _fmt(seconds: float) -> str:
@@ -284,7 +304,8 @@ class _Workers:
                 proc.kill()
 
 
-def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers) -> dict[str, Any] | None:
+def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers,
+             slots: GpuSlots | None = None) -> dict[str, Any] | None:
     """Measure one replicate of a cell in a fresh process; None when the run is being interrupted (nothing
     recorded)."""
     if workers.stopping.is_set():
@@ -299,7 +320,13 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers) -> d
             cache += "" if job.replicate == 1 else f"@{job.replicate}"
         cmd = [sys.executable, "-m", "tracker.runner.worker", cell.preset, cell.workload, cell.mode,
                str(job.replicate)]
-        status, err = workers.run(cmd, cfg.worker_env(cell, cache), cfg.cell_timeout_s)
+        cost = expected_cost(cell)
+        slot = slots.acquire(cost) if slots else None
+        try:
+            status, err = workers.run(cmd, cfg.worker_env(cell, cache, slot), cfg.cell_timeout_s)
+        finally:
+            if slots and slot is not None:
+                slots.release(slot, cost)
     if workers.stopping.is_set():
         return None
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
@@ -356,9 +383,10 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     workers = _Workers()
+    slots = GpuSlots(len(cfg.gpus)) if cfg.gpus else None
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     try:
-        futures = {pool.submit(_run_one, job, cfg, store, workers): job for job in pending(cells, cfg, store)}
+        futures = {pool.submit(_run_one, job, cfg, store, workers, slots): job for job in pending(cells, cfg, store)}
         while futures:
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -369,12 +397,12 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                 if progress and extras:
                     progress.expect(len(extras))
                 for extra in extras:
-                    futures[pool.submit(_run_one, extra, cfg, store, workers)] = extra
+                    futures[pool.submit(_run_one, extra, cfg, store, workers, slots)] = extra
         if cfg.jobs > 1:
             for job in list(done):
                 if needs_gpu_alone(done[job]):
                     store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
-                    _finish(job, _run_one(job, cfg, store, workers), done, progress)
+                    _finish(job, _run_one(job, cfg, store, workers, slots), done, progress)
     except BaseException:
         workers.stop()
         raise

@@ -19,6 +19,7 @@ from tracker.measure.harness import Settings, measure_cell
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
+ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it (recorded)
 
 
 def main(argv: list[str]) -> int:
@@ -37,7 +38,8 @@ def main(argv: list[str]) -> int:
                         settings=settings, exclusive=exclusive, launch_us=floor)
     if lock is not None:
         cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
-    store.put({**stored_form(cell.as_dict()), "replicate": replicate})
+    gpu = {"gpu": os.environ[ENV_GPU]} if os.environ.get(ENV_GPU) else {}
+    store.put({**stored_form(cell.as_dict()), "replicate": replicate, **gpu})
     if floor is None and cell.launch_us is not None:
         store.set_launch_floor(cell.launch_us)
     return 0
