@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
                         "offset is given) or ms since the epoch (default: from git, else now)")
     r.add_argument("-j", "--jobs", type=int,
-                   help="cells at once (default, or 0: 1 on CPU, one per core up to 16 on CUDA)")
+                   help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
     r.add_argument("--gpus", metavar="SPEC",
                    help="the GPUs of this host to measure on: all (default), N (the first N), or indices 0,2,5")
