@@ -1,7 +1,8 @@
-"""Fixtures shared by the tests that talk to the local fake of GitHub's REST API (tests/fake_github.py)."""
+"""Fixtures shared by the tests: the local fake of GitHub's REST API (tests/fake_github.py), and Ctrl-C."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -18,3 +19,11 @@ def fake() -> Iterator[FakeGitHub]:
 def waits() -> list[float]:
     """The waits a client asked for: pass `sleep=waits.append` so that tests never sleep."""
     return []
+
+
+@pytest.fixture(autouse=True, scope="session")
+def interruptible() -> None:
+    """SIGINT is a KeyboardInterrupt here and in the processes the tests start, also when a shell ran the suite in
+    the background (its background jobs ignore SIGINT, and an ignored signal stays ignored across exec): the
+    tests of interrupted runs send it."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -188,7 +188,7 @@ def test_stdout_carries_the_comment_body_alone(repo: tuple[Path, dict[str, str]]
     assert out.startswith(MARKER) and out.endswith("\n")
     assert "run: 10 cells" not in out and "tiny: 2 instances" not in out and "pr: " not in out
     # base and head, then two rounds of confirmation each
-    assert err.count("run: 10 cells") == 6 and err.count("tiny: 2 instances") == 6
+    assert err.count("run: 10 cells") == 4 and err.count("tiny: 2 instances") == 4
     assert "pr: measuring" in err
     assert "### compile-baselines: Best baselines changed: 2" in out
 
