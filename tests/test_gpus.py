@@ -59,6 +59,8 @@ def test_each_gpu_has_its_own_lock_timing_cores_and_device_and_the_compilers_sha
     assert (first[ENV_GPU], second[ENV_GPU]) == ("0", "GPU-5e1c")
     assert first[gpulock.ENV_LOCK] != second[gpulock.ENV_LOCK]
     assert (first[gpulock.ENV_TIMING_CPUS], second[gpulock.ENV_TIMING_CPUS]) == ("0,1", "2,3")
+    # a compiling worker keeps off every GPU's timing cores, not only its own GPU's
+    assert first[gpulock.ENV_RESERVED_CPUS] == second[gpulock.ENV_RESERVED_CPUS] == "0,1,2,3"
     assert first["TORCHINDUCTOR_COMPILE_THREADS"] == str((32 - 4) // 28)
     assert default_jobs("cuda", 2) == 32 and default_jobs("cuda", 1) == 16
 
@@ -72,6 +74,6 @@ def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: P
     progress = Progress(len(cells), out)
     measured = measure_cells(cells, cfg, store, progress)
     assert set(measured) == set(cells) and all(r["status"] == "ok" for r in measured.values())
-    on = [store.replicate(c.preset, c.workload, c.mode)["gpu"] for c in cells]
+    on = [store.replicate(c.preset, c.workload, c.mode)["gpu_index"] for c in cells]
     assert set(on) == {"0", "1"}  # both GPUs measured
     assert "per GPU: 0 " in progress.lock_share() and ", 1 " in progress.lock_share()

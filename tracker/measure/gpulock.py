@@ -21,6 +21,8 @@ ENV_LOCK = "COMPILE_BASELINES_GPU_LOCK"  # path of the lock file; unset: no lock
 # Cores kept for the lock holder: launch-bound cells time the host's CPU too, so the process that times
 # runs on cores no compiling neighbour may use ("2,3"; unset: no pinning).
 ENV_TIMING_CPUS = "COMPILE_BASELINES_TIMING_CPUS"
+# Every GPU's timing cores in a run on several (unset: this lock's own): no compiling worker may use any of them.
+ENV_RESERVED_CPUS = "COMPILE_BASELINES_RESERVED_CPUS"
 
 
 def parse_cpus(text: str | None) -> frozenset[int]:
@@ -112,6 +114,11 @@ def install(lock: GpuLock) -> list[str]:
     triton.testing.do_bench = _locked(lock, triton.testing.do_bench)
     patched.append("triton.testing.do_bench")
     return patched
+
+
+def reserved_cpus(lock: GpuLock) -> frozenset[int]:
+    """The cores to keep this process off: every GPU's timing cores where the runner listed them, else the lock's."""
+    return parse_cpus(os.environ.get(ENV_RESERVED_CPUS)) or lock.timing_cpus
 
 
 def from_env() -> GpuLock | None:

@@ -27,7 +27,7 @@ from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
 from tracker.paths import REPO_ROOT
 from tracker.runner.gpus import GpuSlots
-from tracker.runner.worker import ENV_GPU, ENV_SETTINGS
+from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, GPU_INDEX
 from tracker.store import asvfiles
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
 from workloads import catalog
@@ -203,7 +203,9 @@ class RunConfig:
         if slot is not None:
             gpu = self.gpus[slot]
             lock = f".gpu-{''.join(c if c.isalnum() else '_' for c in gpu)}.lock"
-            env.update({"CUDA_VISIBLE_DEVICES": gpu, ENV_GPU: gpu})
+            env.update({"CUDA_VISIBLE_DEVICES": gpu, ENV_GPU: gpu,
+                        gpulock.ENV_RESERVED_CPUS: ",".join(str(c) for k in range(len(self.gpus))
+                                                            for c in self.timing_cpus(k))})
         env.update({
             ENV_ROOT: str(self.store_root),
             ENV_MACHINE: self.machine,
@@ -238,8 +240,8 @@ class Progress:
             self._failed[job] = result.get("status") == FAILED
             self.done, self.failed = len(self._failed), sum(self._failed.values())
             self._held_s[job] = result.get("lock_held_s") or 0.0
-            if result.get("gpu") is not None:
-                gpu = str(result["gpu"])
+            if result.get(GPU_INDEX) is not None:
+                gpu = str(result[GPU_INDEX])
                 self._gpu_held_s[gpu] = self._gpu_held_s.get(gpu, 0.0) + self._held_s[job]
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)

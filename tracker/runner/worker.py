@@ -19,7 +19,8 @@ from tracker.measure.harness import Settings, measure_cell
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
-ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it (recorded)
+ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
+GPU_INDEX = "gpu_index"  # where a measurement records it ("gpu" in results and host info is the GPU's model)
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +30,7 @@ def main(argv: list[str]) -> int:
     lock = gpulock.from_env()
     exclusive = contextlib.nullcontext
     if lock is not None:
-        gpulock.keep_off_timing_cpus(lock.timing_cpus)
+        gpulock.keep_off_timing_cpus(gpulock.reserved_cpus(lock))
         gpulock.install(lock)
         exclusive = lock.held
     store = CellStore(default_root(), RunKey.from_env())
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> int:
                         settings=settings, exclusive=exclusive, launch_us=floor)
     if lock is not None:
         cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
-    gpu = {"gpu": os.environ[ENV_GPU]} if os.environ.get(ENV_GPU) else {}
+    gpu = {GPU_INDEX: os.environ[ENV_GPU]} if os.environ.get(ENV_GPU) else {}
     store.put({**stored_form(cell.as_dict()), "replicate": replicate, **gpu})
     if floor is None and cell.launch_us is not None:
         store.set_launch_floor(cell.launch_us)
