@@ -54,6 +54,14 @@ WORKLOADS = (Workload("{name}", "llm", (), lambda p, d: None, lambda p: 0.0, pre
 """
 
 
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a fresh process that sees the example as installed; it must succeed."""
+    done = subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 # ---------------------------------------------------------------------------------------------------- declaring
 
 
@@ -206,10 +214,7 @@ def test_the_example_repository_end_to_end_on_cpu(example: dict[str, str], tmp_p
     results = tmp_path / "results"
 
     def cli_run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=ROOT, env=example,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done
+        return _cli(example, *args)
 
     run = cli_run("run", "--preset", "tiny", "--workload", "example.*", "--mode", "eager", "default",
                   "--machine", "cpu-plugin", "--results-dir", str(results), "--warmup-ms", "1", "--rep-ms", "20",
@@ -271,10 +276,7 @@ def test_the_example_s_h100_run_shows_where_the_best_mode_changes_along_its_swee
     results = ROOT / "tests" / "fixtures" / "h100-example" / "results"
 
     def cli(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "tracker.cli", *args], cwd=ROOT, env=example,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
+        return _cli(example, *args).stdout
 
     summary = json.loads(cli("summary", "--results-dir", str(results), "--format", "json"))
     presets = summary["runs"][0]["presets"]
