@@ -54,7 +54,8 @@ def test_each_gpu_has_its_own_lock_timing_cores_and_device_and_the_compilers_sha
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=28, gpus=("0", "GPU-5e1c"))
     cell = CellId("prefill", "llm_rmsnorm", "default")
-    first, second = (cfg.worker_env(cell, str(tmp_path / "cache"), slot) for slot in (0, 1))
+    first, second = (cfg.worker_env(cell, str(tmp_path / "inductor"), str(tmp_path / "triton"), slot)
+                     for slot in (0, 1))
     assert (first["CUDA_VISIBLE_DEVICES"], second["CUDA_VISIBLE_DEVICES"]) == ("0", "GPU-5e1c")
     assert (first[ENV_GPU], second[ENV_GPU]) == ("0", "GPU-5e1c")
     assert first[gpulock.ENV_LOCK] != second[gpulock.ENV_LOCK]

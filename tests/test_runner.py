@@ -15,7 +15,19 @@ import pytest
 
 from tracker.measure import gpulock
 from tracker.runner.policy import default_jobs
-from tracker.runner.pool import CellId, Progress, RunConfig, expected_cost, needs_gpu_alone, plan, queue_order, shard
+from tracker.runner.pool import (
+    CellId,
+    Job,
+    Progress,
+    Queue,
+    RunConfig,
+    cache_dirs,
+    expected_cost,
+    needs_gpu_alone,
+    plan,
+    queue_order,
+    shard,
+)
 from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES
 
@@ -47,6 +59,29 @@ def test_the_queue_runs_longest_first_with_eager_cells_spread_evenly_from_the_st
     eager_at = [i for i, c in enumerate(queue) if c.mode == "eager"]
     assert len(eager_at) == 41 and max(b - a for a, b in itertools.pairwise(eager_at)) <= 6  # 164 / 41 = 4 apart
     assert queue_order(compiling) == compiling
+
+
+def test_a_cells_further_compiles_go_to_the_front_of_the_queue_oldest_first() -> None:
+    a, b, c = (CellId("prefill", w, "max-autotune") for w in ("llm_rmsnorm", "llm_layernorm", "llm_qk_norm"))
+    queue = Queue([Job(a), Job(b), Job(c)])
+    assert [queue.pop(), queue.pop()] == [Job(a), Job(b)]
+    queue.push_front([Job(a, 2), Job(a, 3)])
+    queue.push_front([Job(b, 2), Job(b, 3)])
+    assert queue.holds(a) and not queue.holds(CellId("decode", "llm_rmsnorm", "max-autotune"))
+    assert [queue.pop() for _ in range(5)] == [Job(a, 2), Job(a, 3), Job(b, 2), Job(b, 3), Job(c)]
+    assert not queue
+
+
+def test_a_cells_compiles_share_triton_binaries_and_each_autotunes_in_a_cache_of_its_own(tmp_path: Path) -> None:
+    cell, other = CellId("prefill", "llm_rmsnorm", "max-autotune"), CellId("prefill", "llm_rmsnorm", "default")
+    kernels = tmp_path / "kernels"
+    cold = RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=3)
+    (ind1, tri1), (ind2, tri2) = (cache_dirs(Job(cell, r), cold, str(tmp_path / f"tmp{r}"), kernels) for r in (1, 2))
+    assert tri1 == tri2 != cache_dirs(Job(other), cold, str(tmp_path / "tmp3"), kernels)[1]
+    assert ind1 != ind2 and ind1.startswith(str(tmp_path / "tmp1"))  # inductor's: the measurement's own, fresh
+    warm = RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=3, warm_cache_dir=tmp_path / "warm")
+    (ind1, tri1), (ind2, tri2) = (cache_dirs(Job(cell, r), warm, "unused", kernels) for r in (1, 2))
+    assert tri1 == tri2 and ind1 != ind2 and ind1.startswith(str(tmp_path / "warm"))
 
 
 def test_a_cell_re_run_alone_replaces_its_first_result_in_the_progress_counts() -> None:
@@ -144,7 +179,8 @@ def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=7)
-    env = cfg.worker_env(CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "cache"))
+    env = cfg.worker_env(CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "inductor"),
+                         str(tmp_path / "triton"))
     assert env[gpulock.ENV_TIMING_CPUS] == "16,17"  # not the other shard's timing cores 0,1
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == str((16 - 2) // 7)
     assert default_jobs("cuda") == 16 and default_jobs("cpu") == 1  # one worker per core of its own

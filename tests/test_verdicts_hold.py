@@ -137,11 +137,12 @@ def _cell(workload: str, preset: str, mode: str) -> dict:
 
 def test_a_cell_records_its_best_compile_and_every_compiles_median() -> None:
     first = _cell("diff_unet_resblock", "prefill", "max-autotune-no-cudagraphs")
-    slower = {**first, "median_ms": first["median_ms"] * 1.2, "replicate": 2}
+    # a further compile reuses the first's Triton binaries: its compile is not cold, the first's stands
+    faster = {**first, "median_ms": first["median_ms"] * 0.9, "compile_s": first["compile_s"] / 3, "replicate": 2}
     failed = {**first, "status": "failed", "reason": "out of memory", "replicate": 3}
-    combined = combine([slower, first, failed])
-    assert combined["median_ms"] == first["median_ms"]
-    assert combined["compiles_ms"] == [slower["median_ms"], first["median_ms"]]
+    combined = combine([faster, first, failed])
+    assert combined["median_ms"] == faster["median_ms"] and combined["compile_s"] == first["compile_s"]
+    assert combined["compiles_ms"] == [faster["median_ms"], first["median_ms"]]
     assert combined["replicates_failed"] == 1
     assert combine([failed])["status"] == "failed"
 

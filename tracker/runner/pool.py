@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -194,8 +196,10 @@ class RunConfig:
         cpus, n = usable_cpus(), max(1, len(self.gpus))
         return cpus[2 * slot:2 * slot + 2] if self.jobs > 1 and len(cpus) >= 2 * n + 4 else []
 
-    def worker_env(self, cell: CellId, cache_dir: str, slot: int | None = None) -> dict[str, str]:
-        """The environment of a worker measuring `cell`; `slot`: its GPU's position in `gpus`."""
+    def worker_env(self, cell: CellId, inductor_cache: str, triton_cache: str,
+                   slot: int | None = None) -> dict[str, str]:
+        """The environment of a worker measuring `cell` with these compile caches; `slot`: its GPU's position in
+        `gpus`."""
         env = dict(os.environ)
         timing = self.timing_cpus(slot or 0)
         compile_cores = len(usable_cpus()) - len(timing) * max(1, len(self.gpus))
@@ -215,8 +219,8 @@ class RunConfig:
             gpulock.ENV_TIMING_CPUS: ",".join(map(str, timing)),
             # Share the other cores among the compiling workers.
             "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, compile_cores // max(1, self.jobs))),
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache_dir, "inductor"),
-            "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": inductor_cache,
+            "TRITON_CACHE_DIR": triton_cache,
             "PYTHONUNBUFFERED": "1",
         })
         if self.device:
@@ -306,26 +310,36 @@ class _Workers:
                 proc.kill()
 
 
-def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers,
+def cache_dirs(job: Job, cfg: RunConfig, tmp: str, kernels_dir: Path) -> tuple[str, str]:
+    """(inductor's cache, Triton's cache) for one measurement. Inductor's (generated code, autotuning's choices) is
+    the measurement's own, fresh unless `warm_cache_dir` keeps one per (torch, cell, replicate): every compile
+    autotunes anew. Triton's (compiled binaries, the same whichever config autotuning picks) is shared by a cell's
+    replicates, which start once its first is in: they skip recompiling what it compiled, and their compile is
+    cheaper, not their choices. A replicate's own compile_s is therefore not cold; the cell's is its first's
+    (tracker.store.cells.combine)."""
+    c = job.cell
+    if cfg.warm_cache_dir:
+        cell_dir = cfg.warm_cache_dir / f"torch-{torch_version()}" / c.preset / c.workload / c.mode
+        own = str(cell_dir) + ("" if job.replicate == 1 else f"@{job.replicate}")
+        return os.path.join(own, "inductor"), str(cell_dir / "triton")
+    return os.path.join(tmp, "inductor"), str(kernels_dir / c.preset / c.workload / c.mode)
+
+
+def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kernels_dir: Path,
              slots: GpuSlots | None = None) -> dict[str, Any] | None:
     """Measure one replicate of a cell in a fresh process; None when the run is being interrupted (nothing
-    recorded)."""
+    recorded). `kernels_dir`: where this run keeps each cell's compiled Triton binaries (`cache_dirs`)."""
     if workers.stopping.is_set():
         return None
     cell = job.cell
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
-        # one persistent cache per (torch, preset, workload, mode, replicate): a first run is as cold as a fresh
-        # cache, and replicates never share a compile
-        cache = tmp
-        if cfg.warm_cache_dir:
-            cache = str(cfg.warm_cache_dir / f"torch-{torch_version()}" / cell.preset / cell.workload / cell.mode)
-            cache += "" if job.replicate == 1 else f"@{job.replicate}"
+        inductor, triton = cache_dirs(job, cfg, tmp, kernels_dir)
         cmd = [sys.executable, "-m", "tracker.runner.worker", cell.preset, cell.workload, cell.mode,
                str(job.replicate)]
         cost = expected_cost(cell)
         slot = slots.acquire(cost) if slots else None
         try:
-            status, err = workers.run(cmd, cfg.worker_env(cell, cache, slot), cfg.cell_timeout_s)
+            status, err = workers.run(cmd, cfg.worker_env(cell, inductor, triton, slot), cfg.cell_timeout_s)
         finally:
             if slots and slot is not None:
                 slots.release(slot, cost)
@@ -380,16 +394,27 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
     """Make the measurements `store` lacks of `cells` (`pending`, then the replicates each first measurement asks
     for); every cell's result, its replicates combined.
 
-    On KeyboardInterrupt the running workers are killed and nothing is recorded for their measurements, so the
-    next run makes exactly the measurements that did not finish."""
+    A cell's further compiles go to the front of the queue as soon as its first is in (`Queue`), so the run does
+    not end on a tail of compile-heavy replicates. On KeyboardInterrupt the running workers are killed and nothing
+    is recorded for their measurements, so the next run makes exactly the measurements that did not finish."""
     done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     workers = _Workers()
     slots = GpuSlots(len(cfg.gpus)) if cfg.gpus else None
+    queue = Queue(pending(cells, cfg, store))
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
+    kernels = tempfile.TemporaryDirectory(prefix="cb-kernels-")
+    kernels_dir = Path(kernels.name)
+
+    def submit(job: Job) -> Future[dict[str, Any] | None]:
+        return pool.submit(_run_one, job, cfg, store, workers, kernels_dir, slots)
+
     try:
-        futures = {pool.submit(_run_one, job, cfg, store, workers, slots): job for job in pending(cells, cfg, store)}
-        while futures:
+        futures: dict[Future[dict[str, Any] | None], Job] = {}
+        while queue or futures:
+            while queue and len(futures) < max(1, cfg.jobs):
+                job = queue.pop()
+                futures[submit(job)] = job
             finished, _ = wait(futures, return_when=FIRST_COMPLETED)
             for fut in finished:
                 job = futures.pop(fut)
@@ -398,24 +423,50 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                 extras = more_replicates(job, result, cfg, store) if result is not None else []
                 if progress and extras:
                     progress.expect(len(extras))
-                for extra in extras:
-                    futures[pool.submit(_run_one, extra, cfg, store, workers, slots)] = extra
+                queue.push_front(extras)
+                if not queue.holds(job.cell) and not any(j.cell == job.cell for j in futures.values()):
+                    shutil.rmtree(kernels_dir / job.cell.preset / job.cell.workload / job.cell.mode,
+                                  ignore_errors=True)
         if cfg.jobs > 1:
             for job in list(done):
                 if needs_gpu_alone(done[job]):
                     store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
-                    _finish(job, _run_one(job, cfg, store, workers, slots), done, progress)
+                    _finish(job, _run_one(job, cfg, store, workers, kernels_dir, slots), done, progress)
     except BaseException:
         workers.stop()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        kernels.cleanup()
     out = {}
     for c in cells:
         cell = store.get(c.preset, c.workload, c.mode)
         if cell is not None:
             out[c] = cell
     return out
+
+
+class Queue:
+    """The measurements waiting for a worker: the planned ones in queue order, and in front of them the further
+    compiles that finished first measurements asked for, oldest first. Those are the heaviest measurements
+    (autotuned modes, each a full compile); left at the back they would all run last, with little else to keep the
+    GPU busy beside them."""
+
+    def __init__(self, planned: Iterable[Job]) -> None:
+        self._front: deque[Job] = deque()
+        self._planned: deque[Job] = deque(planned)
+
+    def __bool__(self) -> bool:
+        return bool(self._front or self._planned)
+
+    def holds(self, cell: CellId) -> bool:
+        return any(j.cell == cell for j in (*self._front, *self._planned))
+
+    def push_front(self, jobs: Iterable[Job]) -> None:
+        self._front.extend(jobs)
+
+    def pop(self) -> Job:
+        return (self._front or self._planned).popleft()
 
 
 def needs_gpu_alone(result: dict[str, Any]) -> bool:

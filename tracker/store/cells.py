@@ -206,14 +206,18 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     """A cell measured in several fresh processes (each compiling anew) as the results record it: the replicate
     with the lowest median stands for the cell (the baseline to beat is the best compile torch.compile gave;
     its samples, fingerprint and figures are that replicate's), and `compiles_ms` lists every ok replicate's
-    median, from which the spread over compiles is read. Failed replicates are left out while one is ok; when
-    none is, the first stands (its reason is the cell's)."""
+    median, from which the spread over compiles is read. Its compile_s is the first replicate's, the one cold
+    compile: the further compiles reuse the first's Triton binaries (tracker.runner.pool.cache_dirs). Failed
+    replicates are left out while one is ok; when none is, the first stands (its reason is the cell's)."""
     ok = [c for c in replicates if c.get("status") == "ok" and isinstance(c.get("median_ms"), (int, float))]
     if not ok:
         return dict(replicates[0])
     best = min(ok, key=lambda c: c["median_ms"])
     out = dict(best)
     out["compiles_ms"] = [c["median_ms"] for c in ok]
+    first = next((c for c in replicates if int(c.get("replicate") or 1) == 1), None)
+    if first is not None and first.get("status") == "ok":
+        out["compile_s"] = first.get("compile_s")
     out["replicates_failed"] = len(replicates) - len(ok)
     return out
 
