@@ -46,7 +46,7 @@ from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, METRIC_BENCHMARK
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "tests" / "fixtures" / "h100-aa2" / "results"  # two full runs of one commit (its PROVENANCE.md)
-MACHINE = "h100-d"  # the run every scenario copies, with kernel candidates; replicates where compiles differ
+MACHINE = "h100-d"  # the run every scenario copies, with kernel candidates and three compiles in some cells
 BASE = "759ff183dcd5bdaec5fa61a7f55acb9f10b761ee"  # the commit of both runs
 EARLIER = "h100-c"  # the same commit measured the hour before, on a fresh machine
 GOLDEN = ROOT / "tests" / "golden"
@@ -76,7 +76,8 @@ def write_run(dest: Path, commit: str, changes: Mapping[tuple[str, str, str], fl
     """A copy of a fixture run as run `commit` in results dir `dest`: every time (result, CI, quartiles, samples,
     the median and slowest of its compiles) of a cell scaled by `scale` and by changes[cell] (a factor, or
     "fail"); cells not `keep`-ed not run. With `compiles`, every cell records that many compiles, all as fast as
-    its best (constructed: the fixture run measured three only where a mode's compiles differ, one elsewhere)."""
+    its best (constructed: the fixture run measured three in most autotuned cells and those its confirmation
+    re-measured, one elsewhere)."""
     src = result_file(source)
     if src not in _TEXT:
         _TEXT[src] = src.read_text()

@@ -3,10 +3,10 @@ was judged (one compile a side: samples and fixed bands; several compiles: the c
 with the numbers of the comparison's ChangeRule; a change on fewer compiles than the rule asks is unconfirmed, in
 the headline and listed, never counted.
 
-The runs are a real H100 run (tests/fixtures/h100-aa2, h100-d: three compiles a cell where a mode's compiles differ,
-one elsewhere) rewritten by test_compare.write_run with the same number of compiles in every cell, which no real run
-has: write_run(compiles=1) keeps each cell's best compile as its only one, write_run(compiles=3) records three
-compiles as fast as the best (both constructed).
+The runs are a real H100 run (tests/fixtures/h100-aa2, h100-d: three compiles in most cells of the autotuned modes
+and in those its confirmation re-measured, one elsewhere) rewritten by test_compare.write_run with the same number
+of compiles in every cell, which no real run has: write_run(compiles=1) keeps each cell's best compile as its only
+one, write_run(compiles=3) records three compiles as fast as the best (both constructed).
 """
 
 from __future__ import annotations

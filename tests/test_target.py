@@ -4,8 +4,9 @@ compile, how many compiles it is the best of, their median, and the runner-up; "
 Several compiles: real H100 cold compiles (tests/fixtures/h100-compiles, rep5-rep7: three runs of the same 18 cells
 at one commit) recorded as three replicates of one run through the real cell store and asv writer. That grouping is
 constructed: the three compiles of a cell came from three runs, where the runner would make them in one. Real runs
-that recorded their compiles as the runner makes them: tests/fixtures/h100-aa2's h100-d (one compile a cell, three
-where the mode's compiles differ). A run that recorded none: tests/fixtures/h100-smoke's (an older runner).
+that recorded their compiles as the runner makes them: tests/fixtures/h100-aa2's h100-d (three compiles in most
+cells of the autotuned modes and in those its confirmation re-measured, one elsewhere). A run that recorded none:
+tests/fixtures/h100-smoke's (an older runner).
 """
 
 from __future__ import annotations
