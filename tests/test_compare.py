@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "tests" / "fixtures" / "h100-aa2" / "results"  # two full runs of one commit (its PROVENANCE.md)
 MACHINE = "h100-d"  # the run every scenario copies, with kernel candidates and three compiles in some cells
 BASE = "759ff183dcd5bdaec5fa61a7f55acb9f10b761ee"  # the commit of both runs
-EARLIER = "h100-c"  # the same commit measured the hour before, on a fresh machine
+EARLIER_MACHINE = "h100-c"  # the same commit measured the hour before, on a fresh machine
 GOLDEN = ROOT / "tests" / "golden"
 MANCG = "max-autotune-no-cudagraphs"
 LATENCIES = (METRIC_BENCHMARKS["latency"], CANDIDATE_METRIC_BENCHMARKS["latency"])
@@ -223,7 +223,7 @@ def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_no
     No best baseline changed and no cell regressed; one instance has another winner, backed by no judged change.
     The one improvement is the false alarm the provenance names: a host-bound 5 us cell that h100-c compiled once
     (7.17 us) and h100-d three times (best 4.99 us)."""
-    c = compare_runs(H100, BASE, BASE, EARLIER, head_machine=MACHINE)
+    c = compare_runs(H100, BASE, BASE, EARLIER_MACHINE, head_machine=MACHINE)
     assert (c.best_changes, c.regressions, c.noisy) == ([], [], [])
     (alarm,) = c.improvements
     assert (alarm.preset, alarm.workload, alarm.mode, alarm.compiles) == ("decode", "llm_rmsnorm", MANCG, (1, 3))
