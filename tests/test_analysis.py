@@ -220,14 +220,15 @@ def test_figures_cover_every_run_and_preset_at_once(tmp_path: Path) -> None:
     assert (f["instances"] == 1).all() and (f["wins_default"] == 1).all()
 
 
-H100 = Path(__file__).resolve().parent / "fixtures" / "h100" / "results"
+H100 = Path(__file__).resolve().parent / "fixtures" / "h100-aa2" / "results"  # two full runs, one commit
 
 
 @pytest.mark.skipif(not H100.is_dir(), reason="the H100 fixture is not in this checkout")
-def test_h100_winners_are_the_fastest_medians_computed_independently() -> None:
+@pytest.mark.parametrize("machine", ["h100-c", "h100-d"])
+def test_h100_winners_are_the_fastest_medians_computed_independently(machine: str) -> None:
     t = results.load_results(H100).table
-    run = summary_json(t)["runs"][0]
-    t = t[(t["commit"].astype(str) == run["commit"]) & t["mode"].astype(str).isin(MODES)]
+    (run,) = [r for r in summary_json(t)["runs"] if r["machine"] == machine]
+    t = t[(t["commit"].astype(str) == run["commit"]) & (t["machine"] == machine) & t["mode"].astype(str).isin(MODES)]
     for preset, figures in run["presets"].items():
         cells = t[t["preset"] == preset]
         fastest = cells.loc[cells.groupby("workload", observed=True)["median_ms"].idxmin()]

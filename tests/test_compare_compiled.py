@@ -64,8 +64,7 @@ def test_a_significant_cell_says_whether_its_compiled_code_changed(slower_unet: 
 def test_cells_too_noisy_to_judge_are_in_the_headline(tmp_path: Path):
     results = tmp_path / "results"
     write_run(results, BASE)
-    noisy = {k: v for k, v in SCENARIOS["regression"].items() if k == ("decode", "llm_rmsnorm", "max-autotune-no-"
-                                                                       "cudagraphs")}
+    noisy = {k: v for k, v in SCENARIOS["regression"].items() if k == ("decode", "llm_qk_norm", "reduce-overhead")}
     write_run(results, fake_commit("noisy"), noisy)
     c = compare_runs(results, BASE[:8], fake_commit("noisy")[:8], MACHINE)
     assert len(c.noisy) == 1 and not c.changed

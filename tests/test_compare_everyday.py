@@ -1,6 +1,7 @@
 """compare as people type it every day: git refs and abbreviated hashes, the latest two runs when none is named, a
 terminal table (the default on a terminal), --only-changed, and --factor, which only ever makes a verdict stricter.
-Runs are modified copies of the real H100 fixture (tests/test_compare.py's write_run)."""
+Runs are modified copies of a real H100 run (tests/fixtures/h100-aa2's h100-d, by tests/test_compare.py's
+write_run)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_compare import BASE, EARLIER, H100, MACHINE, SCENARIOS, write_run
+from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
 from tracker import cli
 from tracker.analyse.compare import FASTER, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
 from tracker.publish.comparison import FORMATS, compare_main, comparison_json
@@ -36,8 +37,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory, repo: tuple[Path, list[str]]) -> Path:
-    """The fixture's two real runs, then the repo's first commit (a copy of BASE) and its second (the regression
-    scenario of test_compare), one and two hours later."""
+    """The fixture's two real runs (BASE on h100-c and on MACHINE), then the repo's first commit (a copy of BASE)
+    and its second (the regression scenario of test_compare) on MACHINE, one and two hours later."""
     rd = tmp_path_factory.mktemp("everyday") / "results"
     shutil.copytree(H100, rd)
     first, second, _ = repo[1]
@@ -62,7 +63,7 @@ def test_git_refs_and_abbreviated_hashes_name_the_runs(results: Path, repo: tupl
                        capsys, path)
     assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
     with pytest.raises(Exception, match=rf"no results for 'HEAD' \(commit {third[:12]}\); latest commits with "
-                                        rf"results: {EARLIER[:8]}, {BASE[:8]}, {first[:8]}, {second[:8]}"):
+                                        rf"results: {BASE[:8]}, {BASE[:8]}, {first[:8]}, {second[:8]}"):
         compare_main(results, "HEAD~1", "HEAD", MACHINE, repo_dir=path)
     with pytest.raises(Exception, match="no results for commit 'HEAD~1'"):  # no repository: not resolved
         compare_main(results, "HEAD~1", second, MACHINE)
@@ -73,13 +74,14 @@ def test_without_base_and_head_the_machines_latest_two_runs(results: Path, repo:
     _, (first, second, _) = repo
     data, err = run_json(results, None, None, capsys)
     assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
-    assert err.splitlines()[0] == (f"compare: base {first[:8]} (2026-11-22 08:48 UTC) and head {second[:8]} "
-                                   f"(2026-11-22 09:48 UTC): the latest two runs on {MACHINE}")
+    # the copies are dated one and two hours after the real run (2026-11-24 00:50 UTC)
+    assert err.splitlines()[0] == (f"compare: base {first[:8]} (2026-11-24 01:50 UTC) and head {second[:8]} "
+                                   f"(2026-11-24 02:50 UTC): the latest two runs on {MACHINE}")
     data, err = run_json(results, None, first[:8], capsys)  # only --head: the run before it
     assert (data["base"]["commit"], data["head"]["commit"]) == (BASE, first)
     assert err.splitlines()[0].endswith(f": the run before head on {MACHINE}")
-    data, err = run_json(results, EARLIER[:8], None, capsys)  # only --base: the latest run
-    assert (data["base"]["commit"], data["head"]["commit"]) == (EARLIER, second)
+    data, err = run_json(results, BASE[:8], None, capsys)  # only --base: the latest run
+    assert (data["base"]["commit"], data["head"]["commit"]) == (BASE, second)
     assert err.splitlines()[0].startswith(f"compare: head {second[:8]} ")
 
 
@@ -88,7 +90,7 @@ def test_the_latest_two_runs_need_two_runs_and_one_machine(tmp_path: Path) -> No
     write_run(rd, BASE)
     with pytest.raises(Exception, match=f"no run on {MACHINE} before {BASE[:8]} to compare it with: pass --base"):
         compare_main(rd, None, None)
-    write_run(rd, EARLIER, hours=-1)
+    write_run(rd, fake_commit("earlier"), hours=-1)
     write_run(rd, BASE, machine="other")
     with pytest.raises(Exception, match=rf"results of several machines \({MACHINE}, other\): pass --machine"):
         compare_main(rd, None, None)
@@ -109,10 +111,12 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
     eager = rows[("prefill", "vlm_patch_embedding_conv2d", "eager")]
     assert eager.startswith("+") and f" 1.50x  {SLOWER} " in eager
     assert rows[("prefill", "llm_qk_norm", "eager")].startswith("-")
-    assert rows[("decode", "llm_rmsnorm", "max-autotune-no-cudagraphs")].startswith("~")
+    assert rows[("decode", "llm_qk_norm", "reduce-overhead")].startswith("~")
     failed = rows[("decode", "llm_logits_projection_softmax", "max-autotune")]
     assert failed.startswith("+") and f" -      -  {NOW_FAILS}  decode " in failed
-    assert lines[-2].startswith("213 cells: 3 slower or now failing (+), 1 faster or now ok (-)")
+    # the counts, then the rule: a line for cells of one compile a side, one for cells of several
+    counts = next(line for line in lines if line.startswith("213 cells: "))
+    assert counts.startswith("213 cells: 3 slower or now failing (+), 1 faster or now ok (-)")
 
 
 def test_only_changed_lists_the_changed_cells_in_every_format(
@@ -121,7 +125,8 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[-1] for line in lines[4:8]] == ["reduce-overhead", "eager", "eager", "max-autotune"]
-    assert lines[8] == "" and lines[-2].endswith("; 209 not shown (--only-changed)")
+    counts = next(line for line in lines if line.startswith("213 cells: "))
+    assert lines[8] == "" and counts.endswith("; 209 not shown (--only-changed)")
     data, _ = run_json(results, first, second, capsys, only_changed=True)
     assert [(x["workload"], x["verdict"]) for x in data["cells"]] == [
         ("llm_topk_sampling_prep", SLOWER), ("llm_qk_norm", FASTER), ("vlm_patch_embedding_conv2d", SLOWER),

@@ -3,9 +3,10 @@ was judged (one compile a side: samples and fixed bands; several compiles: the c
 with the numbers of the comparison's ChangeRule; a change on fewer compiles than the rule asks is unconfirmed, in
 the headline and listed, never counted.
 
-The runs are the real H100 fixture run (tests/fixtures/h100, one compile a cell) rewritten by test_compare.write_run;
-where a run has several compiles a cell they are constructed (write_run(compiles=3): every compile as fast as the
-one measured), since no committed run recorded compiles.
+The runs are a real H100 run (tests/fixtures/h100-aa2, h100-d: three compiles in most cells of the autotuned modes
+and in those its confirmation re-measured, one elsewhere) rewritten by test_compare.write_run with the same number
+of compiles in every cell, which no real run has: write_run(compiles=1) keeps each cell's best compile as its only
+one, write_run(compiles=3) records three compiles as fast as the best (both constructed).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ RULE = ChangeRule(min_change=0.11, replicated_change=0.07, replicated_small_chan
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rd = tmp_path_factory.mktemp("rule-text") / "results"
     shutil.copytree(H100, rd)
-    write_run(rd, fake_commit("one-base"), {}, hours=1)
-    write_run(rd, fake_commit("one-head"), {SLOWER_CELL: 1.5}, hours=2)
+    write_run(rd, fake_commit("one-base"), {}, hours=1, compiles=1)
+    write_run(rd, fake_commit("one-head"), {SLOWER_CELL: 1.5}, hours=2, compiles=1)
     write_run(rd, fake_commit("three-base"), {}, hours=3, compiles=3)
     write_run(rd, fake_commit("three-head"), {SLOWER_CELL: 1.5}, hours=4, compiles=3)
     return rd

@@ -1,8 +1,9 @@
 """Kernels under test in the reports: loaded from asv results as "kernel:<name>" rows, never a mode, each judged
 against the best baseline of its own run (kernel_rows), in the summary JSON, text, markdown and the HTML report.
 
-Fixtures: the H100 run with 8 candidate cells (prefill and decode), a real CPU run with one ok, one skipped and
-one incorrect candidate, and hand-made files for what real runs rarely show (all modes failed, asv's fillers)."""
+Fixtures: a real H100 run with 8 candidate cells, prefill and decode (tests/fixtures/h100-aa2, machine h100-d: the
+later of its two runs), a real CPU run with one ok, one skipped and one incorrect candidate, a real CPU run without
+candidates (cpu-tiny), and hand-made files for what real runs rarely show (all modes failed, asv's fillers)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from tracker.store import results
 from workloads.names import MODES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-H100 = FIXTURES / "h100" / "results"
-H100_FILE = H100 / "h100-sxm-dev" / "54a7e406-existing-py_opt_torch_.venv_bin_python3.json"
+H100 = FIXTURES / "h100-aa2" / "results"  # two runs of commit 759ff183, machines h100-c and h100-d
+MACHINE = "h100-d"  # the run these tests read (the latest, which the summary picks by default)
+H100_FILE = H100 / MACHINE / "759ff183-existing-py_opt_torch_.venv_bin_python3.json"
 CPU = FIXTURES / "cpu-kernels" / "results"
+NO_KERNELS = FIXTURES / "cpu-tiny" / "results"  # real runs of the suite without candidates
 KERNEL_KEYS = {"workload", "candidate", "median_ms", "best_baseline", "speedup_vs_best", "speedup_vs_eager",
                "correct", "within_noise", "host_bound", "reason"}
 X = "\N{MULTIPLICATION SIGN}"  # the report's "times" sign
@@ -38,7 +41,7 @@ H100_CANDIDATES = {"llm_rmsnorm:torch_fp32", "llm_rmsnorm:triton_rmsnorm", "diff
 
 @pytest.fixture(scope="module")
 def h100() -> pd.DataFrame:
-    return results.load_results(H100).table
+    return results.load_results(H100, machine=MACHINE).table
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,7 @@ def candidate_results(cells: Mapping[tuple[str, str], Any], presets: tuple[str, 
 def test_candidate_cells_load_as_kernel_rows(h100: pd.DataFrame, cpu: pd.DataFrame) -> None:
     assert list(h100["mode"].cat.categories[:5]) == list(MODES)  # the modes keep their codes
     k = h100[~h100["mode"].isin(MODES)]
-    assert len(k) == 8 and (k["status"] == "ok").all() and k["commit"].astype(str).str.startswith("54a7e406").all()
+    assert len(k) == 8 and (k["status"] == "ok").all() and k["commit"].astype(str).str.startswith("759ff183").all()
     assert {f"{w}:{m.removeprefix('kernel:')}" for w, m in zip(k["workload"], k["mode"], strict=True)} \
         == H100_CANDIDATES
     assert set(k["preset"].astype(str)) == {"prefill", "decode"}
@@ -88,9 +91,10 @@ def test_candidate_cells_load_as_kernel_rows(h100: pd.DataFrame, cpu: pd.DataFra
 
 
 def test_candidate_samples_load_with_the_run(h100: pd.DataFrame) -> None:
-    one = results.load_samples(H100, "h100-sxm-dev", "54a7e406")
+    one = results.load_samples(H100, MACHINE, "759ff183")
     row = one[one["mode"] == "kernel:triton_rmsnorm"].iloc[0]
-    assert len(row["samples"]) == row["n_samples"] > 100
+    # the fixture keeps 100 order statistics of the samples measured (h100-aa2/PROVENANCE.md); n_samples counts those
+    assert len(row["samples"]) == 100 < row["n_samples"]
     assert np.median(row["samples"]) == pytest.approx(row["median_ms"], rel=0.02)
 
 
@@ -152,17 +156,20 @@ def test_kernel_rows_match_an_independent_computation(h100: pd.DataFrame) -> Non
 
 
 def test_kernel_rows_from_a_table_equal_those_from_its_analysis(h100: pd.DataFrame) -> None:
-    from_table = analysis.kernel_rows(h100, commit="54A7E4")
+    both = results.load_results(H100).table  # h100-c and h100-d: one commit, 8 candidates each
+    from_table = analysis.kernel_rows(both, commit="759FF1", machine=MACHINE)
     pd.testing.assert_frame_equal(from_table, analysis.kernel_rows(analysis.analyse(h100)))
-    assert analysis.kernel_rows(h100, commit="ff774dff").empty
-    assert analysis.kernel_rows(h100, machine="elsewhere").empty
+    assert len(analysis.kernel_rows(both, commit="759ff183")) == 16
+    assert analysis.kernel_rows(results.load_results(NO_KERNELS).table).empty
+    assert analysis.kernel_rows(both, machine="elsewhere").empty
 
 
 def test_a_tie_with_the_best_baseline_is_flagged(h100: pd.DataFrame) -> None:
     rows = analysis.kernel_rows(h100).set_index(["preset", "candidate"])
-    tied = rows.loc[("prefill", "triton_rmsnorm")]  # 93.8 us vs 93.0 us: inside the 3% band
+    tied = rows.loc[("prefill", "triton_rmsnorm")]  # 93.9 us vs mancg's 92.6 us: inside the 3% band
     assert tied["within_noise"] and tied["speedup_vs_best"] < 1
-    assert not rows.loc[("decode", "triton_rmsnorm")]["within_noise"]  # 4.8 us vs 5.5 us: outside the 10% band
+    # 6.62 us vs default's 5.89 us, 12% slower: outside the 10% band, and the 99% CIs do not meet
+    assert not rows.loc[("prefill", "triton_cfg_blend")]["within_noise"]
 
 
 def test_failed_and_skipped_candidates(cpu: pd.DataFrame) -> None:
@@ -251,26 +258,32 @@ def test_a_failed_kernel_without_a_cell_store_is_still_never_fast(tmp_path: Path
 
 
 def test_presets_without_kernels_have_an_empty_list() -> None:
-    data, _ = summary.summary_for(H100, commit="ff774dff")
+    data, _ = summary.summary_for(NO_KERNELS)
     assert all(p["kernels"] == [] for p in data["runs"][0]["presets"].values())
 
 
 def test_text_and_markdown_summaries_have_the_kernels_block() -> None:
-    text = summary.render_text(H100)
+    text = summary.render_text(H100)  # the latest run: h100-d's
     assert max(len(line) for line in text.splitlines()) <= summary.WIDTH
     assert "  kernels vs best baseline:\n" in text
-    assert ("    llm_rmsnorm triton_rmsnorm: 1.15x faster than best (default), 4.6x faster than eager; "
-            "host-bound\n") in text
-    # slower reads as the inverse (1 / 0.992 = 1.008), wrapped at 100 columns
-    assert ("llm_rmsnorm triton_rmsnorm: 1.01x slower than best (max-autotune-no-cudagraphs), 5.33x faster than "
-            "eager; within noise") in " ".join(text.split())
-    assert "diff_cfg_blend torch_lerp: 1.13x slower than best (default), 1.92x faster than eager" in text
+    words = " ".join(text.split())  # lines wrap at 100 columns
+    # slower reads as the inverse (1 / 0.9857 = 1.0145): prefill, 93.9 us against mancg's 92.6 us
+    assert ("llm_rmsnorm triton_rmsnorm: 1.01x slower than best (max-autotune-no-cudagraphs), 5.31x faster than "
+            "eager; within noise") in words
+    assert ("diff_cfg_blend triton_cfg_blend: 1.12x slower than best (default), 1.6x faster than eager; "
+            "host-bound") in words
+    # decode: 4.768 us, the same median as default's
+    assert ("diff_cfg_blend torch_lerp: as fast as best (default), 2.07x faster than eager; within noise, "
+            "host-bound") in words
+    # h100-c's prefill blend kernel: 5.92 us against default's 6.05 us, faster inside the band
+    assert ("diff_cfg_blend triton_cfg_blend: 1.02x faster than best (default), 2.09x faster than eager; within "
+            "noise, host-bound") in " ".join(summary.render_text(H100, machine="h100-c").split())
     data, _ = summary.summary_for(CPU)
     md = summary.render(data, "md")
     assert "Kernels vs best baseline:" in md
     assert "- llm_rmsnorm `wrong_no_norm`: failed, not counted: incorrect: output 0 differs from eager" in md
     assert "triton_rmsnorm" not in md  # skipped
-    assert "kernels vs best baseline" not in summary.render_text(H100, commit="ff774dff")
+    assert "kernels vs best baseline" not in summary.render_text(NO_KERNELS)
 
 
 def test_kernel_line_for_each_case() -> None:
@@ -330,14 +343,14 @@ def test_report_has_a_kernels_table_per_preset(h100_page: str) -> None:
     parser = KernelTables()
     parser.feed(h100_page)
     tables = {t for t, _ in parser.rows}
-    assert tables == {"h100-sxm-dev-prefill-kernels", "h100-sxm-dev-decode-kernels"}
-    decode = {k: v for (t, k), v in parser.rows.items() if t == "h100-sxm-dev-decode-kernels"}
+    assert tables == {"h100-d-prefill-kernels", "h100-d-decode-kernels"}
+    decode = {k: v for (t, k), v in parser.rows.items() if t == "h100-d-decode-kernels"}
     assert set(decode) == H100_CANDIDATES
-    triton = decode["llm_rmsnorm:triton_rmsnorm"]
-    # instance, kernel, median, best baseline, vs best, vs eager
-    assert triton["cells"] == ["llm_rmsnorm", "triton_rmsnorm host-bound", "4.8 µs", "default 5.5 µs", f"1.15{X}",
-                               f"4.60{X}"]
-    tied = parser.rows[("h100-sxm-dev-prefill-kernels", "llm_rmsnorm:triton_rmsnorm")]
+    fp32 = decode["llm_rmsnorm:torch_fp32"]
+    # instance, kernel, median, best baseline, vs best, vs eager: 34.5 us against mancg's 4.99 us, eager's 23.5 us
+    assert fp32["cells"] == ["llm_rmsnorm", "torch_fp32 host-bound", "34.5 µs", "max-autotune-no-cudagraphs 5.0 µs",
+                             f"0.14{X}", f"0.68{X}"]
+    tied = parser.rows[("h100-d-prefill-kernels", "llm_rmsnorm:triton_rmsnorm")]
     assert tied["cells"][4] == f"≈ 0.99{X}" and "within noise" in tied["title"]
     assert 'data-mode="kernel:' not in h100_page  # never a column of the modes' table
 

@@ -23,7 +23,7 @@ from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
-H100_FIXTURE = ROOT / "tests" / "fixtures" / "h100"
+H100_FIXTURE = ROOT / "tests" / "fixtures" / "h100-aa2"  # two full H100 runs of one commit (h100-c, h100-d)
 GPU = "NVIDIA H100 80GB HBM3"
 
 

@@ -25,9 +25,13 @@ from tracker.store import results, studycsv
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 STUDY_CSV = FIXTURES / "study" / "raw_results.csv"
-H100 = "h100-sxm-dev"  # tests/fixtures/h100: two full runs, torch 2.11.0+cu130, do_bench's plain 256 MiB flush
-HEAD = "54a7e4061a564f1ed584119c6220cd0641828be5"  # its later run
+OURS = FIXTURES / "h100-aa2"  # two full runs of one commit, torch 2.11.0+cu130, the grown flush (cells record it)
+H100 = "h100-d"  # its later run, which compare takes as head; the study is imported under its machine name
+HEAD = "759ff183dcd5bdaec5fa61a7f55acb9f10b761ee"  # the commit of both runs
+PLAIN = FIXTURES / "h100-plain-flush"  # one full run, torch 2.11.0+cu130, do_bench's plain 256 MiB flush
+PLAIN_MACHINE, PLAIN_COMMIT = "h100-sxm-dev", "54a7e4061a564f1ed584119c6220cd0641828be5"
 GPU = "NVIDIA H100 80GB HBM3"
+MANCG = "max-autotune-no-cudagraphs"
 STUDY_DATE = 1_765_756_800_000  # 2025-12-15: before both H100 runs
 
 
@@ -36,11 +40,17 @@ def _import_study(results: Path, machine: str, **kw: Any) -> None:
     studycsv.import_csv(STUDY_CSV, results, machine=machine, torch="2.9.1", **args)
 
 
+def _ours(root: Path) -> Path:
+    """A scratch copy of h100-aa2's results and, beside them, its cell store (how each cell was flushed)."""
+    shutil.copytree(OURS / "results", root / "results")
+    shutil.copytree(OURS / "cells", root / "cells")
+    return root / "results"
+
+
 @pytest.fixture(scope="module")
 def h100(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/fixtures/h100's results with the study imported on the same machine name as torch 2.9.1."""
-    results = tmp_path_factory.mktemp("versions") / "results"
-    shutil.copytree(FIXTURES / "h100" / "results", results)
+    """tests/fixtures/h100-aa2's results with the study imported on h100-d's machine name as torch 2.9.1."""
+    results = _ours(tmp_path_factory.mktemp("versions"))
     _import_study(results, H100)
     return results
 
@@ -53,14 +63,13 @@ def study_vs_ours(h100: Path) -> Comparison:
 def test_head_is_the_latest_run_of_its_version_and_base_the_nearest_of_the_other(study_vs_ours: Comparison) -> None:
     c = study_vs_ours
     assert (c.head.commit, c.head.torch, c.base.torch) == (HEAD, "2.11.0+cu130", "2.9.1")
-    assert c.notes[0] == (f"runs picked by torch version: head 54a7e406 on {H100} (torch 2.11.0+cu130, its latest "
+    assert c.notes[0] == (f"runs picked by torch version: head 759ff183 on {H100} (torch 2.11.0+cu130, its latest "
                           f"run), base {c.base.commit[:8]} on {H100} (torch 2.9.1, the nearest run by date (no run "
                           "of head's commit has it))")
 
 
 def test_a_run_of_the_same_commit_is_preferred_to_the_nearest(tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(FIXTURES / "h100" / "results", results)
+    results = _ours(tmp_path)
     _import_study(results, H100)  # nearer by date than the one below, but another commit
     _import_study(results, H100, commit=HEAD, date_ms=STUDY_DATE - 86_400_000)
     c = compare_versions(results, "2.9.1", "2.11.0")
@@ -72,20 +81,31 @@ def test_the_headline_names_both_versions_head_first(study_vs_ours: Comparison) 
     c = study_vs_ours
     assert headline(c).startswith("torch 2.11.0+cu130 vs 2.9.1 · ")
     assert render_comment(c).splitlines()[2].startswith("### compile-baselines: torch 2.11.0+cu130 vs 2.9.1 · ")
-    assert render_table(c).splitlines()[0] == (f"compare {c.base.commit[:8]} -> 54a7e406 on {H100} · {GPU} · "
+    assert render_table(c).splitlines()[0] == (f"compare {c.base.commit[:8]} -> 759ff183 on {H100} · {GPU} · "
                                                "torch 2.9.1 -> 2.11.0+cu130 · triton unknown -> 3.6.0")
 
 
 def test_cells_that_moved_without_samples_on_one_side_are_counted_never_hidden(study_vs_ours: Comparison) -> None:
-    # the study kept medians only: a move beyond the band cannot be tested, and is said, not called "No change"
+    # the study kept medians only: a move beyond the band of a cell of one compile a side cannot be tested, and is
+    # said, not dropped
     c = study_vs_ours
     moved = [x for x in c.cells if x.verdict == UNKNOWN]
-    assert moved and not c.changed
-    assert f"No change found · {len(moved)} cells moved beyond noise bands, unjudged (no samples)" in headline(c)
-    # prefill diff_time_embedding_mlp max-autotune-no-cudagraphs: 15.2 us in the study, 78.3 us in our run
-    x = next(x for x in moved if (x.preset, x.workload, x.mode) == ("prefill", "diff_time_embedding_mlp",
-                                                                   "max-autotune-no-cudagraphs"))
-    assert round(x.base_ms * 1000, 1) == 15.2 and round(x.head_ms * 1000, 1) == 78.3
+    assert moved and all(x.compiles == (1, 1) for x in moved)
+    assert headline(c).endswith(f" · {len(moved)} cells moved beyond noise bands, unjudged (no samples)")
+    # prefill llm_rmsnorm default: 116.1 us in the study, 96.4 us in h100-d's run
+    x = next(x for x in moved if (x.preset, x.workload, x.mode) == ("prefill", "llm_rmsnorm", "default"))
+    assert round(x.base_ms * 1000, 1) == 116.1 and round(x.head_ms * 1000, 1) == 96.4
+
+
+def test_a_cell_of_several_compiles_is_judged_on_them_without_the_studys_samples(study_vs_ours: Comparison) -> None:
+    # prefill llm_rope_apply max-autotune-no-cudagraphs: 147 us in the study, three compiles of 108-108.3 us in ours
+    c = study_vs_ours
+    (x,) = c.improvements
+    assert (x.preset, x.workload, x.mode, x.compiles) == ("prefill", "llm_rope_apply", MANCG, (1, 3))
+    assert x.verdict == "faster" and round(x.base_ms * 1000) == 147 and round(x.head_ms * 1000) == 108
+    (best,) = c.best_changes
+    assert (best.preset, best.workload, best.base_best, best.head_best) == ("prefill", "llm_rope_apply", "default",
+                                                                            MANCG)
 
 
 def test_an_unrecorded_launch_floor_is_a_method_difference_and_host_bound_moves_are_marked(
@@ -94,13 +114,14 @@ def test_an_unrecorded_launch_floor_is_a_method_difference_and_host_bound_moves_
     launch = c.head.launch_us
     assert c.base.launch_us is None and launch is not None
     assert f"launch floor recorded only at head ({launch:.2f} us): the other host's is unknown" in c.notes
-    moved = [x for x in c.cells if x.verdict == UNKNOWN]
+    # moved: unjudged (one compile a side) or judged significant (on our side's compiles)
+    moved = [x for x in c.cells if x.verdict == UNKNOWN or x.significant]
     marked = [x for x in moved if x.method]
     assert 0 < len(marked) < len(moved)
     host = HostBound()
     for x in moved:  # marked exactly when host-bound at the known floor
         assert x.method == bool(host.bound(min(x.base_ms, x.head_ms), launch)), x
-    assert not any(x.method for x in c.cells if x.verdict != UNKNOWN)
+    assert not any(x.method for x in c.cells if x not in moved)
     assert (f"{len(marked)} of the {len(moved)} cells that moved beyond their band are host-bound (at most 6 x the "
             f"{launch:.2f} us launch floor): the difference in method alone can explain their change (marked method)"
             ) in c.notes
@@ -109,24 +130,22 @@ def test_an_unrecorded_launch_floor_is_a_method_difference_and_host_bound_moves_
     assert sum(x["method"] for x in comparison_json(c)["cells"]) == len(marked)
 
 
-def test_the_grown_flush_against_the_studys_plain_flush_is_noted(tmp_path: Path) -> None:
-    # tests/fixtures/h100-smoke: cells measured with the grown flush record flush_mib in their cell store
-    shutil.copytree(FIXTURES / "h100-smoke" / "results", tmp_path / "results")
-    shutil.copytree(FIXTURES / "h100-smoke" / "cells", tmp_path / "cells")
-    _import_study(tmp_path / "results", "h100-smoke")
-    c = compare_versions(tmp_path / "results", "2.9.1", "2.11")
+def test_the_grown_flush_against_the_studys_plain_flush_is_noted(study_vs_ours: Comparison) -> None:
+    # h100-aa2's cells, measured with the grown flush, record flush_mib in their cell store (copied beside)
     assert ("L2 flush differs: no flush recorded (do_bench's plain 256 MiB L2 flush, as the study's) (base) vs "
-            "grown L2 flush (256-2048 MiB) (head)") in c.notes
+            "grown L2 flush (256-2048 MiB) (head)") in study_vs_ours.notes
 
 
-def test_the_same_method_gives_no_flush_note(study_vs_ours: Comparison) -> None:
-    # tests/fixtures/h100 was measured with do_bench's plain flush too, and records none: nothing to say
-    assert not any(n.startswith("L2 flush") for n in study_vs_ours.notes)
+def test_the_same_method_gives_no_flush_note(tmp_path: Path) -> None:
+    # tests/fixtures/h100-plain-flush was measured with do_bench's plain flush too, and records none: nothing to say
+    shutil.copytree(PLAIN / "results", tmp_path / "results")
+    _import_study(tmp_path / "results", PLAIN_MACHINE)
+    c = compare_versions(tmp_path / "results", "2.9.1", "2.11")
+    assert c.head.commit == PLAIN_COMMIT and not any(n.startswith("L2 flush") for n in c.notes)
 
 
 def test_another_gpu_is_refused_unless_asked_and_then_noted(tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(FIXTURES / "h100" / "results", results)
+    results = _ours(tmp_path)
     _import_study(results, H100, gpu="NVIDIA H200")
     with pytest.raises(CompareError, match=r"gpu NVIDIA H200 vs NVIDIA H100 80GB HBM3.*--allow-cross-versions"):
         compare_versions(results, "2.9.1", "2.11")
@@ -136,7 +155,8 @@ def test_another_gpu_is_refused_unless_asked_and_then_noted(tmp_path: Path) -> N
 
 def test_a_version_without_runs_is_a_clear_error(h100: Path) -> None:
     with pytest.raises(CompareError, match=r"--base-torch 2\.10: no run with that torch version; results have "
-                                           rf"torch 2\.11\.0\+cu130 on {H100}, 2\.9\.1 on {H100}"):
+                                           r"torch 2\.11\.0\+cu130 on h100-c, 2\.11\.0\+cu130 on h100-d, "
+                                           rf"2\.9\.1 on {H100}"):
         compare_versions(h100, "2.10", "2.11")
     with pytest.raises(CompareError, match="select the same run"):
         compare_versions(h100, "2.9.1", "2.9")
@@ -150,7 +170,7 @@ def test_compare_main_takes_both_versions_or_neither(h100: Path, tmp_path: Path,
     assert compare_main(h100, None, None, fmt="json", out=out, base_torch="2.9.1", head_torch="2.11") == 0
     data = json.loads(out.read_text())
     assert (data["base"]["torch"], data["head"]["torch"]) == ("2.9.1", "2.11.0+cu130")
-    assert (data["summary"]["unjudged"], data["summary"]["method"]) == (66, 37)
+    assert (data["summary"]["unjudged"], data["summary"]["method"]) == (7, 1)  # docs/versions.md quotes them
     assert "torch 2.11.0+cu130 vs 2.9.1 · " in capsys.readouterr().err
 
 
@@ -164,7 +184,7 @@ def sections(h100: Path) -> list[Any]:
 
 
 def test_the_report_shows_the_best_mode_per_instance_by_torch_version(sections: list[Any]) -> None:
-    (machine,) = sections
+    (machine,) = [s for s in sections if s.machine == H100]  # h100-c has one version: no version view
     prefill = next(p for p in machine.presets if p.preset == "prefill")
     v = prefill.versions
     assert v.versions == ("2.9.1", "2.11.0+cu130") and v.commits[1] == HEAD
@@ -180,7 +200,7 @@ def test_the_report_shows_the_best_mode_per_instance_by_torch_version(sections: 
 
 
 def test_the_report_shows_the_geomean_per_mode_by_torch_version(sections: list[Any]) -> None:
-    (machine,) = sections
+    (machine,) = [s for s in sections if s.machine == H100]
     by_preset = {p.preset: dict(p.versions.geomeans) for p in machine.presets}
     # the study's column is its published geomeans
     assert {m: round(g[0], 3) for m, g in by_preset["prefill"].items()} == {
@@ -192,9 +212,9 @@ def test_the_report_shows_the_geomean_per_mode_by_torch_version(sections: list[A
 
 def test_the_version_view_is_rendered_and_absent_with_one_version(h100: Path, tmp_path: Path) -> None:
     html = build_page(results.load_results(h100).table)
-    assert 'id="h100-sxm-dev-prefill-versions"' in html and "<th>torch 2.11.0+cu130</th>" in html
-    one = tmp_path / "results"
-    shutil.copytree(FIXTURES / "h100" / "results", one)  # two runs, one torch version
+    assert 'id="h100-d-prefill-versions"' in html and "<th>torch 2.11.0+cu130</th>" in html
+    assert 'id="h100-c-prefill-versions"' not in html  # the study was imported on h100-d only
+    one = _ours(tmp_path)  # two runs, one torch version
     table = results.load_results(one).table
     assert all(p.versions is None for s in build_sections(table, analysis.analyse(table)) for p in s.presets)
     assert "-versions" not in build_page(table)
@@ -207,12 +227,11 @@ def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path:
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     doc = (ROOT / "docs" / "versions.md").read_text().splitlines()
     printed: set[str] = set()
-    for name, fixture in (("versions", "h100"), ("smoke", "h100-smoke")):
+    for name, fixture, machine in (("versions", OURS, H100), ("plain", PLAIN, PLAIN_MACHINE)):
         rd = tmp_path / name / "results"
-        shutil.copytree(FIXTURES / fixture / "results", rd)
-        if (FIXTURES / fixture / "cells").is_dir():
-            shutil.copytree(FIXTURES / fixture / "cells", tmp_path / name / "cells")
-        machine = H100 if fixture == "h100" else "h100-smoke"
+        shutil.copytree(fixture / "results", rd)
+        if (fixture / "cells").is_dir():
+            shutil.copytree(fixture / "cells", tmp_path / name / "cells")
         assert studycsv.import_main(STUDY_CSV, rd, machine, "2.9.1", GPU, date_ms=STUDY_DATE, cuda="13.0") == 0
         out = tmp_path / name / "table.txt"
         compare_main(rd, None, None, fmt="table", out=out, base_torch="2.9.1", head_torch="2.11")
@@ -223,7 +242,7 @@ def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path:
     ).out
     quoted = [ln for ln in doc if ln.startswith(("compare ", "torch 2.11", "note: "))
               or (ln.startswith(" ") and " unknown" in ln)]
-    assert len(quoted) == 18
+    assert len(quoted) == 24
     for ln in quoted:  # every output line the doc quotes is one the CLI printed
         assert ln in printed, ln
     md = tmp_path / "c.md"
@@ -234,12 +253,12 @@ def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path:
 
 
 def test_one_torch_version_measured_two_ways_is_a_method_difference(tmp_path: Path) -> None:
-    # the same torch, GPU and driver: tests/fixtures/h100 (plain flush) against tests/fixtures/h100-smoke (grown)
+    # the same torch, GPU and driver: tests/fixtures/h100-plain-flush against tests/fixtures/h100-smoke (grown)
     rd = tmp_path / "results"
-    shutil.copytree(FIXTURES / "h100" / "results", rd)
+    shutil.copytree(PLAIN / "results", rd)
     shutil.copytree(FIXTURES / "h100-smoke" / "results" / "h100-smoke", rd / "h100-smoke")
     shutil.copytree(FIXTURES / "h100-smoke" / "cells", tmp_path / "cells")
-    c = compare_runs(rd, HEAD, "44379fbf", H100, head_machine="h100-smoke")
+    c = compare_runs(rd, PLAIN_COMMIT, "44379fbf", PLAIN_MACHINE, head_machine="h100-smoke")
     assert c.base.torch == c.head.torch and headline(c).startswith(("No change", "Best", "significant"))
     assert ("L2 flush differs: no flush recorded (do_bench's plain 256 MiB L2 flush, as the study's) (base) vs "
             "grown L2 flush (256-2048 MiB) (head)") in c.notes

@@ -1,6 +1,6 @@
 """Benchmark (not a test) of the tracker on a year of nightly history: load + analysis + history, time and memory.
 
-    python tools/bench_history.py --source tests/fixtures/h100/results [--commits 365] [--torch 2] [--cells 205]
+    python tools/bench_history.py --source tests/fixtures/h100-aa2/results [--commits 365] [--torch 2] [--cells 205]
 
 Synthesizes the history into a temporary directory from one real asv result file of `--source` (the newest):
 `--commits` nightly commits x `--torch` versions, each run holding `--cells` ok latency cells (the study's 205:

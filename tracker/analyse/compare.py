@@ -15,7 +15,8 @@ measured, and its change is reported as "noisy", never as a regression. A user's
 --factor F, asv compare's --factor) raises every band to at least F: a change must also exceed F (ratio > F or
 < 1/F), so the factor only ever makes a verdict stricter.
 
-Why: the H100 fixture (tests/fixtures/h100) holds two full runs of the same workload code. Within a run, the samples
+Why: two full H100 runs of the same workload code, one compile a cell (54a7e406, now tests/fixtures/h100-plain-flush,
+and ff774dff; both were tests/fixtures/h100, which git history keeps). Within a run, the samples
 of a cell separate even 1% shifts (p < 0.01 for 85-92% of cells), so the p-value alone flags noise. Across the runs,
 cells whose relative IQR was <= 20% in both moved by at most 12% (median 0.4-2.5%), except the autotuned modes',
 whose autotuner picked other kernels (up to 27%); cells with a wider spread in either run (91 of 205, mostly under
