@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from test_compare import H100, MACHINE, fake_commit, write_run
 
-from tracker.analyse.compare import UNCONFIRMED, ChangeRule, Comparison, compare_runs
+from tracker.analyse.compare import UNCONFIRMED, ChangeRule, Comparison, compare_runs, launch_floor
 from tracker.publish.comparetable import render_table
 from tracker.publish.comparison import comparison_json
 from tracker.publish.prcomment import headline, render_comment
 
 SLOWER_CELL = ("prefill", "llm_rmsnorm", "eager")  # ~500 us, GPU-bound: judged by the plain bands
 # Numbers no default has, so a text that restates the defaults instead of reading the rule fails.
-RULE = ChangeRule(min_change=0.11, replicated_change=0.07, replicated_small_change=0.13)
+RULE = ChangeRule(min_change=0.11, replicated_change=0.07, replicated_small_change=0.13, launch_jitter=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +53,16 @@ def fine_print(c: Comparison) -> str:
     return line
 
 
+def jitter_us(c: Comparison) -> float:
+    return RULE.launch_jitter * launch_floor(c.base, c.head)
+
+
 def test_one_compile_a_side_is_judged_by_its_samples_and_the_fixed_bands(results: Path) -> None:
     c = compare(results, "one-base", "one-head")
     assert {x.compiles for x in c.cells if x.compiles} == {(1, 1)}
     assert footer(c) == [f"a cell changed when p < {RULE.p_value:g} and its median moved beyond its band (11%, 25% "
-                         "when small or host-bound, 30% autotuned); spread over 20%: too noisy"]
+                         f"when small or host-bound, 30% autotuned); every change also beyond 0.3x the launch floor "
+                         f"({jitter_us(c):.2f} us); spread over 20%: too noisy"]
     assert "p < 0.01" in fine_print(c) and "±11%" in fine_print(c)
     assert "several compiles" not in fine_print(c) and "unconfirmed" not in fine_print(c)
 
@@ -73,8 +78,9 @@ def test_several_compiles_a_side_are_judged_by_their_compiles_and_the_replicated
     text = fine_print(c)
     assert text.startswith("<sub>A cell measured in several compiles (fresh processes) was judged on its compiles")
     assert "by ±7% (±13% under 50 µs or host-bound)" in text and "Mann-Whitney" not in text
+    assert f"every change also had to exceed 0.3\u00d7 the launch floor in time ({jitter_us(c):.2f} µs)" in text
     rule = comparison_json(c)["rule"]
-    assert (rule["replicated_change"], rule["replicated_small_change"]) == (0.07, 0.13)
+    assert (rule["replicated_change"], rule["replicated_small_change"], rule["launch_jitter"]) == (0.07, 0.13, 0.3)
 
 
 def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_listed_and_not_counted(results: Path) -> None:

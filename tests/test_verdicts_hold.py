@@ -2,7 +2,8 @@
 
 Real H100 evidence (PROVENANCE.md beside each): tests/fixtures/h100-aa and h100-aa2 are A/A pairs of cold full runs
 of one commit (three compiles for the autotuned GPU-bound cells, the head's candidates confirmed); tests/fixtures/
-h100-plant-confirm and h100-plant-trials are PRs with planted changes, measured by the `pr` flow with confirmation.
+h100-plant-confirm, h100-plant-trials and h100-plant-calibrated (trials 2 and 3) are PRs with planted changes,
+measured by the `pr` flow with confirmation.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ PLANT_BASE, PLANT_HEAD = "45e09f3f", "9cbf8b1f"
 AA2 = ROOT / "tests" / "fixtures" / "h100-aa2" / "results"
 AA2_COMMIT = "759ff183dcd5bdaec5fa61a7f55acb9f10b761ee"
 TRIAL = ROOT / "tests" / "fixtures" / "h100-plant-trials" / "results"
+CALIBRATED = ROOT / "tests" / "fixtures" / "h100-plant-calibrated" / "results"
+T3_BASE = "7e01eb0aa07522cf749fab2e02b8655f90d170e2"
 
 
 def aa(rule: ChangeRule):
@@ -83,6 +86,53 @@ def test_a_planted_pr_trial_reports_its_plants_and_nothing_else() -> None:
     # the no-op (a docstring): nothing
     assert [x.verdict for k, x in by.items() if k[1] == "rl_grpo_loss"] == [SAME] * 5
     assert {x.workload for x in c.regressions} == {"vlm_vit_mlp_block", "vlm_contrastive_nce_loss", "llm_rmsnorm"}
+
+
+PR_RULE = ChangeRule(confirm=(3, 3))
+
+
+def calibrated(trial: str, rule: ChangeRule = PR_RULE):
+    return compare_runs(CALIBRATED, "7e01eb0a", "003366eb", f"h100-{trial}", rule=rule)
+
+
+@pytest.mark.parametrize("trial", ["t2", "t3"])
+def test_calibrated_plants_are_reported_in_every_trial_and_their_controls_are_not(trial: str) -> None:
+    c = calibrated(trial)
+    by = {(x.preset, x.workload, x.mode): x for x in c.cells}
+    changed = {(i.preset, i.workload): i for i in c.best_changes}
+    assert not c.unconfirmed and not c.improvements and not c.noisy
+    # GPU-bound, 8% more rows in prefill rmsnorm (~93 us compiled): the baseline to beat is slower by about that
+    rms = changed[("prefill", "llm_rmsnorm")]
+    assert rms.latency_verdict == SLOWER and 1.05 < rms.ratio < 1.1
+    assert by[("prefill", "llm_rmsnorm", "eager")].verdict == SLOWER
+    # host-bound, four more eager launches in the DPO loss
+    assert by[("prefill", "rl_dpo_loss", "eager")].verdict == SLOWER
+    # best mode: the compiled modes' GEMM hands the GRPO loss to eager
+    assert changed[("prefill", "rl_grpo_loss")].head_best == "eager"
+    # controls: decode's one row is unchanged, the compiled modes fuse the DPO clamps, eager skips the GEMM
+    controls = [x for k, x in by.items() if k[0] == "decode" or (k[1] == "rl_dpo_loss" and k[2] != "eager")]
+    controls.append(by[("prefill", "rl_grpo_loss", "eager")])
+    assert len(controls) >= 12 and [x for x in controls if x.verdict != SAME] == []
+    assert set(changed) <= {("prefill", "llm_rmsnorm"), ("prefill", "llm_layernorm"), ("prefill", "rl_grpo_loss")}
+
+
+def test_a_step_of_a_fraction_of_a_launch_is_not_a_change_of_a_host_bound_cell() -> None:
+    # trial 2: prefill rl_dpo_loss default drew 4.51-4.64 us in three processes at base, 5.28-5.31 us in three at
+    # head (same generated code in all six); the 12% band alone called it slower, and its instance's best too
+    key = ("prefill", "rl_dpo_loss", "default")
+    loose = {(x.preset, x.workload, x.mode): x for x in calibrated("t2", ChangeRule(confirm=(3, 3),
+                                                                                     launch_jitter=0)).cells}
+    assert loose[key].verdict == SLOWER and loose[key].compiles == (3, 3)
+    step_us = (loose[key].head_ms - loose[key].base_ms) * 1000
+    c = calibrated("t2")
+    assert step_us < c.rule.launch_jitter * c.head.launch_us
+    assert {(x.preset, x.workload, x.mode): x for x in c.cells}[key].verdict == SAME
+    assert ("prefill", "rl_dpo_loss") not in {(i.preset, i.workload) for i in c.best_changes}
+    # trial 3 drew the slower time at base, from the code without the plant
+    [t3] = [x for x in calibrated("t3").cells if (x.preset, x.workload, x.mode) == key]
+    assert t3.verdict == SAME and t3.compiles == (3, 3)
+    base_t3 = CellStore.of_run(CALIBRATED.parent / "cells", RunKey("h100-t3", T3_BASE, "2.11.0+cu130"))
+    assert max(r["median_ms"] for r in base_t3.replicates(*key)) >= loose[key].head_ms - 5e-5
 
 
 def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:

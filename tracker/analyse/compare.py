@@ -23,6 +23,12 @@ whose autotuner picked other kernels (up to 27%); cells with a wider spread in e
 300 us in decode) moved by a median 37-71% and up to 8.6x. No threshold on the ratio separates those from real
 changes; their own spread does.
 
+Either way a change must also exceed a quarter of the launch floor in time (ChangeRule.launch_jitter; ~1.1 us on
+the H100): the processes of a host-bound cell draw times that far apart whatever its code. Prefill rl_dpo_loss
+default measured 4.51-4.64 us in three processes and 5.28-5.31 us in three others, the same generated code and
+launch configs in all six, and 4.51, 4.61 and 5.28 us in a re-run (tests/fixtures/h100-plant-calibrated): a
+relative band of 12% did not cover that 0.64 us step.
+
 An instance's best baseline changed when a different mode now wins beyond the noise (the old winner is not in the
 new winner's tie set, tracker.stats.NoiseModel) and a judged cell change accounts for it (the old winner got slower
 or failed, or the new winner got faster), or when the best latency itself moved by a judged change.
@@ -102,6 +108,9 @@ class ChangeRule:
     # Both sides measured in several compiles: the band's floor, under the spread measured (see threshold)
     replicated_change: float = 0.05
     replicated_small_change: float = 0.12
+    # Every change must also exceed this fraction of the launch floor in time: a host-bound cell's processes draw
+    # times a fraction of a launch apart whatever its code (see the module docstring)
+    launch_jitter: float = 0.25
     max_spread: float = stats.TOO_NOISY_SPREAD  # relative IQR above which a measurement is too disturbed
     noise: NoiseModel = field(default_factory=NoiseModel)
     host: HostBound = field(default_factory=HostBound)
@@ -289,6 +298,7 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
     band = max(rule.threshold(m, fast, launch_us, replicated=nb > 1 and nh > 1) for m in modes)
     faster_spread = (b_max / b.median_ms) if ratio >= 1 else (h_max / h.median_ms)
     threshold = faster_spread * (1 + band) - 1 if several else band
+    threshold = max(threshold, rule.launch_jitter * launch_us / (fast * 1000))  # no floor recorded: 0
     spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
     p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
     if abs(math.log(ratio)) < math.log1p(threshold):

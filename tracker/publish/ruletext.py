@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracker.analyse.compare import ChangeRule, Comparison
+from tracker.analyse.compare import ChangeRule, Comparison, launch_floor
 
 
 @dataclass(frozen=True)
@@ -47,52 +47,64 @@ def confirm_text(rule: ChangeRule) -> str:
     return "fewer than " + " or ".join(sides).replace(" at", " compiles at", 1)
 
 
-def rule_clauses(c: Comparison, markdown: bool = False) -> list[str]:
-    """The rule that applied to `c`, one clause per way of judging, then the confirmation and the spread limit:
-    plain text for the terminal, or the comment's words (`markdown`: ± bands, µs, the test named); each starts in
-    lower case."""
+def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
+    """(one clause per way of judging that applied to `c`, the conditions every verdict met: the launch floor's
+    share, the confirmation, the spread limit)."""
     r, applied = c.rule, Applied.of(c)
     small_ms = r.noise.small_below_ms * 1000
     factor = (f", and a change also had to exceed the factor {r.factor:g}\u00d7 (--factor)" if markdown else
               f" and beyond --factor {r.factor:g}") if r.factor is not None else ""
-    out = []
+    ways = []
     if applied.single:
         if markdown:
             who = "a cell measured in one compile a side" if applied.several else "a cell"
-            out.append(f"{who} changed when Mann-Whitney U on its samples gives p < {r.p_value} and its median moved "
-                       f"beyond its band: {_pct(r.min_change, True)}, {_pct(r.small_change, True)} under "
-                       f"{small_ms:g} µs or host-bound (≤ {r.host.k:g} launch floors), "
-                       f"{_pct(r.autotuned_change, True)} for {' and '.join(r.autotuned_modes)}{factor}")
+            ways.append(f"{who} changed when Mann-Whitney U on its samples gives p < {r.p_value} and its median moved "
+                        f"beyond its band: {_pct(r.min_change, True)}, {_pct(r.small_change, True)} under "
+                        f"{small_ms:g} µs or host-bound (≤ {r.host.k:g} launch floors), "
+                        f"{_pct(r.autotuned_change, True)} for {' and '.join(r.autotuned_modes)}{factor}")
         else:
             who = "a cell of one compile a side" if applied.several else "a cell"
-            out.append(f"{who} changed when p < {r.p_value:g} and its median moved beyond its band "
-                       f"({r.min_change:.0%}, {r.small_change:.0%} when small or host-bound, "
-                       f"{r.autotuned_change:.0%} autotuned){factor}")
+            ways.append(f"{who} changed when p < {r.p_value:g} and its median moved beyond its band "
+                        f"({r.min_change:.0%}, {r.small_change:.0%} when small or host-bound, "
+                        f"{r.autotuned_change:.0%} autotuned){factor}")
     if applied.several:
         one_sided = ("; the fixed band where only one side has several" if markdown else
                      ", the fixed band where one side has one") if applied.one_sided else ""
         if markdown:
-            out.append(f"a cell measured in several compiles (fresh processes) was judged on its compiles: it changed "
-                       f"when the slower side's best lies beyond the faster side's slowest compile by "
-                       f"{_pct(r.replicated_change, True)} ({_pct(r.replicated_small_change, True)} under "
-                       f"{small_ms:g} µs or host-bound{one_sided}), whatever its samples' p-value{factor}")
+            ways.append(f"a cell measured in several compiles (fresh processes) was judged on its compiles: it changed "
+                        f"when the slower side's best lies beyond the faster side's slowest compile by "
+                        f"{_pct(r.replicated_change, True)} ({_pct(r.replicated_small_change, True)} under "
+                        f"{small_ms:g} µs or host-bound{one_sided}), whatever its samples' p-value{factor}")
         else:
-            out.append(f"a cell of several compiles changed when the slower side's best lay beyond the faster side's "
-                       f"slowest compile by {r.replicated_change:.0%} ({r.replicated_small_change:.0%} when small or "
-                       f"host-bound{one_sided}), p not deciding{factor}")
+            ways.append(f"a cell of several compiles changed when the slower side's best lay beyond the faster side's "
+                        f"slowest compile by {r.replicated_change:.0%} ({r.replicated_small_change:.0%} when small or "
+                        f"host-bound{one_sided}), p not deciding{factor}")
+    out = []
+    jitter_us = r.launch_jitter * launch_floor(c.base, c.head)
+    if jitter_us > 0:
+        out.append(f"every change also had to exceed {r.launch_jitter:g}\u00d7 the launch floor in time "
+                   f"({jitter_us:.2f} µs)" if markdown else
+                   f"every change also beyond {r.launch_jitter:g}x the launch floor ({jitter_us:.2f} us)")
     fewer = confirm_text(r)
     if fewer:
         out.append(f"a change found on {fewer} is unconfirmed: listed, not counted")
     out.append(f"a cell whose samples spread (IQR) over more than {r.max_spread:.0%} of its median is too noisy to "
                "judge" if markdown else f"spread over {r.max_spread:.0%}: too noisy")
-    return out
+    return ways, out
+
+
+def rule_clauses(c: Comparison, markdown: bool = False) -> list[str]:
+    """The rule that applied to `c`, one clause per way of judging, then what every verdict met (the launch floor's
+    share, the confirmation, the spread limit): plain text for the terminal, or the comment's words (`markdown`:
+    ± bands, µs, the test named); each starts in lower case."""
+    ways, conditions = _clauses(c, markdown)
+    return [*ways, *conditions]
 
 
 def rule_text(c: Comparison) -> str:
-    """The terminal table's footer: a line per way of judging, the last carrying the confirmation and the spread."""
-    clauses = rule_clauses(c)
-    ways = len(clauses) - (2 if confirm_text(c.rule) else 1)
-    return "\n".join([*clauses[:ways - 1], "; ".join(clauses[ways - 1:])])
+    """The terminal table's footer: a line per way of judging, the last carrying what every verdict met."""
+    ways, conditions = _clauses(c, markdown=False)
+    return "\n".join([*ways[:-1], "; ".join([ways[-1], *conditions])])
 
 
 def rule_md(c: Comparison) -> str:
