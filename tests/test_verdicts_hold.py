@@ -120,14 +120,16 @@ def test_a_step_of_a_fraction_of_a_launch_is_not_a_change_of_a_host_bound_cell()
     # trial 2: prefill rl_dpo_loss default drew 4.51-4.64 us in three processes at base, 5.28-5.31 us in three at
     # head (same generated code in all six); the 12% band alone called it slower, and its instance's best too
     key = ("prefill", "rl_dpo_loss", "default")
-    loose = {(x.preset, x.workload, x.mode): x for x in calibrated("t2", ChangeRule(confirm=(3, 3),
-                                                                                     launch_jitter=0)).cells}
+    without = calibrated("t2", ChangeRule(confirm=(3, 3), launch_jitter=0))
+    loose = {(x.preset, x.workload, x.mode): x for x in without.cells}
     assert loose[key].verdict == SLOWER and loose[key].compiles == (3, 3)
     step_us = (loose[key].head_ms - loose[key].base_ms) * 1000
     c = calibrated("t2")
     assert step_us < c.rule.launch_jitter * c.head.launch_us
     assert {(x.preset, x.workload, x.mode): x for x in c.cells}[key].verdict == SAME
     assert ("prefill", "rl_dpo_loss") not in {(i.preset, i.workload) for i in c.best_changes}
+    # nor is such a step worth measuring again
+    assert key in confirm.candidates(without) and key not in confirm.candidates(c)
     # trial 3 drew the slower time at base, from the code without the plant
     [t3] = [x for x in calibrated("t3").cells if (x.preset, x.workload, x.mode) == key]
     assert t3.verdict == SAME and t3.compiles == (3, 3)

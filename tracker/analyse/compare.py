@@ -135,6 +135,11 @@ class ChangeRule:
             t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
         return t if self.factor is None else max(t, self.factor - 1)
 
+    def jitter_floor(self, ms: float, launch_us: float) -> float:
+        """The relative change at `ms` that a quarter of the launch floor (launch_jitter) makes: no change is
+        smaller in time. 0 where no launch floor was recorded."""
+        return self.launch_jitter * launch_us / (ms * 1000)
+
 
 # ---------------------------------------------------------------------------------------------------- records
 
@@ -298,7 +303,7 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
     band = max(rule.threshold(m, fast, launch_us, replicated=nb > 1 and nh > 1) for m in modes)
     faster_spread = (b_max / b.median_ms) if ratio >= 1 else (h_max / h.median_ms)
     threshold = faster_spread * (1 + band) - 1 if several else band
-    threshold = max(threshold, rule.launch_jitter * launch_us / (fast * 1000))  # no floor recorded: 0
+    threshold = max(threshold, rule.jitter_floor(fast, launch_us))
     spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
     p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
     if abs(math.log(ratio)) < math.log1p(threshold):

@@ -43,5 +43,6 @@ def cell_names(cells: list[Cell]) -> list[str]:
 def _beyond_floor(x: CellChange, c: Comparison, launch_us: float) -> bool:
     if x.base_ms is None or x.head_ms is None or x.ratio is None:
         return False
-    floor = c.rule.threshold(x.mode, min(x.base_ms, x.head_ms), launch_us, replicated=True)
+    fast = min(x.base_ms, x.head_ms)
+    floor = max(c.rule.threshold(x.mode, fast, launch_us, replicated=True), c.rule.jitter_floor(fast, launch_us))
     return abs(math.log(x.ratio)) > math.log1p(floor)
