@@ -1,15 +1,19 @@
-"""Every GPU of a host in one run (`run --gpus`): which GPUs, which one each measurement gets, and what its worker
-sees. The scheduling runs for real on the CPU with a simulated list of two GPUs (the workers measure on the CPU;
-CUDA_VISIBLE_DEVICES, the locks and the timing cores are set as on a GPU host)."""
+"""Every GPU of a host in one run (`run --gpus`): which GPUs, all of one model, which one each measurement gets, and
+what its worker sees. The scheduling runs for real on the CPU with a simulated list of two GPUs (the workers measure
+on the CPU; CUDA_VISIBLE_DEVICES, the locks and the timing cores are set as on a GPU host). The GPU models come from
+nvidia-smi's output as written below (this machine has no GPU)."""
 
 from __future__ import annotations
 
 import io
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from tracker import cli
 from tracker.measure import gpulock
 from tracker.measure.harness import Settings
 from tracker.runner import gpus
@@ -40,6 +44,81 @@ def test_a_selection_the_host_cannot_meet_is_one_clear_error(spec: str, message:
 def test_visible_gpus_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-5e1c")
     assert gpus.visible() == ("2", "GPU-5e1c")
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+UUIDS = ("GPU-5e1c0a4f-8b2d-4c6e-9f13-2a7b8c9d0e1f", "GPU-9a3d7e21-04bc-4f58-a6e2-7c1d9b0f3e54",
+         "GPU-c27f5b90-6e1a-4d3c-8b47-f05e2a9c1d68", "GPU-3b8e1d6c-9f24-47a0-b5c1-e8d2f7a06b93")
+# `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader` on a host of four H100s, and on one whose third GPU
+# (PCI bus order) is an A100
+SAME = "".join(f"{i}, {u}, {H100}\n" for i, u in enumerate(UUIDS))
+MIXED = "".join(f"{i}, {u}, {A100 if i == 2 else H100}\n" for i, u in enumerate(UUIDS))
+
+
+def test_gpus_of_one_model_pass_in_any_numbering() -> None:
+    for order in (None, "PCI_BUS_ID"):
+        gpus.check_one_model(HOST, HOST, SAME, order)
+    gpus.check_one_model(UUIDS[:2], UUIDS, SAME, None)
+
+
+def test_gpus_of_different_models_are_refused_naming_them_and_the_indices_of_each_model() -> None:
+    with pytest.raises(ValueError, match="different models") as refused:
+        gpus.check_one_model(("0", "2"), HOST, MIXED, "PCI_BUS_ID")
+    assert str(refused.value).startswith(f"--gpus picks GPUs of different models (0: {H100}, 2: {A100})")
+    assert str(refused.value).endswith(f"e.g. --gpus 0,1,3 ({H100}) or --gpus 2, ({A100})")
+    with pytest.raises(ValueError, match="different models"):
+        gpus.check_one_model(HOST, HOST, MIXED, "PCI_BUS_ID")  # --gpus all
+    gpus.check_one_model(("0", "1", "3"), HOST, MIXED, "PCI_BUS_ID")  # the suggestion passes
+    gpus.check_one_model(("2",), HOST, MIXED, None)  # one GPU is one model
+
+
+def test_on_a_host_of_several_models_an_index_needs_pci_bus_order_to_name_a_model() -> None:
+    # CUDA numbers the GPUs fastest first by default: CUDA's 0 and 1 may be nvidia-smi's 0 and 1, or 0 and 3
+    with pytest.raises(ValueError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID") as refused:
+        gpus.check_one_model(("0", "1"), HOST, MIXED, None)
+    assert f"nvidia-smi: 0: {H100}, 1: {H100}, 2: {A100}, 3: {H100}" in str(refused.value)
+
+
+def test_uuids_in_cuda_visible_devices_map_to_their_models_whole_or_a_prefix() -> None:
+    host = (UUIDS[0], UUIDS[2][:12], UUIDS[3])  # CUDA_VISIBLE_DEVICES takes a UUID's unique prefix too
+    with pytest.raises(ValueError, match="different models") as refused:
+        gpus.check_one_model(host, host, MIXED, None)  # UUIDs name one GPU in any device order
+    assert f"0 ({UUIDS[0]}): {H100}, 1 ({UUIDS[2][:12]}): {A100}, 2 ({UUIDS[3]}): {H100}" in str(refused.value)
+    assert f"--gpus 0,2 ({H100}) or --gpus 1, ({A100})" in str(refused.value)
+    gpus.check_one_model((host[0], host[2]), host, MIXED, None)
+    gpus.check_one_model(("MIG-0c4b1f2e-77d1-5a3e-9b62-4e8f0d1c2a35", UUIDS[0]), host, MIXED, None)  # not mapped
+
+
+def test_without_nvidia_smi_the_models_are_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        raise subprocess.CalledProcessError(9, args[0], "", "NVIDIA-SMI has failed: couldn't communicate with the "
+                                            "NVIDIA driver")
+
+    def listing(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(args[0], 0, MIXED, "")
+
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert gpus.nvidia_smi(listing) == MIXED
+    assert gpus.nvidia_smi(failing) is None
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert gpus.nvidia_smi(listing) is None
+    gpus.check_one_model(HOST, HOST, None, None)
+
+
+def test_run_refuses_gpus_of_different_models_before_writing_anything(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(HOST))  # read without torch
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    monkeypatch.setattr(gpus, "nvidia_smi", lambda: MIXED)
+    argv = ["run", "--device", "cuda", "--gpus", "1,2", "--commit", "abc1234", "--results-dir", str(tmp_path / "r"),
+            "--workload", "llm_rmsnorm", "--mode", "eager"]
+    assert cli.main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert err == [f"compile-baselines run: error: --gpus picks GPUs of different models (1: {H100}, 2: {A100}) and a "
+                   f"run's results are keyed by one GPU model: measure one model a run, e.g. --gpus 0,1,3 ({H100}) "
+                   f"or --gpus 2, ({A100})"]
+    assert list(tmp_path.iterdir()) == []  # no results directory, no cell store
 
 
 def test_a_measurement_starts_on_the_gpu_with_the_least_work_in_flight() -> None:

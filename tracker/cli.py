@@ -138,7 +138,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if device == "cuda":
         from tracker.runner import gpus as host_gpus
 
-        gpus = host_gpus.select(args.gpus, host_gpus.visible())
+        host = host_gpus.visible()
+        gpus = host_gpus.select(args.gpus, host)
+        host_gpus.check_one_model(gpus, host, host_gpus.nvidia_smi(), os.environ.get("CUDA_DEVICE_ORDER"))
     elif args.gpus:
         raise UsageError("--gpus picks CUDA devices; this run measures on the CPU")
     # Everything that can refuse the run does so before anything is measured: the machine and commit name the
@@ -430,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
     r.add_argument("--gpus", metavar="SPEC",
-                   help="the GPUs of this host to measure on: all (default), N (the first N), or indices 0,2,5")
+                   help="the GPUs of this host to measure on, all of one model: all (default), N (the first N), "
+                        "or indices 0,2,5")
     r.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
     r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
