@@ -412,6 +412,17 @@ def stored_numbers(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None
     return pd.Series(out, index=table.index, dtype=float)
 
 
+def stored_texts(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None, key: str) -> pd.Series:
+    """A text each ok cell of `table` recorded in the cell store (e.g. `gpu_index`, the GPU that measured it): None
+    where the store has no record or the record no such text (runs before `run --gpus`)."""
+    out = np.full(len(table), None, dtype=object)
+    todo = np.flatnonzero((table["status"] == "ok").to_numpy())
+    for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
+        value = cell.get(key) if cell else None
+        out[i] = value if isinstance(value, str) else None
+    return pd.Series(out, index=table.index, dtype=object)
+
+
 def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bool = False,
               cells_dir: str | os.PathLike[str] | None = None) -> Loaded:
     """The table of the given runs' cells (see `table_columns`), and one warning per skipped file or stale benchmark."""
