@@ -38,8 +38,7 @@ def record(results: Path, machine: str, commit: str) -> Path:
         raise SystemExit(f"record_from_cells: the run's python {python} is not on this host: link it to a python "
                          f"that has the project's dependencies (asv names the environment after it)")
     conf = asvfiles.load_conf(REPO_ROOT / "asv.conf.json", str(results))
-    host = asvfiles.host_of(cells) or {}
-    return asvfiles.record_run(conf, python, run.machine, run.commit, run.date_ms, cells, host, entry=params)
+    return asvfiles.record_run(conf, python, run.machine, run.commit, run.date_ms, cells, {}, entry=params)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -225,11 +225,13 @@ def host_of(cells: list[dict[str, Any]]) -> dict[str, str] | None:
 def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, cells: list[dict[str, Any]],
                host: dict[str, str], entry: dict[str, str] | None = None) -> Path:
     """Write measured cells (and the host's launch floor) into asv's result file for this run. `entry`: the
-    machine entry to record, when it is not this host's (a run measured elsewhere, recorded here)."""
+    machine entry to record, when it is not this host's (a run measured elsewhere, recorded here; `host` is then
+    not read, and this host's asv machine file is left alone)."""
     env = existing_environment(conf, python)
     benchmarks = discover(conf, env, commit)
-    entry = entry or machine_entry(machine, host)
-    write_machine_file(entry)  # so a plain `asv run --machine NAME` records the same version keys
+    if entry is None:
+        entry = machine_entry(machine, host)
+        write_machine_file(entry)  # so a plain `asv run --machine NAME` records the same version keys
     # Concurrent runs into one results directory (other workloads of the same commit, say) each add their cells
     # to what the file holds when they hold the lock, never to what it held before a neighbour saved.
     with results_lock(conf.results_dir):

@@ -20,7 +20,7 @@ import functools
 import math
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -400,13 +400,19 @@ def fingerprints(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None) 
     return pd.Series(out, index=table.index, dtype=object)
 
 
+def _stored_values(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None,
+                   key: str) -> Iterator[tuple[int, Any]]:
+    """(row position, what its record in the cell store holds under `key`, or None) for each ok cell of `table`."""
+    todo = np.flatnonzero((table["status"] == "ok").to_numpy())
+    for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
+        yield i, (cell.get(key) if cell else None)
+
+
 def stored_numbers(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None, key: str) -> pd.Series:
     """A number each ok cell of `table` recorded in the cell store (e.g. `flush_mib`, `host_us`): NaN where the store
     has no record or the record no such number (an imported study, runs before the grown flush)."""
     out = np.full(len(table), np.nan)
-    todo = np.flatnonzero((table["status"] == "ok").to_numpy())
-    for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
-        value = cell.get(key) if cell else None
+    for i, value in _stored_values(table, cells_dir, key):
         if isinstance(value, int | float) and not isinstance(value, bool):
             out[i] = float(value)
     return pd.Series(out, index=table.index, dtype=float)
@@ -416,9 +422,7 @@ def stored_texts(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None, 
     """A text each ok cell of `table` recorded in the cell store (e.g. `gpu_index`, the GPU that measured it): None
     where the store has no record or the record no such text (runs before `run --gpus`)."""
     out = np.full(len(table), None, dtype=object)
-    todo = np.flatnonzero((table["status"] == "ok").to_numpy())
-    for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
-        value = cell.get(key) if cell else None
+    for i, value in _stored_values(table, cells_dir, key):
         out[i] = value if isinstance(value, str) else None
     return pd.Series(out, index=table.index, dtype=object)
 
