@@ -240,6 +240,22 @@ def test_the_config_s_relative_paths_are_resolved_against_its_folder(tmp_path: P
     assert conf.html_dir == str(ROOT / ".asv" / "html") and Path(conf.repo) == ROOT
 
 
+
+def test_asv_discovery_imports_the_suite_from_its_checkout_installed_or_not(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # asv's discovery process drops PYTHONPATH and takes ASV_PYTHONPATH: the checkout must be on it, ahead of what
+    # the user put there, and only while asv discovers
+    from asv.benchmarks import Benchmarks
+
+    seen: list[str | None] = []
+    monkeypatch.setattr(Benchmarks, "discover", staticmethod(lambda *a: seen.append(os.environ.get("ASV_PYTHONPATH"))))
+    monkeypatch.setenv("ASV_PYTHONPATH", "/site")
+    asvfiles.discover(asvfiles.load_conf(ROOT / "asv.conf.json", str(tmp_path)), None, COMMIT)
+    assert seen == [os.pathsep.join([str(ROOT), "/site"])] and os.environ["ASV_PYTHONPATH"] == "/site"
+    monkeypatch.delenv("ASV_PYTHONPATH")
+    asvfiles.discover(asvfiles.load_conf(ROOT / "asv.conf.json", str(tmp_path)), None, COMMIT)
+    assert seen[-1] == str(ROOT) and "ASV_PYTHONPATH" not in os.environ
+
 # ---------------------------------------------------------------------------------------------------- the cell store
 
 

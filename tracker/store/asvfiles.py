@@ -7,13 +7,14 @@ what makes them selectors in `asv publish` and the per-PyTorch-version axis of t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
 import os
 import platform
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +137,26 @@ def discover(conf: Any, env: Any, commit: str) -> Any:
     except UserError:
         repo = asv_repo.NoRepository()
     try:
-        return Benchmarks.discover(conf, repo, [env], [commit])
+        with importable(Path(conf.benchmark_dir).resolve().parent):
+            return Benchmarks.discover(conf, repo, [env], [commit])
     except UserError as e:
         raise AsvError(f"asv benchmark discovery failed: {e}") from None
+
+
+@contextlib.contextmanager
+def importable(checkout: Path) -> Iterator[None]:
+    """The suite imports tracker and workloads from its checkout, installed or not: asv's processes drop PYTHONPATH
+    and take ASV_PYTHONPATH, so the checkout goes first on that for the duration (a plain clone run with
+    `python -m tracker.cli` on a GPU host found no `tracker` there)."""
+    old = os.environ.get("ASV_PYTHONPATH")
+    os.environ["ASV_PYTHONPATH"] = os.pathsep.join([str(checkout), *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("ASV_PYTHONPATH", None)
+        else:
+            os.environ["ASV_PYTHONPATH"] = old
 
 
 def _params_of(benchmark: dict[str, Any]) -> list[tuple[str, ...]]:
