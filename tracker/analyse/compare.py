@@ -2,9 +2,9 @@
 (the runs: tracker.analyse.pairs; rendering them: tracker.publish.comparison and tracker.publish.prcomment).
 
 A cell measured in several compiles (fresh processes) on either side is judged on them (see _judge): the slower
-side's best beyond the faster side's slowest compile by a floor (5%, 12% small or host-bound, when both sides have
-several; the bands below when one side has one); the samples' p-value does not decide. A change found on fewer
-compiles than ChangeRule.confirm asks is UNCONFIRMED, not counted (tracker.analyse.confirm, docs/verdicts.md).
+side's best beyond the faster side's slowest compile by a floor (5% when both sides have several, the bands below
+when one side has one); the samples' p-value does not decide. A change found on fewer compiles than
+ChangeRule.confirm asks is UNCONFIRMED, not counted (tracker.analyse.confirm, docs/verdicts.md).
 
 A cell measured once on both sides (preset, workload, mode) changed when both hold (ChangeRule):
 - its samples differ: Mann-Whitney U on the two runs' stored samples, p < 0.01 (without samples: disjoint 99% CIs);
@@ -27,7 +27,10 @@ Either way a change must also exceed a quarter of the launch floor in time (Chan
 the H100): the processes of a host-bound cell draw times that far apart whatever its code. Prefill rl_dpo_loss
 default measured 4.51-4.64 us in three processes and 5.28-5.31 us in three others, the same generated code and
 launch configs in all six, and 4.51, 4.61 and 5.28 us in a re-run (tests/fixtures/h100-plant-calibrated): a
-relative band of 12% did not cover that 0.64 us step.
+relative band of 12% did not cover that 0.64 us step. With that floor in place small and host-bound cells need no
+wider relative floor than the rest: no unchanged cell of several compiles a side, small or not, in any committed
+A/A pair or planted trial's controls lay more than 4.3% beyond the other side's slowest compile, except that
+sub-launch step (docs/verdicts.md).
 
 An instance's best baseline changed when a different mode now wins beyond the noise (the old winner is not in the
 new winner's tie set, tracker.stats.NoiseModel) and a judged cell change accounts for it (the old winner got slower
@@ -105,9 +108,9 @@ class ChangeRule:
     small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
     autotuned_change: float = 0.30
     autotuned_modes: tuple[str, ...] = AUTOTUNED_MODES
-    # Both sides measured in several compiles: the band's floor, under the spread measured (see threshold)
+    # Both sides measured in several compiles: the band's floor, under the spread measured (see threshold), for
+    # every cell; a host-bound cell's wider jitter is the launch floor's (launch_jitter), not a fraction of its time
     replicated_change: float = 0.05
-    replicated_small_change: float = 0.12
     # Every change must also exceed this fraction of the launch floor in time: a host-bound cell's processes draw
     # times a fraction of a launch apart whatever its code (see the module docstring)
     launch_jitter: float = 0.25
@@ -127,11 +130,10 @@ class ChangeRule:
         """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed. `replicated`:
         both sides were measured in several compiles, whose spread the verdict reads (see compare._judge), so the
         band is a floor for what else differs between runs, and the autotuned modes need no wider one."""
-        small = self.noise.small(ms) or self.host.bound(ms, launch_us)
         if replicated:
-            t = self.replicated_small_change if small else self.replicated_change
+            t = self.replicated_change
         else:
-            t = self.small_change if small else self.min_change
+            t = self.small_change if self.noise.small(ms) or self.host.bound(ms, launch_us) else self.min_change
             t = max(t, self.autotuned_change) if mode in self.autotuned_modes else t
         return t if self.factor is None else max(t, self.factor - 1)
 
