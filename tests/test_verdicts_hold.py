@@ -221,3 +221,8 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
     assert cfg.settings_of(g).rep_ms == pytest.approx(1000 / 3)  # the timing budget is shared by the compiles
     assert RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=3).replicates_of(
         CellId("prefill", "llm_rmsnorm", "eager")) == 1  # eager compiles nothing: one process
+    # a confirmation's candidates: fresh compiles beyond those the run made, whatever their mode
+    confirming = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, replicates=1,
+                           replicates_per_cell={g: 6, h: 4})
+    assert sorted(pending([g, h], confirming, store)) == sorted([*(Job(g, r) for r in (3, 4, 5, 6)),
+                                                                 *(Job(h, r) for r in (2, 3, 4))])

@@ -516,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--allow-cross-versions", action="store_true", help="compare across GPUs or PyTorch versions")
     d.add_argument("--confirm", action="store_true",
                    help="before judging, measure every cell that moved again at head, in this checkout (its code, "
-                        "its torch, a GPU host), until it has 3 fresh compiles; count only changes that hold on them")
+                        "its torch, a GPU host), in 3 more fresh compiles; count only changes that hold on them all")
     d.add_argument("--confirmed-only", action="store_true",
                    help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
                         "unconfirmed")

@@ -175,11 +175,15 @@ class RunConfig:
     # anew; the results record the best and the spread (tracker.store.cells.combine).
     replicates: int = 1
     replicated_modes: tuple[str, ...] | None = AUTOTUNED_MODES
+    # Cells measured in a number of processes of their own, whatever `replicates` says (a confirmation's candidates)
+    replicates_per_cell: dict[CellId, int] = field(default_factory=dict)
     # The GPUs to measure on, as CUDA_VISIBLE_DEVICES names them (tracker.runner.gpus); none: the process's default
     # device (a CPU run, a confirmation).
     gpus: tuple[str, ...] = ()
 
     def replicates_of(self, cell: CellId) -> int:
+        if cell in self.replicates_per_cell:
+            return max(1, self.replicates_per_cell[cell])
         if self.replicated_modes is None or cell.mode in self.replicated_modes:
             return max(1, self.replicates)
         return 1

@@ -1,9 +1,11 @@
 """Confirmation on the GPU host: measure a comparison's candidate changes again at its head, in this checkout.
 
 `compile-baselines compare --confirm` calls `confirm_head` before judging: the cells that moved
-(tracker.analyse.confirm.candidates) get fresh processes, each compiling anew, until they have
-analyse.confirm.COMPILES compiles; the run's results are recorded again with them. The base is not measured: it is
-history (an earlier commit, another night). The PR flow, which can build both sides, confirms base and head
+(tracker.analyse.confirm.candidates) get analyse.confirm.COMPILES more fresh processes, each compiling anew, beyond
+the compiles the run already made; the run's results are recorded again with them all. The run's own compiles are
+what found the candidate: a verdict read from them alone would keep whatever draw raised it (a GPU-bound conv whose
+three compiles in one run all chose its slower generated code, tests/fixtures/h100-aa3). The base is not measured:
+it is history (an earlier commit, another night). The PR flow, which can build both sides, confirms base and head
 instead (tracker.github.prflow).
 """
 
@@ -24,23 +26,26 @@ from tracker.store.cells import default_cells_dir, torch_version
 def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_machine: str | None = None,
                  allow_cross_versions: bool = False, jobs: int | None = None, repo_dir: Path | None = None,
                  cells_dir: Path | None = None, out: TextIO = sys.stderr) -> int:
-    """Measure the head's candidate cells to `confirm.COMPILES` compiles and record them; how many cells."""
+    """Measure each of the head's candidate cells in `confirm.COMPILES` more compiles and record them; how many
+    cells."""
     results_dir = conf.results_dir
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, ChangeRule(), head_machine=head_machine,
                      repo_dir=repo_dir)
     if c.head.torch != torch_version():
         raise ToolError(f"--confirm measures the head again here, with torch {torch_version()}, but the head run "
                         f"was measured with torch {c.head.torch}: run it where the head was measured")
-    cells = [pool.CellId(*k) for k in confirm.candidates(c)]
+    had = {(x.preset, x.workload, x.mode): x.compiles[1] if x.compiles else 1 for x in c.cells}
+    more = {pool.CellId(*k): had.get(k, 1) + confirm.COMPILES for k in confirm.candidates(c)}
+    cells = list(more)
     if not cells:
         print("confirm: no cell moved beyond its band: nothing to measure again", file=out)
         return 0
     dev = device(None)
     cfg = pool.RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
                          machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
-                         replicates=confirm.COMPILES, replicated_modes=None)
-    print(f"confirm: {len(cells)} cells moved; measuring each at head {c.head.commit[:8]} until it has "
-          f"{confirm.COMPILES} compiles", file=out, flush=True)
+                         replicates_per_cell=more)
+    print(f"confirm: {len(cells)} cells moved; measuring each at head {c.head.commit[:8]} in {confirm.COMPILES} "
+          f"more compiles", file=out, flush=True)
     run = _latest(results_dir, c.head.machine, c.head.commit)
     pool.run_suite(cells, cfg, conf, run.date_ms, out)
     return len(cells)
