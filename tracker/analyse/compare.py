@@ -295,17 +295,21 @@ def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: fl
     Where either side was measured in several compiles, what differs between compiles is the noise, not the
     within-process samples: the slower side's best must lie beyond the faster side's slowest compile by the band
     (the threshold is that, relative to the faster side's best), and the samples' p-value does not decide. The band
-    is the replicated floor when both sides have several compiles, the single-compile band otherwise. Without
-    compiles the fixed bands and the p-value decide. A change found on fewer compiles than `rule.confirm` asks for
-    is UNCONFIRMED."""
+    is the replicated floor when both sides have several compiles, the single-compile band otherwise, and at least
+    a quarter launch floor in time beyond that slowest compile. Without compiles the fixed bands and the p-value
+    decide, the quarter launch floor counted from the faster median. A change found on fewer compiles than
+    `rule.confirm` asks for is UNCONFIRMED."""
     ratio = float(h.median_ms / b.median_ms)
     fast = min(b.median_ms, h.median_ms)
     (nb, b_max), (nh, h_max) = compiles(b), compiles(h)
     several = max(nb, nh) > 1
     band = max(rule.threshold(m, fast, launch_us, replicated=nb > 1 and nh > 1) for m in modes)
     faster_spread = (b_max / b.median_ms) if ratio >= 1 else (h_max / h.median_ms)
-    threshold = faster_spread * (1 + band) - 1 if several else band
-    threshold = max(threshold, rule.jitter_floor(fast, launch_us))
+    if several:  # the floor lies beyond the faster side's slowest compile, a quarter launch at least
+        band = max(band, rule.jitter_floor(faster_spread * fast, launch_us))
+        threshold = faster_spread * (1 + band) - 1
+    else:
+        threshold = max(band, rule.jitter_floor(fast, launch_us))
     spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
     p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
     if abs(math.log(ratio)) < math.log1p(threshold):

@@ -80,9 +80,10 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     out = []
     jitter_us = r.launch_jitter * launch_floor(c.base, c.head)
     if jitter_us > 0:
+        beyond = " beyond the faster side's slowest compile" if applied.several else ""
         out.append(f"every change also had to exceed {r.launch_jitter:g}\u00d7 the launch floor in time "
-                   f"({jitter_us:.2f} µs)" if markdown else
-                   f"every change also beyond {r.launch_jitter:g}x the launch floor ({jitter_us:.2f} us)")
+                   f"({jitter_us:.2f} µs){beyond}" if markdown else
+                   f"every change also beyond {r.launch_jitter:g}x the launch floor ({jitter_us:.2f} us){beyond}")
     fewer = confirm_text(r)
     if fewer:
         out.append(f"a change found on {fewer} is unconfirmed: listed, not counted")

@@ -22,7 +22,7 @@ from typing import Any
 
 from tracker import metrics
 from tracker.errors import ToolError
-from tracker.stats import thin
+from tracker.stats import TOO_NOISY_SPREAD, relative_spread, thin
 from tracker.store import atomic
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
@@ -205,14 +205,17 @@ class CellStore:
 def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     """A cell measured in several fresh processes (each compiling anew) as the results record it: the replicate
     with the lowest median stands for the cell (the baseline to beat is the best compile torch.compile gave;
-    its samples, fingerprint and figures are that replicate's), and `compiles_ms` lists every ok replicate's
-    median, from which the spread over compiles is read. Its compile_s is the first replicate's, the one cold
-    compile: the further compiles reuse the first's Triton binaries (tracker.runner.pool.cache_dirs). Failed
-    replicates are left out while one is ok; when none is, the first stands (its reason is the cell's)."""
+    its samples, fingerprint and figures are that replicate's), among those whose samples are not too noisy to
+    judge while one is not (a disturbed process speaks for its process, not for the compile), and `compiles_ms`
+    lists every ok replicate's median, from which the spread over compiles is read. Its compile_s is the first
+    replicate's, the one cold compile: the further compiles reuse the first's Triton binaries
+    (tracker.runner.pool.cache_dirs). Failed replicates are left out while one is ok; when none is, the first
+    stands (its reason is the cell's)."""
     ok = [c for c in replicates if c.get("status") == "ok" and isinstance(c.get("median_ms"), (int, float))]
     if not ok:
         return dict(replicates[0])
-    best = min(ok, key=lambda c: c["median_ms"])
+    clean = [c for c in ok if not _too_noisy(c)] or ok
+    best = min(clean, key=lambda c: c["median_ms"])
     out = dict(best)
     out["compiles_ms"] = [c["median_ms"] for c in ok]
     first = next((c for c in replicates if int(c.get("replicate") or 1) == 1), None)
@@ -220,6 +223,11 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
         out["compile_s"] = first.get("compile_s")
     out["replicates_failed"] = len(replicates) - len(ok)
     return out
+
+
+def _too_noisy(cell: dict[str, Any]) -> bool:
+    """Its samples' IQR over TOO_NOISY_SPREAD of its median (the cell store keeps no upper quartile: the samples)."""
+    return relative_spread(cell["median_ms"], None, None, cell.get("samples_ms")) > TOO_NOISY_SPREAD
 
 
 def stored_form(cell: dict[str, Any]) -> dict[str, Any]:
