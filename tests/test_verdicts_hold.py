@@ -19,7 +19,7 @@ import pytest
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED
-from tracker.runner.pool import CellId, Job, RunConfig, more_replicates, pending
+from tracker.runner.pool import CellId, Job, RunConfig, next_replicate, pending
 from tracker.store.cells import CellStore, RunKey, combine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,9 +211,11 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, replicates=3)
     g, h, f = (CellId(c["preset"], c["workload"], c["mode"]) for c in (gpu_bound, host_bound, fresh))
     # what a cell lacks: the first compile of one not yet measured (its further ones follow once it is in), the
-    # further compiles of one whose first is in, host-bound or not
-    assert sorted(pending([g, h, f], cfg, store)) == sorted([Job(g, 3), Job(h, 2), Job(h, 3), Job(f, 1)])
-    assert more_replicates(Job(f, 1), {**fresh, "status": "failed"}, cfg, store) == []  # a failed first: none
+    # next further compile of one whose first is in, host-bound or not: one at a time, each the next one's cue
+    assert sorted(pending([g, h, f], cfg, store)) == sorted([Job(g, 3), Job(h, 2), Job(f, 1)])
+    assert next_replicate(Job(h, 2), {**host_bound, "replicate": 2}, cfg, store) == [Job(h, 3)]
+    assert next_replicate(Job(g, 3), {**gpu_bound, "replicate": 3}, cfg, store) == []  # the cell has its three
+    assert next_replicate(Job(f, 1), {**fresh, "status": "failed"}, cfg, store) == []  # a failed first: none
     assert [r["replicate"] for r in store.replicates(*g.__dict__.values())] == [1, 2]
     # a further compile that failed (seen on the H100: cut short by an interrupt) is measured again
     store.put({**gpu_bound, "replicate": 3, "status": "failed", "reason": "InductorError: ldconfig died"})
@@ -224,5 +226,5 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
     # a confirmation's candidates: fresh compiles beyond those the run made, whatever their mode
     confirming = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, replicates=1,
                            replicates_per_cell={g: 6, h: 4})
-    assert sorted(pending([g, h], confirming, store)) == sorted([*(Job(g, r) for r in (3, 4, 5, 6)),
-                                                                 *(Job(h, r) for r in (2, 3, 4))])
+    assert sorted(pending([g, h], confirming, store)) == sorted([Job(g, 3), Job(h, 2)])
+    assert next_replicate(Job(g, 5), {**gpu_bound, "replicate": 5}, confirming, store) == [Job(g, 6)]

@@ -361,16 +361,16 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
 
 
 def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The measurements still to make as far as the store tells: each cell's first measurement, and the further
-    replicates of a cell whose first measurement is stored and asks for them (`more_replicates`); failed ones again
-    with retry_failed. In queue order, a cell's replicates together."""
+    """The measurements still to make as far as the store tells: each cell's first measurement, and the next further
+    compile of a cell whose first measurement is stored and asks for more (`next_replicate`; the rest follow it);
+    failed ones again with retry_failed. In queue order."""
     todo = []
     for cell in cells:
         first = store.replicate(cell.preset, cell.workload, cell.mode, 1)
         if first is None or _todo(first, cfg):
             todo.append(Job(cell, 1))
         else:
-            todo += more_replicates(Job(cell, 1), first, cfg, store)
+            todo += next_replicate(Job(cell, 1), first, cfg, store)
     order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
     return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
 
@@ -379,28 +379,34 @@ def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
     return stored is None or (cfg.retry_failed and stored["status"] == FAILED)
 
 
-def more_replicates(job: Job, first: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The replicates a cell still lacks (or whose measurement failed) once its first measurement is in; none when it
-    failed. A host-bound cell gets them too: its compiles can differ as much (decode llm_rmsnorm
-    max-autotune-no-cudagraphs, 5 us: 5.4-9.7 us over five compiles on the H100)."""
+def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
+    """The cell's next further compile once `job` is done: the first replicate after it that the store lacks (or
+    whose measurement failed), none when the cell's first measurement failed or none is lacking. A host-bound cell
+    gets them too: its compiles can differ as much (decode llm_rmsnorm max-autotune-no-cudagraphs, 5 us: 5.4-9.7 us
+    over five compiles on the H100).
+
+    One at a time: two compiles of one cell side by side hold twice its memory while they autotune (in a full H100
+    run, a further compile of the prefill logits projection ran out of GPU memory beside its sibling twice, and each
+    was measured again alone at the end, 115 s of the run's 874). A further compile that failed is measured again by
+    the next run: the cell's result is its first measurement's, and one further compile cut short (an interrupted
+    run) must not leave the cell unconfirmed for good."""
     n = cfg.replicates_of(job.cell)
-    if job.replicate != 1 or n == 1 or first.get("status") != "ok":
+    if n == 1 or (job.replicate == 1 and result.get("status") != "ok"):
         return []
     c = job.cell
-    # A further compile that failed is measured again: the cell's result is its first measurement's, and one
-    # further compile cut short (an interrupted run) must not leave the cell unconfirmed for good.
-    return [Job(c, r) for r in range(2, n + 1)
-            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED]
+    return [Job(c, r) for r in range(job.replicate + 1, n + 1)
+            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED][:1]
 
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                   progress: Progress | None = None) -> dict[CellId, dict[str, Any]]:
-    """Make the measurements `store` lacks of `cells` (`pending`, then the replicates each first measurement asks
-    for); every cell's result, its replicates combined.
+    """Make the measurements `store` lacks of `cells` (`pending`, then the further compiles each cell asks for);
+    every cell's result, its replicates combined.
 
-    A cell's further compiles go to the front of the queue as soon as its first is in (`Queue`), so the run does
-    not end on a tail of compile-heavy replicates. On KeyboardInterrupt the running workers are killed and nothing
-    is recorded for their measurements, so the next run makes exactly the measurements that did not finish."""
+    A cell's next further compile goes to the front of the queue as soon as the one before it is in (`Queue`,
+    `next_replicate`), so the run does not end on a tail of compile-heavy replicates. On KeyboardInterrupt the
+    running workers are killed and nothing is recorded for their measurements, so the next run makes exactly the
+    measurements that did not finish."""
     done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     workers = _Workers()
@@ -424,7 +430,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                 job = futures.pop(fut)
                 result = fut.result()
                 _finish(job, result, done, progress)
-                extras = more_replicates(job, result, cfg, store) if result is not None else []
+                extras = next_replicate(job, result, cfg, store) if result is not None else []
                 if progress and extras:
                     progress.expect(len(extras))
                 queue.push_front(extras)
@@ -452,7 +458,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
 
 class Queue:
     """The measurements waiting for a worker: the planned ones in queue order, and in front of them the further
-    compiles that finished first measurements asked for, oldest first. Those are the heaviest measurements
+    compiles that finished measurements asked for, oldest first. Those are the heaviest measurements
     (autotuned modes, each a full compile); left at the back they would all run last, with little else to keep the
     GPU busy beside them."""
 
@@ -505,10 +511,11 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
     todo = pending(cells, cfg, store)
     done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
-    replicated = sum(cfg.replicates_of(c) > 1 for c in cells)
+    counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
+    each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
     print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {len(todo)} "
           f"measurements to make, {cfg.jobs} at a time"
-          + (f"; {replicated} cells get {cfg.replicates} compiles each" if replicated else ""), file=out, flush=True)
+          + (f"; {len(counts)} cells get {each} compiles each" if counts else ""), file=out, flush=True)
     progress = Progress(len(todo), out)
     measured = measure_cells(cells, cfg, store, progress)
     if cfg.jobs > 1 and (share := progress.lock_share()):
