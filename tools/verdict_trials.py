@@ -13,9 +13,11 @@ Anywhere, on what those left behind:
     python tools/verdict_trials.py plant P --base B --head H --machine h100-p --kinds vlm_vit_mlp_block=gpu ...
 
 `aa` prints the false alarms of the pair three ways: each cell's first compile alone judged by the single-compile
-rule (what the tracker did before replicates and confirmation), the run as recorded (replicates) without
-confirmation, and with confirmation (`--confirmed-only`'s rule). `plant` prints, per planted workload and kind, the
-cells and instances the comparison reports (the PR flow's rule: three compiles a side), and every other verdict.
+rule (what the tracker did before replicates and confirmation), each run's own compiles (its replicates) without
+confirmation, and as recorded after the confirmation (`--confirmed-only`'s rule; the head's fresh compiles count).
+A pair committed in two fixtures takes both results directories (`aa R1 R2 --commit C1 --head-commit C2`).
+`plant` prints, per planted workload and kind, the cells and instances the comparison reports (the PR flow's rule:
+three compiles a side), and every other verdict.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ import argparse
 import shutil
 import sys
 import tempfile
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from tracker.analyse.compare import ChangeRule, Comparison, compare_runs
 from tracker.analyse.confirm import COMPILES
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles
-from tracker.store.cells import CellStore, RunKey, default_cells_dir
+from tracker.store.cells import CellStore, RunKey, combine, default_cells_dir
 from tracker.store.results import list_runs
 
 
@@ -41,29 +43,44 @@ def counts(c: Comparison) -> str:
             f"(of {len(c.cells)} cells, {len(c.instances)} instances)")
 
 
-def first_compiles(results: Path, dest: Path) -> Path:
-    """A copy of the results in which every run records each cell's first replicate alone: one compile in one
-    process, as runs were before replicates and confirmation."""
+def own_compiles(results: Path, dest: Path, upto: int) -> Path:
+    """A copy of the results in which every run records each cell from its first `upto` replicates alone: 1, one
+    compile in one process, as runs were before replicates and confirmation; 3, the run's own compiles, before a
+    confirmation added more."""
     conf = asvfiles.load_conf(REPO_ROOT / "asv.conf.json", str(dest / "results"))
     for run in list_runs(results)[0]:
         store = CellStore.of_run(default_cells_dir(results), RunKey(run.machine, run.commit, run.torch))
-        first = [c for c in store.all() if int(c.get("replicate") or 1) == 1 and "mode" in c] if store else []
-        first = [{k: v for k, v in c.items() if k != "compiles_ms"} for c in first]
-        asvfiles.record_run(conf, sys.executable, run.machine, run.commit, run.date_ms, first,
-                            asvfiles.host_of(first) or {})
+        kept: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+        for c in store.all() if store else []:
+            if "mode" in c and int(c.get("replicate") or 1) <= upto:
+                kept[(c["preset"], c["workload"], c["mode"])].append(c)
+        cells = [combine(replicates) for replicates in kept.values()]
+        asvfiles.record_run(conf, sys.executable, run.machine, run.commit, run.date_ms, cells,
+                            asvfiles.host_of(cells) or {})
+    return dest / "results"
+
+
+def merged(sources: list[Path], dest: Path) -> Path:
+    """One results directory (and cell store) holding the runs of every source: a pair whose runs were committed
+    in two fixtures."""
+    if len(sources) == 1:
+        return sources[0]
+    for src in sources:
+        shutil.copytree(src, dest / "results", dirs_exist_ok=True)
+        shutil.copytree(default_cells_dir(src), default_cells_dir(dest / "results"), dirs_exist_ok=True)
     return dest / "results"
 
 
 def cmd_aa(a: argparse.Namespace) -> None:
-    results = Path(a.results)
-    pair = dict(base=a.commit, head=a.commit, machine=a.machine, head_machine=a.head_machine)
+    pair = dict(base=a.commit, head=a.head_commit or a.commit, machine=a.machine, head_machine=a.head_machine)
     with tempfile.TemporaryDirectory() as tmp:
-        before = compare_runs(first_compiles(results, Path(tmp)), rule=ChangeRule(), **pair)
-        print(f"one compile a cell, single-compile rule: {counts(before)}")
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"as recorded (replicates), unconfirmed counted: {counts(compare_runs(results, rule=ChangeRule(), **pair))}")
-    confirmed = compare_runs(results, rule=ChangeRule(confirm=(0, COMPILES)), **pair)
-    print(f"confirmed (head {COMPILES} compiles): {counts(confirmed)}")
+        results = merged([Path(r) for r in a.results], Path(tmp) / "merged")
+        for upto, view in ((1, "one compile a cell, single-compile rule"),
+                           (COMPILES, "the runs' own compiles, unconfirmed counted")):
+            rebuilt = own_compiles(results, Path(tmp) / f"upto{upto}", upto)
+            print(f"{view}: {counts(compare_runs(rebuilt, rule=ChangeRule(), **pair))}")
+        confirmed = compare_runs(results, rule=ChangeRule(confirm=(0, COMPILES)), **pair)
+    print(f"confirmed (head {COMPILES} compiles, a confirmation's fresh ones included): {counts(confirmed)}")
     for x in [*confirmed.regressions, *confirmed.improvements, *confirmed.unconfirmed]:
         print(f"  {x.verdict}: {x.preset} {x.workload} {x.mode} {x.ratio:.3f}x")
 
@@ -89,9 +106,10 @@ def cmd_plant(a: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    aa = sub.add_parser("aa", help="false alarms of an A/A pair (one commit, two machines)")
-    aa.add_argument("results")
+    aa = sub.add_parser("aa", help="false alarms of an A/A pair (the same code on two machines)")
+    aa.add_argument("results", nargs="+", help="results directories (a pair committed in two fixtures: both)")
     aa.add_argument("--commit", required=True)
+    aa.add_argument("--head-commit", help="the head run's commit label, when it differs (default: --commit)")
     aa.add_argument("--machine", required=True)
     aa.add_argument("--head-machine", required=True)
     aa.set_defaults(fn=cmd_aa)
