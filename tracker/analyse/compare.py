@@ -28,9 +28,9 @@ the H100): the processes of a host-bound cell draw times that far apart whatever
 default measured 4.51-4.64 us in three processes and 5.28-5.31 us in three others, the same generated code and
 launch configs in all six, and 4.51, 4.61 and 5.28 us in a re-run (tests/fixtures/h100-plant-calibrated): a
 relative band of 12% did not cover that 0.64 us step. With that floor in place small and host-bound cells need no
-wider relative floor than the rest: no unchanged cell of several compiles a side, small or not, in any committed
-A/A pair or planted trial's controls lay more than 4.3% beyond the other side's slowest compile, except that
-sub-launch step (docs/verdicts.md).
+wider relative floor than the rest: an eager chain's processes agree within a few percent, and what three compiles
+of an autotuned cell cannot bound (all three of one run drawing its slower code) a wider floor would not bound
+either: confirmation draws fresh compiles instead (tracker.analyse.confirm, docs/verdicts.md).
 
 An instance's best baseline changed when a different mode now wins beyond the noise (the old winner is not in the
 new winner's tie set, tracker.stats.NoiseModel) and a judged cell change accounts for it (the old winner got slower

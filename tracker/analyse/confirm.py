@@ -3,10 +3,10 @@
 One compile in one process is not the truth: two compiles of one cell can choose different kernels and launch
 configs (max-autotune: up to 1.2x on a GPU-bound conv, 2.3x on a 9 us cell), and a process can be disturbed. So a
 change found on one measurement is a candidate: its cells are measured again in fresh processes, each compiling
-anew, until each side has COMPILES of them (the PR flow: base and head; a nightly: the head, against
-the stored history), and the comparison is made again with `ChangeRule.confirm`, which leaves a change found on
-fewer compiles UNCONFIRMED. Every confirmed change has every compile of one side beyond every compile of the
-other by more than the band (analyse.compare._judge).
+anew (the PR flow: base and head, until each side has COMPILES; a nightly: the head, COMPILES more than its run
+made, against the stored history), and the comparison is made again with `ChangeRule.confirm`, which leaves a
+change found on fewer compiles UNCONFIRMED. Every confirmed change has every compile of one side beyond every
+compile of the other by more than the band (analyse.compare._judge).
 """
 
 from __future__ import annotations

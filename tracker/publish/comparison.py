@@ -45,10 +45,10 @@ def _round(x: Any) -> Any:
 
 def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
     """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule
-    has a "factor" only when the comparison was given one; "replicated_change" is the
-    floor for cells measured in several compiles a side (each cell's "compiles" says how many), "launch_jitter"
-    the share of the launch floor every change must exceed in time. `only_changed`: the
-    instances, cells and kernels lists keep only what changed (the summary still counts the whole comparison)."""
+    has a "factor" only when the comparison was given one; "replicated_change" is the floor for cells measured in
+    several compiles a side (each cell's "compiles" says how many), "launch_jitter" the share of the launch floor
+    every change must exceed in time. `only_changed`: the instances, cells and kernels lists keep only what changed
+    (the summary still counts the whole comparison)."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
