@@ -6,6 +6,7 @@ import io
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -184,3 +185,16 @@ def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch:
     assert env[gpulock.ENV_TIMING_CPUS] == "16,17"  # not the other shard's timing cores 0,1
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == str((16 - 2) // 7)
     assert default_jobs("cuda") == 16 and default_jobs("cpu") == 1  # one worker per core of its own
+
+
+def test_the_phase_benchmark_splits_a_run_s_gpu_lock_between_timing_and_autotuning() -> None:
+    # tools/bench_runner.py phases on the cold full run h100-e (tests/fixtures/h100-aa3/PROVENANCE.md), its
+    # confirmation's compiles included: autotuning's benchmarks hold the lock longer than the cells' own timing
+    root = Path(__file__).resolve().parent.parent
+    store = next((root / "tests" / "fixtures" / "h100-aa3" / "cells" / "h100-e").glob("*/torch-*"))
+    out = subprocess.run([sys.executable, "tools/bench_runner.py", "phases", str(store)], capture_output=True,
+                         text=True, check=True, cwd=root).stdout
+    assert out.startswith("213 ok cells, 473 measurements")
+    [line] = [x for x in out.splitlines() if x.startswith("GPU lock held")]
+    held, timing, compiles = (int(x) for x in re.findall(r"(\d+) s", line))
+    assert abs(held - timing - compiles) <= 1 and compiles > timing

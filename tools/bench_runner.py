@@ -52,6 +52,15 @@ def _load(path: str) -> dict[tuple[str, str, str], dict]:
     return {(c["preset"], c["workload"], c["mode"]): c for c in store.cells()}
 
 
+def _measurements(path: str) -> list[dict]:
+    """Every measurement of the cells `_load` reads, each replicate (compile) on its own."""
+    root = Path(path)
+    store = CellStore(root, RunKey("bench", "bench", torch_version()))
+    store.dir = next((d for d in [root, *sorted(root.glob("bench/bench/torch-*"))] if any(d.glob("*/*/*.json"))),
+                     store.dir)
+    return [c for c in store.all() if "mode" in c]
+
+
 def cmd_agree(a: argparse.Namespace) -> None:
     serial, parallel = _load(a.serial), _load(a.parallel)
     both = sorted(k for k in serial.keys() & parallel.keys()
@@ -101,16 +110,28 @@ def cmd_agree(a: argparse.Namespace) -> None:
                   f"largest {max(flush)} MiB")
 
 
+# The phases a measurement holds the GPU lock for (tracker.measure.harness); the rest of its lock time is the
+# compiler's: autotuning's benchmarks, which take the same lock (tracker.measure.gpulock.install).
+LOCKED_PHASES = ("launch_floor", "inputs", "warmup", "host_time", "timing")
+
+
 def cmd_phases(a: argparse.Namespace) -> None:
     cells = [c for c in _load(a.store).values() if c.get("status") == "ok"]
-    print(f"{len(cells)} ok cells; seconds per cell (median, mean, sum):")
-    names = sorted({n for c in cells for n in c.get("phase_s") or {}})
-    rows = [(n, [c["phase_s"][n] for c in cells if n in (c.get("phase_s") or {})]) for n in names]
-    rows += [(k, [c[k] for c in cells if c.get(k) is not None]) for k in ("lock_held_s", "lock_wait_s", "wall_s")]
+    every = [c for c in _measurements(a.store) if c.get("status") == "ok"]
+    print(f"{len(cells)} ok cells, {len(every)} measurements (their compiles); seconds per measurement (median, "
+          f"mean, sum):")
+    names = sorted({n for c in every for n in c.get("phase_s") or {}})
+    rows = [(n, [c["phase_s"][n] for c in every if n in (c.get("phase_s") or {})]) for n in names]
+    rows += [(k, [c[k] for c in every if c.get(k) is not None]) for k in ("lock_held_s", "lock_wait_s", "wall_s")]
     for name, xs in rows:
         if xs:
             print(f"  {name:<14} {statistics.median(xs):7.3f} {statistics.fmean(xs):7.3f} {sum(xs):8.1f}"
-                  f"  ({len(xs)} cells)")
+                  f"  ({len(xs)} measurements)")
+    held = sum(c.get("lock_held_s") or 0.0 for c in every)
+    timed = sum(v for c in every for n, v in (c.get("phase_s") or {}).items() if n in LOCKED_PHASES)
+    if held:
+        print(f"GPU lock held {held:.0f} s: {timed:.0f} s measuring the cells ({', '.join(LOCKED_PHASES)}), "
+              f"{held - timed:.0f} s inside their compiles (autotuning's benchmarks)")
     spread = {(c["preset"], c["workload"], c["mode"]): lower_spread(c["median_ms"], c["p25_ms"]) for c in cells}
     if spread:  # how far below its median a cell's lower quartile lies (stats.DISTURBED_SPREAD)
         widest = max(spread, key=spread.get)
