@@ -17,6 +17,7 @@ import pytest
 from test_results import write_result_file
 
 from tracker.measure.hostinfo import host_info
+from tracker.runner.pool import CellId, RunConfig, run_suite
 from tracker.store import asvfiles, merge, results
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 
@@ -255,6 +256,20 @@ def test_asv_discovery_imports_the_suite_from_its_checkout_installed_or_not(tmp_
     monkeypatch.delenv("ASV_PYTHONPATH")
     asvfiles.discover(asvfiles.load_conf(ROOT / "asv.conf.json", str(tmp_path)), None, COMMIT)
     assert seen[-1] == str(ROOT) and "ASV_PYTHONPATH" not in os.environ
+
+
+def test_a_run_whose_environment_cannot_discover_the_suite_fails_before_measuring(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # on the H100 such a run measured for 874 s and failed at the end, in asv's discovery
+    def broken(conf: object, env: object, commit: str) -> None:
+        raise asvfiles.AsvError("asv benchmark discovery failed: No module named 'tracker'")
+
+    monkeypatch.setattr(asvfiles, "discover", broken)
+    cfg = RunConfig(store_root=tmp_path / "cells", machine="box", commit=COMMIT, device="cpu")
+    conf = asvfiles.load_conf(ROOT / "asv.conf.json", str(tmp_path / "results"))
+    with pytest.raises(asvfiles.AsvError, match="discovery failed"):
+        run_suite([CellId("tiny", "diff_cfg_blend", "eager")], cfg, conf, 1_767_225_600_000)
+    assert not list((tmp_path / "cells").rglob("*.json"))
 
 # ---------------------------------------------------------------------------------------------------- the cell store
 

@@ -508,6 +508,7 @@ class RunOutcome:
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
     start = time.monotonic()
+    discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
     todo = pending(cells, cfg, store)
     done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
@@ -524,5 +525,6 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     host = asvfiles.host_of(cell_list)
     if host is None:  # every cell was skipped: describe this host
         host = host_info(cfg.device).as_dict()
-    results_file = asvfiles.record_run(conf, sys.executable, cfg.machine, cfg.commit, date_ms, cell_list, host)
+    results_file = asvfiles.record_run(conf, sys.executable, cfg.machine, cfg.commit, date_ms, cell_list, host,
+                                       discovered=discovered)
     return RunOutcome(measured, results_file, time.monotonic() - start)

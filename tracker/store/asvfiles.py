@@ -240,13 +240,22 @@ def host_of(cells: list[dict[str, Any]]) -> dict[str, str] | None:
     return hosts[0] if hosts else None
 
 
+def suite(conf: Any, python: str, commit: str) -> tuple[Any, Any]:
+    """(asv's environment for `python`, the suite as asv discovers it there): what recording a run needs, and what
+    `run` asks for before it measures, so an environment that cannot import the suite fails in seconds, not after
+    the run."""
+    env = existing_environment(conf, python)
+    return env, discover(conf, env, commit)
+
+
 def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, cells: list[dict[str, Any]],
-               host: dict[str, str], entry: dict[str, str] | None = None) -> Path:
+               host: dict[str, str], entry: dict[str, str] | None = None,
+               discovered: tuple[Any, Any] | None = None) -> Path:
     """Write measured cells (and the host's launch floor) into asv's result file for this run. `entry`: the
     machine entry to record, when it is not this host's (a run measured elsewhere, recorded here; `host` is then
-    not read, and this host's asv machine file is left alone)."""
-    env = existing_environment(conf, python)
-    benchmarks = discover(conf, env, commit)
+    not read, and this host's asv machine file is left alone). `discovered`: `suite`'s answer, when the caller
+    already has it."""
+    env, benchmarks = discovered or suite(conf, python, commit)
     if entry is None:
         entry = machine_entry(machine, host)
         write_machine_file(entry)  # so a plain `asv run --machine NAME` records the same version keys
