@@ -25,7 +25,7 @@ from tracker.publish.prcomment import headline, render_comment
 
 SLOWER_CELL = ("prefill", "llm_rmsnorm", "eager")  # ~500 us, GPU-bound: judged by the plain bands
 # Numbers no default has, so a text that restates the defaults instead of reading the rule fails.
-RULE = ChangeRule(min_change=0.11, replicated_change=0.07, launch_jitter=0.3)
+RULE = ChangeRule(min_change=0.11, replicated_change=0.07, replicated_autotuned_small_change=0.13, launch_jitter=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -73,14 +73,16 @@ def test_several_compiles_a_side_are_judged_by_their_compiles_and_the_replicated
     assert [x.verdict for x in c.cells if (x.preset, x.workload, x.mode) == SLOWER_CELL] == ["slower"]
     (line,) = footer(c)
     assert line.startswith("a cell of several compiles changed when the slower side's best lay beyond the faster "
-                           "side's slowest compile by 7%, p not deciding")
+                           "side's slowest compile by 7% (13% autotuned and small or host-bound), p not deciding")
     assert "p < " not in line  # no cell was judged by its samples
     text = fine_print(c)
     assert text.startswith("<sub>A cell measured in several compiles (fresh processes) was judged on its compiles")
-    assert "by ±7%, whatever its samples' p-value" in text and "Mann-Whitney" not in text
+    assert ("by ±7% (±13% for max-autotune and max-autotune-no-cudagraphs under 50 µs or host-bound), whatever its "
+            "samples' p-value") in text and "Mann-Whitney" not in text
     assert f"every change also had to exceed 0.3\u00d7 the launch floor in time ({jitter_us(c):.2f} µs)" in text
     rule = comparison_json(c)["rule"]
-    assert (rule["replicated_change"], rule["launch_jitter"]) == (0.07, 0.3) and "replicated_small_change" not in rule
+    floors = ("replicated_change", "replicated_autotuned_small_change", "launch_jitter")
+    assert tuple(rule[k] for k in floors) == (0.07, 0.13, 0.3)
 
 
 def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_listed_and_not_counted(results: Path) -> None:
@@ -99,6 +101,6 @@ def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_listed_and
     assert "1 unconfirmed, not counted (?)" in table
     # one side with several compiles: judged on them, against the fixed band; and the confirmation is said
     (line,) = footer(c)
-    assert "by 7%, the fixed band where one side has one, p not deciding" in line
+    assert "(13% autotuned and small or host-bound, the fixed band where one side has one)" in line
     assert "a change found on fewer than 3 compiles at head is unconfirmed: listed, not counted" in line
     assert "a change found on fewer than 3 compiles at head is unconfirmed" in fine_print(c)

@@ -44,11 +44,11 @@ def _round(x: Any) -> Any:
 
 
 def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
-    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule
-    has a "factor" only when the comparison was given one; "replicated_change" is the floor for cells measured in
-    several compiles a side (each cell's "compiles" says how many), "launch_jitter" the share of the launch floor
-    every change must exceed in time. `only_changed`: the instances, cells and kernels lists keep only what changed
-    (the summary still counts the whole comparison)."""
+    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule has a
+    "factor" only when the comparison was given one; "replicated_change" and "replicated_autotuned_small_change" are
+    the floors for cells measured in several compiles a side (each cell's "compiles" says how many), "launch_jitter"
+    the share of the launch floor every change must exceed in time. `only_changed`: the instances, cells and kernels
+    lists keep only what changed (the summary still counts the whole comparison)."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
@@ -62,8 +62,8 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
                     "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells),
                     "unconfirmed": len(c.unconfirmed)},
         "rule": {k: rule[k] for k in ("p_value", "min_change", "small_change", "autotuned_change", "autotuned_modes",
-                                      "replicated_change", "launch_jitter", "max_spread",
-                                      "confirm")}
+                                      "replicated_change", "replicated_autotuned_small_change", "launch_jitter",
+                                      "max_spread", "confirm")}
         | {"small_below_ms": c.rule.noise.small_below_ms, "host_bound_k": c.rule.host.k} | factor,
         "instances": [asdict(i) for i in instances],
         "cells": [asdict(x) for x in cells],

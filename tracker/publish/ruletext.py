@@ -73,10 +73,13 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
         if markdown:
             ways.append(f"a cell measured in several compiles (fresh processes) was judged on its compiles: it changed "
                         f"when the slower side's best lies beyond the faster side's slowest compile by "
-                        f"{_pct(r.replicated_change, True)}{one_sided}, whatever its samples' p-value{factor}")
+                        f"{_pct(r.replicated_change, True)} ({_pct(r.replicated_autotuned_small_change, True)} for "
+                        f"{' and '.join(r.autotuned_modes)} under {small_ms:g} µs or host-bound{one_sided}), whatever "
+                        f"its samples' p-value{factor}")
         else:
             ways.append(f"a cell of several compiles changed when the slower side's best lay beyond the faster side's "
-                        f"slowest compile by {r.replicated_change:.0%}{one_sided}, p not deciding{factor}")
+                        f"slowest compile by {r.replicated_change:.0%} ({r.replicated_autotuned_small_change:.0%} "
+                        f"autotuned and small or host-bound{one_sided}), p not deciding{factor}")
     out = []
     jitter_us = r.launch_jitter * launch_floor(c.base, c.head)
     if jitter_us > 0:
