@@ -42,23 +42,24 @@ def cmd_measure(a: argparse.Namespace) -> None:
     print(json.dumps({"cells": len(cells), "jobs": a.jobs, "wall_s": round(wall, 1), "store": a.store}))
 
 
-def _load(path: str) -> dict[tuple[str, str, str], dict]:
-    """The cells of a `measure --store` directory (any torch version), or of a run's cell directory
+def _store(path: str) -> CellStore:
+    """A `measure --store` directory (any torch version), or a run's cell directory
     (.asv/cells/MACHINE/COMMIT/torch-VERSION), so a full `run` can be compared with a serial subset."""
     root = Path(path)
     store = CellStore(root, RunKey("bench", "bench", torch_version()))
     store.dir = next((d for d in [root, *sorted(root.glob("bench/bench/torch-*"))] if any(d.glob("*/*/*.json"))),
                      store.dir)
-    return {(c["preset"], c["workload"], c["mode"]): c for c in store.cells()}
+    return store
+
+
+def _load(path: str) -> dict[tuple[str, str, str], dict]:
+    """The cells of `_store(path)`, each its replicates combined."""
+    return {(c["preset"], c["workload"], c["mode"]): c for c in _store(path).cells()}
 
 
 def _measurements(path: str) -> list[dict]:
-    """Every measurement of the cells `_load` reads, each replicate (compile) on its own."""
-    root = Path(path)
-    store = CellStore(root, RunKey("bench", "bench", torch_version()))
-    store.dir = next((d for d in [root, *sorted(root.glob("bench/bench/torch-*"))] if any(d.glob("*/*/*.json"))),
-                     store.dir)
-    return [c for c in store.all() if "mode" in c]
+    """Every measurement of `_store(path)`, each replicate (compile) on its own."""
+    return [c for c in _store(path).all() if "mode" in c]
 
 
 def cmd_agree(a: argparse.Namespace) -> None:
