@@ -21,7 +21,7 @@ import pytest
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED
-from tracker.runner.pool import CellId, Job, RunConfig, next_replicate, pending
+from tracker.runner.pool import CellId, Job, RunConfig, next_replicate, pending, planned
 from tracker.store.cells import CellStore, RunKey, combine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -290,6 +290,7 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
     # what a cell lacks: the first compile of one not yet measured (its further ones follow once it is in), the
     # next further compile of one whose first is in, host-bound or not: one at a time, each the next one's cue
     assert sorted(pending([g, h, f], cfg, store)) == sorted([Job(g, 3), Job(h, 2), Job(f, 1)])
+    assert planned([g, h, f], cfg, store) == 1 + 2 + 3  # progress counts the compiles that will follow them
     assert next_replicate(Job(h, 2), {**host_bound, "replicate": 2}, cfg, store) == [Job(h, 3)]
     assert next_replicate(Job(g, 3), {**gpu_bound, "replicate": 3}, cfg, store) == []  # the cell has its three
     assert next_replicate(Job(f, 1), {**fresh, "status": "failed"}, cfg, store) == []  # a failed first: none

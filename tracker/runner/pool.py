@@ -260,7 +260,8 @@ class Progress:
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
 
     def expect(self, more: int) -> None:
-        """More measurements than planned: a cell's first asked for its replicates."""
+        """More (or, negative, fewer) measurements than planned: a cell whose first measurement failed asks for none of
+        its further compiles."""
         with self._lock:
             self.total += more
 
@@ -375,6 +376,24 @@ def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
     return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
 
 
+def planned(cells: list[CellId], cfg: RunConfig, store: CellStore) -> int:
+    """How many measurements the run will make if every first measurement works: `pending`'s, and the further
+    compiles that follow them (`next_replicate`), so progress counts toward the whole run from its first line."""
+    total = 0
+    for c in cells:
+        first = store.replicate(c.preset, c.workload, c.mode, 1)
+        if first is None or _todo(first, cfg):
+            total += 1 + _further_lacking(c, cfg, store)
+        elif first["status"] == "ok":
+            total += _further_lacking(c, cfg, store)
+    return total
+
+
+def _further_lacking(c: CellId, cfg: RunConfig, store: CellStore) -> int:
+    return sum(1 for r in range(2, cfg.replicates_of(c) + 1)
+               if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED)
+
+
 def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
     return stored is None or (cfg.retry_failed and stored["status"] == FAILED)
 
@@ -431,8 +450,8 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                 result = fut.result()
                 _finish(job, result, done, progress)
                 extras = next_replicate(job, result, cfg, store) if result is not None else []
-                if progress and extras:
-                    progress.expect(len(extras))
+                if progress and job.replicate == 1 and result is not None and result.get("status") != "ok":
+                    progress.expect(-_further_lacking(job.cell, cfg, store))  # a failed first asks for none
                 queue.push_front(extras)
                 if not queue.holds(job.cell) and not any(j.cell == job.cell for j in futures.values()):
                     shutil.rmtree(kernels_dir / job.cell.preset / job.cell.workload / job.cell.mode,
@@ -510,14 +529,14 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     start = time.monotonic()
     discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
-    todo = pending(cells, cfg, store)
+    total = planned(cells, cfg, store)
     done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
     counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
     each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
-    print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {len(todo)} "
+    print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {total} "
           f"measurements to make, {cfg.jobs} at a time"
           + (f"; {len(counts)} cells get {each} compiles each" if counts else ""), file=out, flush=True)
-    progress = Progress(len(todo), out)
+    progress = Progress(total, out)
     measured = measure_cells(cells, cfg, store, progress)
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
