@@ -383,15 +383,16 @@ def planned(cells: list[CellId], cfg: RunConfig, store: CellStore) -> int:
     for c in cells:
         first = store.replicate(c.preset, c.workload, c.mode, 1)
         if first is None or _todo(first, cfg):
-            total += 1 + _further_lacking(c, cfg, store)
+            total += 1 + len(_lacking(c, cfg, store))
         elif first["status"] == "ok":
-            total += _further_lacking(c, cfg, store)
+            total += len(_lacking(c, cfg, store))
     return total
 
 
-def _further_lacking(c: CellId, cfg: RunConfig, store: CellStore) -> int:
-    return sum(1 for r in range(2, cfg.replicates_of(c) + 1)
-               if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED)
+def _lacking(c: CellId, cfg: RunConfig, store: CellStore, after: int = 1) -> list[int]:
+    """The cell's replicates after `after` that the store lacks, or whose measurement failed."""
+    return [r for r in range(after + 1, cfg.replicates_of(c) + 1)
+            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED]
 
 
 def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
@@ -409,12 +410,9 @@ def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: Cell
     was measured again alone at the end, 115 s of the run's 874). A further compile that failed is measured again by
     the next run: the cell's result is its first measurement's, and one further compile cut short (an interrupted
     run) must not leave the cell unconfirmed for good."""
-    n = cfg.replicates_of(job.cell)
-    if n == 1 or (job.replicate == 1 and result.get("status") != "ok"):
+    if job.replicate == 1 and result.get("status") != "ok":
         return []
-    c = job.cell
-    return [Job(c, r) for r in range(job.replicate + 1, n + 1)
-            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED][:1]
+    return [Job(job.cell, r) for r in _lacking(job.cell, cfg, store, after=job.replicate)[:1]]
 
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
@@ -451,7 +449,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
                 _finish(job, result, done, progress)
                 extras = next_replicate(job, result, cfg, store) if result is not None else []
                 if progress and job.replicate == 1 and result is not None and result.get("status") != "ok":
-                    progress.expect(-_further_lacking(job.cell, cfg, store))  # a failed first asks for none
+                    progress.expect(-len(_lacking(job.cell, cfg, store)))  # a failed first asks for none
                 queue.push_front(extras)
                 if not queue.holds(job.cell) and not any(j.cell == job.cell for j in futures.values()):
                     shutil.rmtree(kernels_dir / job.cell.preset / job.cell.workload / job.cell.mode,
