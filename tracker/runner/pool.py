@@ -365,13 +365,7 @@ def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
     """The measurements still to make as far as the store tells: each cell's first measurement, and the next further
     compile of a cell whose first measurement is stored and asks for more (`next_replicate`; the rest follow it);
     failed ones again with retry_failed. In queue order."""
-    todo = []
-    for cell in cells:
-        first = store.replicate(cell.preset, cell.workload, cell.mode, 1)
-        if first is None or _todo(first, cfg):
-            todo.append(Job(cell, 1))
-        else:
-            todo += next_replicate(Job(cell, 1), first, cfg, store)
+    todo = [Job(c, rs[0]) for c in cells if (rs := _to_make(c, cfg, store))]
     order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
     return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
 
@@ -379,14 +373,17 @@ def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
 def planned(cells: list[CellId], cfg: RunConfig, store: CellStore) -> int:
     """How many measurements the run will make if every first measurement works: `pending`'s, and the further
     compiles that follow them (`next_replicate`), so progress counts toward the whole run from its first line."""
-    total = 0
-    for c in cells:
-        first = store.replicate(c.preset, c.workload, c.mode, 1)
-        if first is None or _todo(first, cfg):
-            total += 1 + len(_lacking(c, cfg, store))
-        elif first["status"] == "ok":
-            total += len(_lacking(c, cfg, store))
-    return total
+    return sum(len(_to_make(c, cfg, store)) for c in cells)
+
+
+def _to_make(c: CellId, cfg: RunConfig, store: CellStore) -> list[int]:
+    """The replicates of `c` still to make, in order: its first measurement (a failed one again with retry_failed)
+    and the further compiles after it; once its first is in, the further compiles it lacks; none after a failed
+    first."""
+    first = store.replicate(c.preset, c.workload, c.mode, 1)
+    if first is None or _todo(first, cfg):
+        return [1, *_lacking(c, cfg, store)]
+    return _lacking(c, cfg, store) if first["status"] == "ok" else []
 
 
 def _lacking(c: CellId, cfg: RunConfig, store: CellStore, after: int = 1) -> list[int]:
