@@ -171,8 +171,11 @@ def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candid
     assert len(own) == 1 and fresh - own
 
 
+HOST_BASE = "941f185d415393a7991d851ddaa3cf6465cbd48b"
+
+
 def host_trial(trial: str):
-    return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", rule=ChangeRule(confirm=(3, 3)))
+    return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", rule=PR_RULE)
 
 
 @pytest.mark.parametrize("trial", ["t4", "t5"])
@@ -194,8 +197,7 @@ def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> N
     key = ("prefill", "rl_dpo_loss", "max-autotune")
     c = host_trial("t5")
     [cell] = [x for x in c.cells if (x.preset, x.workload, x.mode) == key]
-    base = CellStore.of_run(HOST.parent / "cells", RunKey("h100-t5", "941f185d415393a7991d851ddaa3cf6465cbd48b",
-                                                          "2.11.0+cu130"))
+    base = CellStore.of_run(HOST.parent / "cells", RunKey("h100-t5", HOST_BASE, "2.11.0+cu130"))
     slowest = max(r["median_ms"] for r in base.replicates(*key))
     assert cell.compiles == (3, 3) and cell.head_ms / slowest > 1 + c.rule.replicated_change
     assert (cell.head_ms - slowest) * 1000 < c.rule.launch_jitter * c.head.launch_us
@@ -204,8 +206,7 @@ def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> N
 
 def test_a_compile_whose_samples_are_too_noisy_does_not_stand_for_its_cell() -> None:
     # trial 5's base GRPO eager: its second process drew 39.0 us with its upper quartile at 72 us (IQR 85%)
-    base = CellStore.of_run(HOST.parent / "cells", RunKey("h100-t5", "941f185d415393a7991d851ddaa3cf6465cbd48b",
-                                                          "2.11.0+cu130"))
+    base = CellStore.of_run(HOST.parent / "cells", RunKey("h100-t5", HOST_BASE, "2.11.0+cu130"))
     replicates = base.replicates("prefill", "rl_grpo_loss", "eager")
     noisy = min(replicates, key=lambda r: r["median_ms"])
     cell = combine(replicates)
