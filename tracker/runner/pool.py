@@ -1,17 +1,16 @@
-"""Run a set of cells: one fresh process per cell, `jobs` at a time, GPU timing serialized by a lock per GPU.
+"""Run a set of cells: one process per measurement, `jobs` at a time, GPU timing serialized by a lock per GPU.
 
-Workers overlap their CPU-bound parts (interpreter start, imports, tracing, inductor and Triton
-compilation); every GPU timing (ours and autotuning's) holds its GPU's cross-process lock (tracker.measure.gpulock).
-With several GPUs (`gpus`) each measurement runs on one of them (tracker.runner.gpus), the workers shared.
-Finished cells land in the cell store at once, so an interrupted run resumes where it stopped.
-"""
+Each process is forked from a server that has imported torch and the compiler once (tracker.runner.forkserver).
+Workers overlap their CPU-bound parts (tracing, inductor and Triton compilation); every GPU timing (ours and
+autotuning's) holds its GPU's cross-process lock (tracker.measure.gpulock). With several GPUs (`gpus`) each
+measurement runs on one of them (tracker.runner.gpus), the workers shared. Finished cells land in the cell store at
+once, so an interrupted run resumes where it stopped."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +27,7 @@ from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
 from tracker.paths import REPO_ROOT
+from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 from tracker.runner.gpus import GpuSlots
 from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, GPU_INDEX
 from tracker.store import asvfiles
@@ -285,34 +285,38 @@ def _fmt(seconds: float) -> str:
 
 
 class _Workers:
-    """The running worker processes, so an interrupt can end them all and record nothing half-done."""
+    """The running worker processes, forked from one server (tracker.runner.forkserver), so an interrupt can end them
+    all and record nothing half-done."""
 
     def __init__(self) -> None:
         self.stopping = threading.Event()
-        self._procs: set[subprocess.Popen[str]] = set()
+        self._server = ForkServer()
+        self._children: set[Child] = set()
         self._lock = threading.Lock()
 
-    def run(self, cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str]:
-        """(exit status, stderr); status None when it was killed at `timeout`."""
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                cwd=REPO_ROOT, start_new_session=True)
+    def run(self, argv: list[str], env: dict[str, str], timeout: float, stderr: Path) -> tuple[int | None, str]:
+        """(exit status, the tail of its stderr); status None when it was killed at `timeout`."""
+        child = self._server.launch("tracker.runner.worker", argv, env, REPO_ROOT, stderr)
         with self._lock:
-            self._procs.add(proc)
+            self._children.add(child)
         try:
-            _, err = proc.communicate(timeout=timeout)
-            return proc.returncode, err
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return None, proc.communicate()[1]
+            if not self._server.wait(child, timeout):
+                self._server.kill(child)
+                self._server.wait(child, 60)
+                return None, stderr_tail(stderr)
+            return child.status, stderr_tail(stderr)
         finally:
             with self._lock:
-                self._procs.discard(proc)
+                self._children.discard(child)
 
     def stop(self) -> None:
         self.stopping.set()
         with self._lock:
-            for proc in self._procs:
-                proc.kill()
+            for child in self._children:
+                self._server.kill(child)
+
+    def close(self) -> None:
+        self._server.close()
 
 
 def cache_dirs(job: Job, cfg: RunConfig, tmp: str, kernels_dir: Path) -> tuple[str, str]:
@@ -339,12 +343,12 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
     cell = job.cell
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
         inductor, triton = cache_dirs(job, cfg, tmp, kernels_dir)
-        cmd = [sys.executable, "-m", "tracker.runner.worker", cell.preset, cell.workload, cell.mode,
-               str(job.replicate)]
+        argv = [cell.preset, cell.workload, cell.mode, str(job.replicate)]
         cost = expected_cost(cell)
         slot = slots.acquire(cost) if slots else None
         try:
-            status, err = workers.run(cmd, cfg.worker_env(cell, inductor, triton, slot), cfg.cell_timeout_s)
+            status, err = workers.run(argv, cfg.worker_env(cell, inductor, triton, slot), cfg.cell_timeout_s,
+                                      Path(tmp) / "stderr.txt")
         finally:
             if slots and slot is not None:
                 slots.release(slot, cost)
@@ -461,6 +465,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        workers.close()
         kernels.cleanup()
     out = {}
     for c in cells:

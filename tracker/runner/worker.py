@@ -1,5 +1,6 @@
-"""One cell in one fresh process: `python -m tracker.runner.worker PRESET WORKLOAD MODE [REPLICATE]`, as the runner
-starts it; REPLICATE (1, 2, ...) says which of the cell's measurements this is (default 1).
+"""One cell in one process of its own: `main([PRESET, WORKLOAD, MODE, REPLICATE])` in a child the runner's fork server
+starts (or `python -m tracker.runner.worker PRESET WORKLOAD MODE [REPLICATE]`); REPLICATE (1, 2, ...) says which of
+the cell's measurements this is (default 1).
 
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 

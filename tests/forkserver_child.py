@@ -1,0 +1,28 @@
+"""A child for tests/test_forkserver.py: `main([ACTION, FILE])` as the fork server runs it.
+
+report: write what the child sees (its environment's FORK_TEST variable, directory, session) to FILE as JSON, a line
+to stderr, and exit with status 3. hang: start a grandchild that sleeps, write its pid to FILE, and sleep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def main(argv: list[str]) -> int:
+    action, path = argv
+    if action == "report":
+        seen = {"var": os.environ.get("FORK_TEST"), "server_var": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
+                "cwd": os.getcwd(), "own_session": os.getsid(0) == os.getpid()}
+        with open(path, "w") as f:
+            json.dump(seen, f)
+        print("the last line of stderr", file=sys.stderr)
+        return 3
+    grandchild = subprocess.Popen(["sleep", "120"])
+    with open(path, "w") as f:
+        f.write(str(grandchild.pid))
+    time.sleep(120)
+    return 0

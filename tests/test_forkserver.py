@@ -1,0 +1,97 @@
+"""The fork server starts each measurement's process from one that has imported torch and the compiler once
+(tracker.runner.forkserver): a child must still be a process of its own, with exactly the environment, directory and
+stderr file it was given, and one killed or orphaned must never leave the runner waiting."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tracker.runner.forkserver import ForkServer, stderr_tail
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> ForkServer:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("FORK_TEST", "the server's")
+    fs = ForkServer(preload=("forkserver_child",))
+    yield fs
+    fs.close()
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie that only waits for its new parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_child_has_the_environment_directory_and_stderr_file_it_was_given_and_a_session_of_its_own(
+        server: ForkServer, tmp_path: Path) -> None:
+    out, err = tmp_path / "seen.json", tmp_path / "stderr.txt"
+    child = server.launch("forkserver_child", ["report", str(out)], {"FORK_TEST": "the child's"}, tmp_path, err)
+    assert server.wait(child, 60)
+    assert child.status == 3
+    assert json.loads(out.read_text()) == {"var": "the child's", "server_var": None, "cwd": str(tmp_path),
+                                           "own_session": True}
+    assert stderr_tail(err).strip().splitlines()[-1] == "the last line of stderr"
+
+
+def test_a_child_killed_at_its_time_limit_takes_the_processes_it_started_with_it(server: ForkServer,
+                                                                               tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild"
+    child = server.launch("forkserver_child", ["hang", str(pid_file)], {"PATH": os.environ["PATH"]}, tmp_path,
+                          tmp_path / "stderr.txt")
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert not server.wait(child, 0.2)
+    server.kill(child)
+    assert server.wait(child, 30) and child.status == -9
+    grandchild = int(pid_file.read_text())
+    while not _gone(grandchild):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_a_server_that_exits_leaves_no_child_waiting_and_the_next_launch_starts_another(server: ForkServer,
+                                                                                       tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild"
+    child = server.launch("forkserver_child", ["hang", str(pid_file)], {"PATH": os.environ["PATH"]}, tmp_path,
+                          tmp_path / "stderr.txt")
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert server._proc is not None
+    first = server._proc
+    first.kill()
+    assert server.wait(child, 30) and child.status is None  # nothing more can be known of it
+    server.kill(child)  # still possible: the runner's interrupt ends it
+    grandchild = int(pid_file.read_text())
+    while not _gone(grandchild):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    again = server.launch("forkserver_child", ["report", str(tmp_path / "seen.json")], {}, tmp_path,
+                          tmp_path / "stderr2.txt")
+    assert server.wait(again, 60) and again.status == 3 and server._proc is not first
+
+
+def test_a_module_that_cannot_be_imported_is_not_preloaded_and_a_child_that_raises_exits_non_zero(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    fs = ForkServer(preload=("no_such_module_here", "forkserver_child"))
+    try:
+        child = fs.launch("forkserver_child", ["report"], {}, tmp_path, tmp_path / "stderr.txt")  # too few args
+        assert fs.wait(child, 60) and child.status == 1
+        assert "ValueError" in stderr_tail(tmp_path / "stderr.txt")
+    finally:
+        fs.close()
