@@ -2,7 +2,8 @@
 
 Real H100 evidence (PROVENANCE.md beside each): tests/fixtures/h100-aa and h100-aa2 are A/A pairs of cold full runs
 of one commit (three compiles for the autotuned GPU-bound cells, the head's candidates confirmed), and h100-aa3 a
-third cold full run of the same workload code, which pairs with each of h100-aa2's; tests/fixtures/
+third cold full run of the same workload code, which pairs with each of h100-aa2's; h100-aa4 two more (runs f and g)
+by the runner that forks its measurements' processes, which pair with each other and with runs d and e; tests/fixtures/
 h100-plant-confirm, h100-plant-trials, h100-plant-calibrated (trials 2 and 3) and h100-plant-host (trials 4 and 5)
 are PRs with planted changes, measured by the `pr` flow with confirmation.
 """
@@ -36,6 +37,8 @@ CALIBRATED = ROOT / "tests" / "fixtures" / "h100-plant-calibrated" / "results"
 T3_BASE = "7e01eb0aa07522cf749fab2e02b8655f90d170e2"
 AA3 = ROOT / "tests" / "fixtures" / "h100-aa3" / "results"
 AA3_COMMIT = "27631cdcf1c2e0801003ef167f769dfddf2f4372"
+AA4 = ROOT / "tests" / "fixtures" / "h100-aa4" / "results"
+AA4_COMMIT = "d44d0c8bbf2fea5162c97fde781f1fe4813d81cc"
 HOST = ROOT / "tests" / "fixtures" / "h100-plant-host" / "results"
 
 
@@ -142,9 +145,9 @@ def test_a_step_of_a_fraction_of_a_launch_is_not_a_change_of_a_host_bound_cell()
     assert max(r["median_ms"] for r in base_t3.replicates(*key)) >= loose[key].head_ms - 5e-5
 
 
-def third_pair(tmp: Path) -> Path:
-    """h100-aa2's runs c and d and h100-aa3's run e in one results directory (and cell store)."""
-    for results in (AA2, AA3):
+def runs(tmp: Path, *fixtures: Path) -> Path:
+    """The runs of several fixtures' results in one results directory (and cell store)."""
+    for results in fixtures:
         shutil.copytree(results, tmp / "results", dirs_exist_ok=True)
         shutil.copytree(results.parent / "cells", tmp / "cells", dirs_exist_ok=True)
     return tmp / "results"
@@ -152,7 +155,7 @@ def third_pair(tmp: Path) -> Path:
 
 def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candidates_compiled_afresh(
         tmp_path: Path) -> None:
-    results = third_pair(tmp_path)
+    results = runs(tmp_path, AA2, AA3)
     for base in ("h100-c", "h100-d"):
         c = compare_runs(results, AA2_COMMIT, AA3_COMMIT, base, head_machine="h100-e",
                          rule=ChangeRule(confirm=(0, confirm.COMPILES)))
@@ -162,13 +165,29 @@ def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candid
     # slower generated code; three fresh compiles drew the others
     out = subprocess.run([sys.executable, "tools/verdict_trials.py", "aa", str(AA2), str(AA3), "--commit",
                           AA2_COMMIT, "--head-commit", AA3_COMMIT, "--machine", "h100-d", "--head-machine", "h100-e"],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out[1].startswith("the runs' own compiles") and "best-baseline changes 1, regressions 1" in out[1]
-    assert out[2].startswith("confirmed") and "best-baseline changes 0, regressions 0, improvements 0" in out[2]
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "the runs' own compiles, unconfirmed counted: best-baseline changes 1, regressions 1" in out
+    assert "  slower: prefill diff_unet_resblock max-autotune-no-cudagraphs" in out
+    assert ("confirmed (head 3 compiles, a confirmation's fresh ones included): best-baseline changes 0, "
+            "regressions 0, improvements 0, unconfirmed 0") in out
     conv = CellStore.of_run(AA3.parent / "cells", RunKey("h100-e", AA3_COMMIT, "2.11.0+cu130")).replicates(
         "prefill", "diff_unet_resblock", "max-autotune-no-cudagraphs")
     own, fresh = ({r["fingerprint"]["code"] for r in conv if (r["replicate"] <= 3) == run} for run in (True, False))
     assert len(own) == 1 and fresh - own
+
+
+def test_runs_of_the_forking_runner_against_each_other_and_two_earlier_runs_report_no_change_once_confirmed(
+        tmp_path: Path) -> None:
+    results = runs(tmp_path, AA2, AA3, AA4)
+    for base, base_commit, head in (("h100-d", AA2_COMMIT, "h100-f"), ("h100-e", AA3_COMMIT, "h100-f"),
+                                    ("h100-f", AA4_COMMIT, "h100-g")):
+        c = compare_runs(results, base_commit, AA4_COMMIT, base, head_machine=head,
+                         rule=ChangeRule(confirm=(0, confirm.COMPILES)))
+        assert len(c.cells) == 213 and len(c.instances) == 41 and not c.changed
+        assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+    # each comparison's candidates were measured again at head, in three fresh compiles each
+    f = CellStore.of_run(AA4.parent / "cells", RunKey("h100-f", AA4_COMMIT, "2.11.0+cu130"))
+    assert max(r["replicate"] for r in f.replicates("decode", "llm_label_smoothed_ce_loss", "max-autotune")) == 6
 
 
 HOST_BASE = "941f185d415393a7991d851ddaa3cf6465cbd48b"

@@ -78,11 +78,20 @@ def cmd_aa(a: argparse.Namespace) -> None:
         for upto, view in ((1, "one compile a cell, single-compile rule"),
                            (COMPILES, "the runs' own compiles, unconfirmed counted")):
             rebuilt = own_compiles(results, Path(tmp) / f"upto{upto}", upto)
-            print(f"{view}: {counts(compare_runs(rebuilt, rule=ChangeRule(), **pair))}")
+            c = compare_runs(rebuilt, rule=ChangeRule(), **pair)
+            print(f"{view}: {counts(c)}")
+            if upto == COMPILES:
+                alarms(c)
         confirmed = compare_runs(results, rule=ChangeRule(confirm=(0, COMPILES)), **pair)
     print(f"confirmed (head {COMPILES} compiles, a confirmation's fresh ones included): {counts(confirmed)}")
-    for x in [*confirmed.regressions, *confirmed.improvements, *confirmed.unconfirmed]:
+    alarms(confirmed)
+
+
+def alarms(c: Comparison) -> None:
+    for x in [*c.regressions, *c.improvements, *c.unconfirmed]:
         print(f"  {x.verdict}: {x.preset} {x.workload} {x.mode} {x.ratio:.3f}x")
+    for b in c.best_changes:
+        print(f"  best baseline changed: {b}")
 
 
 def cmd_plant(a: argparse.Namespace) -> None:
