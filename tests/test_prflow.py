@@ -13,7 +13,7 @@ from fake_github import FakeGitHub
 from test_compare import MACHINE, SCENARIOS, write_run
 
 from tracker.analyse.compare import EXIT_FAIL_ON
-from tracker.github.prflow import PrFlowError, pr_main, run_command, select_workloads, workloads_at
+from tracker.github.prflow import Command, PrFlowError, pr_main, run_commands, select_workloads, workloads_at
 from tracker.publish.markdown import MARKER
 from tracker.store import commits
 from tracker.store.commits import CommitError, resolve_ref
@@ -59,9 +59,13 @@ class FakeRunner:
     the best_change scenario) for the requested workloads."""
 
     def __init__(self, head: str, rc: int = 0) -> None:
-        self.head, self.rc, self.calls = head, rc, []
+        self.head, self.rc, self.calls, self.batches = head, rc, [], []
 
-    def __call__(self, command: list[str], cwd: Path) -> int:
+    def __call__(self, commands: list[Command]) -> list[int]:
+        self.batches.append([c.label for c in commands])
+        return [self.one(c.argv, c.cwd) for c in commands]
+
+    def one(self, command: list[str], cwd: Path) -> int:
         self.calls.append(command)
         assert command[:4] == [sys.executable, "-m", "tracker.cli", "run"]
         commit = command[command.index("--commit") + 1]
@@ -169,12 +173,12 @@ def test_no_change_creates_no_comment_and_no_token_prints(
 
 class TalkativeRunner(FakeRunner):
     """FakeRunner whose run, like `compile-baselines run`, prints progress and its summary on its stdout: a real
-    subprocess started the way `pr` starts one (prflow.run_command)."""
+    subprocess started the way `pr` starts one (prflow.run_commands)."""
 
-    def __call__(self, command: list[str], cwd: Path) -> int:
+    def one(self, command: list[str], cwd: Path) -> int:
         script = "import sys; print('run: 10 cells'); print('tiny: 2 instances'); print('warn', file=sys.stderr)"
-        assert run_command([sys.executable, "-c", script], cwd) == 0
-        return super().__call__(command, cwd)
+        assert run_commands([Command("base", [sys.executable, "-c", script], cwd)]) == [0]
+        return super().one(command, cwd)
 
 
 @pytest.mark.parametrize("target", [{}, {"repo": "octo/widgets", "pr": 7}])
@@ -218,5 +222,37 @@ def test_an_interrupted_pr_asks_its_run_to_stop_so_no_worker_outlives_it(tmp_pat
              "signal.signal(signal.SIGINT, stop)\ntime.sleep(30)")
     threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
-        run_command([sys.executable, "-c", child, str(marker)], tmp_path)
-    assert marker.read_text() == "asked to stop"
+        run_commands([Command(side, [sys.executable, "-c", child, str(marker.with_suffix(f".{side}"))], tmp_path)
+                      for side in ("base", "head")])
+    assert marker.with_suffix(".base").read_text() == marker.with_suffix(".head").read_text() == "asked to stop"
+
+
+def test_the_sides_run_at_once_each_line_of_their_output_after_its_label(tmp_path: Path,
+                                                                         capfd: pytest.CaptureFixture[str]) -> None:
+    # each side waits for the other's file: they finish only if they run at the same time
+    wait = ("import pathlib, sys, time\n"
+            "pathlib.Path(sys.argv[1]).touch()\n"
+            "deadline = time.monotonic() + 60\n"
+            "while not pathlib.Path(sys.argv[2]).exists() and time.monotonic() < deadline: time.sleep(0.05)\n"
+            "print('done', sys.argv[1][-4:]); sys.exit(0 if pathlib.Path(sys.argv[2]).exists() else 5)")
+    a, b = str(tmp_path / "base"), str(tmp_path / "head")
+    codes = run_commands([Command("base", [sys.executable, "-c", wait, a, b], tmp_path),
+                          Command("head", [sys.executable, "-c", wait, b, a], tmp_path)])
+    assert codes == [0, 0]
+    err = capfd.readouterr().err
+    assert "base | done base\n" in err and "head | done head\n" in err
+
+
+def test_on_a_gpu_host_base_and_head_are_measured_at_once_with_half_the_workers_each(
+        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    runner = FakeRunner(c["head"])
+    pr_main(c["base"], c["head"], results_dir=tmp_path / "results", jobs=16, machine=MACHINE, env={}, repo_dir=r,
+            runner=runner)
+    assert runner.batches == [["base", "head"], ["base", "head"]]  # the first pass, then the confirmation
+    assert all(cmd[cmd.index("-j") + 1] == "8" for cmd in runner.calls)
+    serial = FakeRunner(c["head"])  # a CPU host: one worker, one side after the other
+    pr_main(c["base"], c["head"], results_dir=tmp_path / "serial", jobs=1, machine=MACHINE, env={}, repo_dir=r,
+            runner=serial)
+    assert serial.batches == [["base"], ["head"], ["base"], ["head"]]
+    assert all(cmd[cmd.index("-j") + 1] == "1" for cmd in serial.calls)

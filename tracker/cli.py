@@ -283,7 +283,12 @@ def cmd_pr(args: argparse.Namespace) -> int:
     from workloads import catalog
 
     scope = catalog.expand(args.workload) if args.workload else None
-    return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), args.jobs, args.machine,
+    from tracker.runner import gpus, policy
+
+    device = policy.device(None)
+    # The run's own default for both sides together: on a GPU host they run at once, half of it each (prflow.measure)
+    jobs = args.jobs or policy.default_jobs(device, len(gpus.visible()) if device == "cuda" else 0)
+    return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), jobs, args.machine,
                    args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on,
                    scope=scope, repo_dir=project_repo())
 
@@ -549,7 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--head", required=True, help="head ref")
     q.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
-    q.add_argument("-j", "--jobs", type=int, help="cells at once (as run's)")
+    q.add_argument("-j", "--jobs", type=int,
+                   help="cells at once, both sides together (default: run's); from 2 on, base and head run at once, "
+                        "half each, their timings alternating on the GPU")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
     q.add_argument("--preset", nargs="+", help="default: as run's")
     q.add_argument("--workload", nargs="+", metavar="WORKLOAD",

@@ -16,8 +16,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from tracker.analyse import compare, confirm
 from tracker.analyse.attribution import select_workloads
@@ -30,8 +33,28 @@ from tracker.store.commits import CommitError, git, resolve_ref
 
 ROOT = REPO_ROOT
 
-# runner(command, cwd) -> exit code: runs `compile-baselines run ...` inside a worktree.
-Runner = Callable[[list[str], Path], int]
+
+
+@dataclass(frozen=True)
+class Side:
+    """What the PR measures at one of its commits."""
+
+    label: str  # "base" or "head"
+    commit: str
+    workloads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Command:
+    """`compile-baselines run ...` for one side of the PR, run inside that side's worktree."""
+
+    label: str  # "base" or "head": what its output lines start with
+    argv: list[str]
+    cwd: Path
+
+
+# runner(commands) -> their exit codes: runs the commands at once, each in its own worktree.
+Runner = Callable[[Sequence[Command]], list[int]]
 
 
 class PrFlowError(ToolError):
@@ -70,28 +93,43 @@ def workloads_at(commit: str, repo_dir: Path) -> tuple[str, ...] | None:
 # ---------------------------------------------------------------------------------------------------- measuring
 
 
-def run_command(command: list[str], cwd: Path) -> int:
-    """The real runner: the command in `cwd`, its output (progress, the run's summary) streamed to our stderr, so
-    that stdout carries the comment alone (`compile-baselines pr ... > comment.md`)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
+def run_commands(commands: Sequence[Command]) -> list[int]:
+    """The real runner: the commands at once, their output (progress, each run's summary) on our stderr, each line
+    after its side's label, so that stdout carries the comment alone (`compile-baselines pr ... > comment.md`)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=STDERR_FD)
+    procs = []
     try:
-        return proc.wait()
+        for c in commands:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(c.cwd), env.get("PYTHONPATH")]))
+            procs.append(subprocess.Popen(c.argv, cwd=c.cwd, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True, errors="replace"))
+        echoes = [threading.Thread(target=_echo, args=(c.label, p.stdout), daemon=True)
+                  for c, p in zip(commands, procs, strict=True)]
+        for t in echoes:
+            t.start()
+        codes = [p.wait() for p in procs]
+        for t in echoes:
+            t.join()
+        return codes
     except BaseException:
-        # Interrupted: the run is asked to stop as on Ctrl-C, so it ends its own cell workers (each in a session of
+        # Interrupted: each run is asked to stop as on Ctrl-C, so it ends its own cell workers (each in a session of
         # its own) rather than leaving them running.
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
         raise
 
 
-STDERR_FD = 2  # the process' stderr as a file descriptor, for the child's stdout
+def _echo(label: str, out: TextIO | None) -> None:
+    for line in out or ():
+        sys.stderr.write(f"{label} | {line}")
+        sys.stderr.flush()
 
 
 def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
@@ -112,21 +150,34 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
     return [*command, "--replicates", "1"]
 
 
-def measure(commit: str, workloads: Sequence[str], repo_dir: Path, results_dir: Path, machine: str,
-            jobs: int | None, presets: Sequence[str] | None, runner: Runner, cells: Sequence[str] = (),
+def measure(sides: Sequence[Side], repo_dir: Path, results_dir: Path, machine: str, jobs: int | None,
+            presets: Sequence[str] | None, runner: Runner, cells: Sequence[str] = (),
             replicates: int | None = None) -> None:
-    """Measure `workloads` at `commit` in a temporary worktree, recording into `results_dir` (only `cells`, to
-    `replicates` compiles each, when given)."""
+    """Measure each side in a temporary worktree of its commit, recording into `results_dir` (only `cells`, to
+    `replicates` compiles each, when given).
+
+    With `jobs` of 2 and more (a GPU host) the sides run at once, half the workers each. They share the results' cell
+    store and with it its GPU lock, so their timings alternate on the GPU and whatever drifts in the meantime
+    (clocks, temperature, the host's load) falls on both sides alike, not on the one measured second. With fewer (a
+    CPU host, where timing runs on the cores compiling would take) one side after the other."""
+    together = jobs is not None and jobs >= 2 and len(sides) > 1
+    each = max(1, jobs // len(sides)) if together and jobs else jobs
     with tempfile.TemporaryDirectory(prefix="compile-baselines-pr-") as tmp:
-        tree = Path(tmp) / commit[:12]
-        git(["worktree", "add", "--detach", "--quiet", str(tree), commit], repo_dir)
+        commands = []
         try:
-            rc = runner(run_command_line(commit, workloads, results_dir, machine, jobs, presets, cells, replicates),
-                        tree)
+            for side in sides:
+                tree = Path(tmp) / side.commit[:12]
+                git(["worktree", "add", "--detach", "--quiet", str(tree), side.commit], repo_dir)
+                commands.append(Command(side.label, run_command_line(side.commit, side.workloads, results_dir,
+                                                                     machine, each, presets, cells, replicates),
+                                        tree))
+            codes = runner(commands) if together else [rc for c in commands for rc in runner([c])]
         finally:
-            git(["worktree", "remove", "--force", str(tree)], repo_dir)
-    if rc != 0:
-        raise PrFlowError(f"measuring {commit[:12]} failed (exit {rc}); its log is above")
+            for c in commands:
+                git(["worktree", "remove", "--force", str(c.cwd)], repo_dir)
+    for side, rc in zip(sides, codes, strict=True):
+        if rc != 0:
+            raise PrFlowError(f"measuring {side.commit[:12]} failed (exit {rc}); its log is above")
 
 
 # ---------------------------------------------------------------------------------------------------- the flow
@@ -199,13 +250,13 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     if not selection.workloads:
         publish(prcomment.render_skipped(base, head, files), False, target, pr, env, only_on_change)
         return compare.EXIT_OK
-    names = {}
-    for commit in (base, head):
+    sides = []
+    for label, commit in (("base", base), ("head", head)):
         there = workloads_at(commit, repo_dir)
-        names[commit] = [w for w in selection.workloads if there is None or w in there]
-        if names[commit]:
-            print(f"pr: measuring {len(names[commit])} workloads at {commit[:12]}", file=log)
-            measure(commit, names[commit], repo_dir, results, machine, jobs, presets, runner or run_command)
+        if names := tuple(w for w in selection.workloads if there is None or w in there):
+            sides.append(Side(label, commit, names))
+            print(f"pr: measuring {len(names)} workloads at {commit[:12]}", file=log)
+    measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands)
     rule = compare.ChangeRule(confirm=(confirm.COMPILES, confirm.COMPILES))
     comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads, rule=rule)
     cells = confirm.candidates(comparison)
@@ -214,9 +265,8 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
         # the H100 (a planted PR of 4 workloads, 17 cells), whatever the number of compiles in it.
         print(f"pr: {len(cells)} cells moved; measuring each again until it has {confirm.COMPILES} compiles a side",
               file=log)
-        for commit in (base, head):
-            measure(commit, names[commit], repo_dir, results, machine, jobs, presets, runner or run_command,
-                    confirm.cell_names(cells), confirm.COMPILES)
+        measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, confirm.cell_names(cells),
+                confirm.COMPILES)
         comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads, rule=rule)
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
