@@ -5,7 +5,8 @@ of one commit (three compiles for the autotuned GPU-bound cells, the head's cand
 third cold full run of the same workload code, which pairs with each of h100-aa2's; h100-aa4 two more (runs f and g)
 by the runner that forks its measurements' processes, which pair with each other and with runs d and e; tests/fixtures/
 h100-plant-confirm, h100-plant-trials, h100-plant-calibrated (trials 2 and 3) and h100-plant-host (trials 4 and 5)
-are PRs with planted changes, measured by the `pr` flow with confirmation.
+are PRs with planted changes, measured by the `pr` flow with confirmation; h100-pr-interleaved a no-op PR and trial 4's
+plants again (trial 6), base and head measured at once.
 """
 
 from __future__ import annotations
@@ -193,11 +194,17 @@ def test_runs_of_the_forking_runner_against_each_other_and_two_earlier_runs_repo
 HOST_BASE = "941f185d415393a7991d851ddaa3cf6465cbd48b"
 
 
+INTERLEAVED = ROOT / "tests" / "fixtures" / "h100-pr-interleaved" / "results"
+INTERLEAVED_BASE = "0f9810380c3e"  # a commit of main's tree at dc78620, made on the GPU host (its PROVENANCE.md)
+
+
 def host_trial(trial: str):
+    if trial == "t6":  # trial 4's plants again, base and head measured at once
+        return compare_runs(INTERLEAVED, INTERLEAVED_BASE, "abd36aeb", "h100-t6", rule=PR_RULE)
     return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", rule=PR_RULE)
 
 
-@pytest.mark.parametrize("trial", ["t4", "t5"])
+@pytest.mark.parametrize("trial", ["t4", "t5", "t6"])
 def test_a_host_bound_slowdown_of_one_to_three_more_launches_is_reported_and_its_controls_are_not(
         trial: str) -> None:
     by = {(x.preset, x.workload, x.mode): x for x in host_trial(trial).cells}
@@ -208,6 +215,14 @@ def test_a_host_bound_slowdown_of_one_to_three_more_launches_is_reported_and_its
     # the compiled modes fuse the extra ops: their code changed, their work did not
     controls = [x for k, x in by.items() if k[2] != "eager"]
     assert len(controls) == 8 and [x for x in controls if x.verdict != SAME] == []
+
+
+def test_a_no_op_pr_with_base_and_head_measured_at_once_reports_no_change() -> None:
+    c = compare_runs(INTERLEAVED, INTERLEAVED_BASE, "0307fa02", "h100-n6", rule=PR_RULE)
+    assert len(c.cells) == 20 and not c.changed
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed, c.noisy) == ([], [], [], [], [])
+    # its first pass moved 4 cells, which both sides measured again until each had three compiles
+    assert sorted(x.compiles for x in c.cells if x.compiles != (1, 1)) == [(3, 3)] * 4
 
 
 def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> None:
