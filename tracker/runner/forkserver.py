@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 
 PRELOAD = ("tracker.runner.worker", "torch._dynamo", "torch._inductor.compile_fx",
@@ -41,7 +42,7 @@ PRELOAD = ("tracker.runner.worker", "torch._dynamo", "torch._inductor.compile_fx
 SERVER_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
-class ForkServerError(RuntimeError):
+class ForkServerError(ToolError):
     pass
 
 
@@ -130,7 +131,10 @@ class ForkServer:
 
     def _read(self, proc: subprocess.Popen[bytes], out: BinaryIO) -> None:
         for line in out:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
             with self._lock:
                 child = self._children.get(message["id"])
             if child is None:

@@ -304,6 +304,8 @@ class _Workers:
                 self._server.kill(child)
                 self._server.wait(child, 60)
                 return None, stderr_tail(stderr)
+            if child.status is None:  # its server exited first: a new one serves the next measurement
+                return -1, stderr_tail(stderr) + "\nthe fork server exited while this measurement ran"
             return child.status, stderr_tail(stderr)
         finally:
             with self._lock:
