@@ -7,17 +7,18 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tracker.runner.forkserver import ForkServer, stderr_tail
+from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 
 TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> ForkServer:
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ForkServer]:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("FORK_TEST", "the server's")
     fs = ForkServer(preload=("forkserver_child",))
@@ -33,6 +34,22 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _until(done: Callable[[], bool], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def hanging(server: ForkServer, tmp_path: Path) -> tuple[Child, int]:
+    """A child that has started a sleeping grandchild, and the grandchild's pid."""
+    pid_file = tmp_path / "grandchild"
+    child = server.launch("forkserver_child", ["hang", str(pid_file)], {"PATH": os.environ["PATH"]}, tmp_path,
+                          tmp_path / "stderr.txt")
+    _until(lambda: pid_file.exists() and bool(pid_file.read_text()))
+    return child, int(pid_file.read_text())
+
+
 def test_a_child_has_the_environment_directory_and_stderr_file_it_was_given_and_a_session_of_its_own(
         server: ForkServer, tmp_path: Path) -> None:
     out, err = tmp_path / "seen.json", tmp_path / "stderr.txt"
@@ -46,40 +63,22 @@ def test_a_child_has_the_environment_directory_and_stderr_file_it_was_given_and_
 
 def test_a_child_killed_at_its_time_limit_takes_the_processes_it_started_with_it(server: ForkServer,
                                                                                tmp_path: Path) -> None:
-    pid_file = tmp_path / "grandchild"
-    child = server.launch("forkserver_child", ["hang", str(pid_file)], {"PATH": os.environ["PATH"]}, tmp_path,
-                          tmp_path / "stderr.txt")
-    deadline = time.monotonic() + 60
-    while not pid_file.exists() or not pid_file.read_text():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    child, grandchild = hanging(server, tmp_path)
     assert not server.wait(child, 0.2)
     server.kill(child)
     assert server.wait(child, 30) and child.status == -9
-    grandchild = int(pid_file.read_text())
-    while not _gone(grandchild):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    _until(lambda: _gone(grandchild))
 
 
 def test_a_server_that_exits_leaves_no_child_waiting_and_the_next_launch_starts_another(server: ForkServer,
                                                                                        tmp_path: Path) -> None:
-    pid_file = tmp_path / "grandchild"
-    child = server.launch("forkserver_child", ["hang", str(pid_file)], {"PATH": os.environ["PATH"]}, tmp_path,
-                          tmp_path / "stderr.txt")
-    deadline = time.monotonic() + 60
-    while not pid_file.exists() or not pid_file.read_text():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    child, grandchild = hanging(server, tmp_path)
     assert server._proc is not None
     first = server._proc
     first.kill()
     assert server.wait(child, 30) and child.status is None  # nothing more can be known of it
     server.kill(child)  # still possible: the runner's interrupt ends it
-    grandchild = int(pid_file.read_text())
-    while not _gone(grandchild):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    _until(lambda: _gone(grandchild))
     again = server.launch("forkserver_child", ["report", str(tmp_path / "seen.json")], {}, tmp_path,
                           tmp_path / "stderr2.txt")
     assert server.wait(again, 60) and again.status == 3 and server._proc is not first
