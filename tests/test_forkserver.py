@@ -94,3 +94,18 @@ def test_a_module_that_cannot_be_imported_is_not_preloaded_and_a_child_that_rais
         assert "ValueError" in stderr_tail(tmp_path / "stderr.txt")
     finally:
         fs.close()
+
+
+def test_a_server_started_in_the_background_serves_the_first_launch(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    fs = ForkServer(preload=("forkserver_child",))
+    try:
+        fs.start_in_background().join(60)
+        first = fs._proc
+        assert first is not None and first.poll() is None
+        child = fs.launch("forkserver_child", ["report", str(tmp_path / "seen.json")], {}, tmp_path,
+                          tmp_path / "stderr.txt")
+        assert fs.wait(child, 60) and child.status == 3 and fs._proc is first
+    finally:
+        fs.close()

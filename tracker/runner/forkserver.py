@@ -85,6 +85,18 @@ class ForkServer:
                 raise ForkServerError(f"the fork server stopped taking requests: {exc}") from exc
         return child
 
+    def start_in_background(self) -> threading.Thread:
+        """Start the server now, in a thread, rather than on the first launch: it imports for seconds. A launch waits
+        for it; one that fails to start is tried again, and its error raised, by the first launch."""
+
+        def start() -> None:
+            with self._lock, contextlib.suppress(ForkServerError):
+                self._running()
+
+        thread = threading.Thread(target=start, daemon=True)
+        thread.start()
+        return thread
+
     def wait(self, child: Child, timeout: float | None) -> bool:
         """True once the child has exited (or its server has, so that nothing more will be known of it)."""
         return child.exited.wait(timeout)

@@ -288,9 +288,9 @@ class _Workers:
     """The running worker processes, forked from one server (tracker.runner.forkserver), so an interrupt can end them
     all and record nothing half-done."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: ForkServer | None = None) -> None:
         self.stopping = threading.Event()
-        self._server = ForkServer()
+        self._server = server or ForkServer()
         self._children: set[Child] = set()
         self._lock = threading.Lock()
 
@@ -418,18 +418,19 @@ def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: Cell
     return [Job(job.cell, r) for r in _lacking(job.cell, cfg, store, after=job.replicate)[:1]]
 
 
-def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore,
-                  progress: Progress | None = None) -> dict[CellId, dict[str, Any]]:
+def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progress: Progress | None = None,
+                  server: ForkServer | None = None) -> dict[CellId, dict[str, Any]]:
     """Make the measurements `store` lacks of `cells` (`pending`, then the further compiles each cell asks for);
     every cell's result, its replicates combined.
 
     A cell's next further compile goes to the front of the queue as soon as the one before it is in (`Queue`,
     `next_replicate`), so the run does not end on a tail of compile-heavy replicates. On KeyboardInterrupt the
     running workers are killed and nothing is recorded for their measurements, so the next run makes exactly the
-    measurements that did not finish."""
+    measurements that did not finish. `server`: the fork server to start them from (closed at the end), one already
+    started, say; by default a new one."""
     done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
-    workers = _Workers()
+    workers = _Workers(server)
     slots = GpuSlots(len(cfg.gpus)) if cfg.gpus else None
     queue = Queue(pending(cells, cfg, store))
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
@@ -529,7 +530,14 @@ class RunOutcome:
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
     start = time.monotonic()
-    discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
+    server = ForkServer()
+    preloading = server.start_in_background()  # it imports while asv discovers the suite
+    try:
+        discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
+    except BaseException:
+        preloading.join()
+        server.close()
+        raise
     store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
     total = planned(cells, cfg, store)
     done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
@@ -539,7 +547,7 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
           f"measurements to make, {cfg.jobs} at a time"
           + (f"; {len(counts)} cells get {each} compiles each" if counts else ""), file=out, flush=True)
     progress = Progress(total, out)
-    measured = measure_cells(cells, cfg, store, progress)
+    measured = measure_cells(cells, cfg, store, progress, server)
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())
