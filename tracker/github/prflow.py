@@ -4,7 +4,8 @@ base and at its head, compare, render, and post (or update) the one PR comment.
 Only the workloads whose code changed are measured (a domain module: the workloads it defines; a kernel module:
 the workloads of its candidates, whose modes they are judged against), or all of them when the harness or the
 dependency pins changed. Each side is measured in a temporary git worktree of its commit, so the code measured is
-that commit's, whatever is checked out here. The measuring step takes a runner callable, so tests inject a fake.
+that commit's, whatever is checked out here; on a GPU host both sides at once (`measure`). The measuring step takes
+a runner callable, so tests inject a fake.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from tracker.publish import prcomment
 from tracker.store.commits import CommitError, git, resolve_ref
 
 ROOT = REPO_ROOT
-
 
 
 @dataclass(frozen=True)
