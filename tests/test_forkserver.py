@@ -101,7 +101,9 @@ def test_a_server_started_in_the_background_serves_the_first_launch(monkeypatch:
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     fs = ForkServer(preload=("forkserver_child",))
     try:
-        fs.start_in_background().join(60)
+        fs.start_in_background()
+        assert fs._starting is not None
+        fs._starting.join(60)
         first = fs._proc
         assert first is not None and first.poll() is None
         child = fs.launch("forkserver_child", ["report", str(tmp_path / "seen.json")], {}, tmp_path,

@@ -68,6 +68,7 @@ class ForkServer:
         self._children: dict[int, Child] = {}
         self._next_id = 0
         self._lock = threading.Lock()
+        self._starting: threading.Thread | None = None
 
     def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
         with self._lock:
@@ -85,17 +86,16 @@ class ForkServer:
                 raise ForkServerError(f"the fork server stopped taking requests: {exc}") from exc
         return child
 
-    def start_in_background(self) -> threading.Thread:
-        """Start the server now, in a thread, rather than on the first launch: it imports for seconds. A launch waits
-        for it; one that fails to start is tried again, and its error raised, by the first launch."""
+    def start_in_background(self) -> None:
+        """Start the server now, in a thread, rather than on the first launch: it imports for seconds. A launch (and
+        `close`) waits for it; one that fails to start is tried again, and its error raised, by the first launch."""
 
         def start() -> None:
             with self._lock, contextlib.suppress(ForkServerError):
                 self._running()
 
-        thread = threading.Thread(target=start, daemon=True)
-        thread.start()
-        return thread
+        self._starting = threading.Thread(target=start, daemon=True)
+        self._starting.start()
 
     def wait(self, child: Child, timeout: float | None) -> bool:
         """True once the child has exited (or its server has, so that nothing more will be known of it)."""
@@ -109,6 +109,8 @@ class ForkServer:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def close(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
         with self._lock:
             proc, self._proc = self._proc, None
         if proc is not None:

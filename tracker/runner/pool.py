@@ -288,21 +288,21 @@ class _Workers:
     """The running worker processes, forked from one server (tracker.runner.forkserver), so an interrupt can end them
     all and record nothing half-done."""
 
-    def __init__(self, server: ForkServer | None = None) -> None:
+    def __init__(self, server: ForkServer) -> None:
         self.stopping = threading.Event()
-        self._server = server or ForkServer()
+        self.server = server
         self._children: set[Child] = set()
         self._lock = threading.Lock()
 
     def run(self, argv: list[str], env: dict[str, str], timeout: float, stderr: Path) -> tuple[int | None, str]:
         """(exit status, the tail of its stderr); status None when it was killed at `timeout`."""
-        child = self._server.launch("tracker.runner.worker", argv, env, REPO_ROOT, stderr)
+        child = self.server.launch("tracker.runner.worker", argv, env, REPO_ROOT, stderr)
         with self._lock:
             self._children.add(child)
         try:
-            if not self._server.wait(child, timeout):
-                self._server.kill(child)
-                self._server.wait(child, 60)
+            if not self.server.wait(child, timeout):
+                self.server.kill(child)
+                self.server.wait(child, 60)
                 return None, stderr_tail(stderr)
             if child.status is None:  # its server exited first: a new one serves the next measurement
                 return -1, stderr_tail(stderr) + "\nthe fork server exited while this measurement ran"
@@ -315,10 +315,7 @@ class _Workers:
         self.stopping.set()
         with self._lock:
             for child in self._children:
-                self._server.kill(child)
-
-    def close(self) -> None:
-        self._server.close()
+                self.server.kill(child)
 
 
 def cache_dirs(job: Job, cfg: RunConfig, tmp: str, kernels_dir: Path) -> tuple[str, str]:
@@ -426,11 +423,12 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     A cell's next further compile goes to the front of the queue as soon as the one before it is in (`Queue`,
     `next_replicate`), so the run does not end on a tail of compile-heavy replicates. On KeyboardInterrupt the
     running workers are killed and nothing is recorded for their measurements, so the next run makes exactly the
-    measurements that did not finish. `server`: the fork server to start them from (closed at the end), one already
-    started, say; by default a new one."""
+    measurements that did not finish. `server`: the fork server to start them from, its caller's to close (one
+    already started, say); by default one of its own, closed at the end."""
     done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
-    workers = _Workers(server)
+    own_server = server is None
+    workers = _Workers(server or ForkServer())
     slots = GpuSlots(len(cfg.gpus)) if cfg.gpus else None
     queue = Queue(pending(cells, cfg, store))
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
@@ -468,7 +466,8 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        workers.close()
+        if own_server:
+            workers.server.close()
         kernels.cleanup()
     out = {}
     for c in cells:
@@ -531,23 +530,21 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
     start = time.monotonic()
     server = ForkServer()
-    preloading = server.start_in_background()  # it imports while asv discovers the suite
+    server.start_in_background()  # it imports while asv discovers the suite
     try:
         discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
-    except BaseException:
-        preloading.join()
+        store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
+        total = planned(cells, cfg, store)
+        done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
+        counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
+        each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
+        print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {total} "
+              f"measurements to make, {cfg.jobs} at a time"
+              + (f"; {len(counts)} cells get {each} compiles each" if counts else ""), file=out, flush=True)
+        progress = Progress(total, out)
+        measured = measure_cells(cells, cfg, store, progress, server)
+    finally:
         server.close()
-        raise
-    store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
-    total = planned(cells, cfg, store)
-    done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
-    counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
-    each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
-    print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {total} "
-          f"measurements to make, {cfg.jobs} at a time"
-          + (f"; {len(counts)} cells get {each} compiles each" if counts else ""), file=out, flush=True)
-    progress = Progress(total, out)
-    measured = measure_cells(cells, cfg, store, progress, server)
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())
