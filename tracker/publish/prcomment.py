@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 
 from tracker.analyse.compare import REGRESSION_VERDICTS, Comparison, ModeFigures
+from tracker.publish.evidence import cell_evidence, latency_evidence, ms
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
@@ -17,13 +18,6 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 DASH, TIMES = "\u2013", "\u00d7"  # what a missing value and a ratio look like in the comment
-
-
-def ms_text(x: float | None, micro: str = "µs", dash: str = DASH) -> str:
-    """A latency in ms as the comment shows it: µs below a millisecond, 3 significant digits."""
-    if x is None:
-        return dash
-    return f"{x * 1000:.3g} {micro}" if x < 1 else f"{x:.3g} ms"
 
 
 def ratio_text(x: float | None, times: str = TIMES, dash: str = DASH) -> str:
@@ -50,7 +44,8 @@ def _speedup(x: float | None) -> str:
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=ms_text, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, speedup=_speedup,
+_ENV.filters.update(ms=ms, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, speedup=_speedup,
+                    evidence=lambda x: cell_evidence(x).replace("|", "\\|"), latency=latency_evidence,
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 
 
