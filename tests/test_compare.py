@@ -209,7 +209,8 @@ def test_a_kernel_that_pulls_ahead_of_a_new_best_gains_even_where_the_best_laten
         comparisons: dict[str, Comparison]) -> None:
     c = comparisons["best_change"]
     assert cell(c, "prefill", "llm_rmsnorm", "kernel:triton_rmsnorm").verdict == FASTER
-    (kernel,) = [k for k in c.kernels if (k.preset, k.workload) == ("prefill", "llm_rmsnorm")]
+    (kernel,) = [k for k in c.kernels if (k.preset, k.workload, k.kernel) == ("prefill", "llm_rmsnorm",
+                                                                               "triton_rmsnorm")]
     assert kernel.base_speedup == pytest.approx(0.99, abs=0.01) and kernel.head_speedup == pytest.approx(1.37, abs=0.01)
     assert kernel.verdict == GAINED and c.kernel_changes == [kernel]
 
