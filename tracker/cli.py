@@ -16,16 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT, project_repo
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
 FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
-
-
-class UsageError(Exception):
-    """A user mistake: one clear line, exit code 2."""
 
 
 def _conf_path(args: argparse.Namespace) -> Path:
@@ -132,8 +128,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         cells = runner.shard(cells, *shard)
     if not cells:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
-    if args.jobs is not None and args.jobs < 0:
-        raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
     gpus: tuple[str, ...] = ()
     if device == "cuda":
         from tracker.runner import gpus as host_gpus
@@ -336,6 +330,7 @@ def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
 
 
 POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
+AT_LEAST_ONE = _number(int, 1, False)
 
 
 DESCRIPTION = """\
@@ -433,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--date", type=_date(), metavar="WHEN",
                    help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
                         "offset is given) or ms since the epoch (default: from git, else now)")
-    r.add_argument("-j", "--jobs", type=int,
+    r.add_argument("-j", "--jobs", type=COUNT,
                    help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
     r.add_argument("--gpus", metavar="SPEC",
@@ -445,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
-    r.add_argument("--replicates", type=COUNT, default=None, metavar="N",
+    r.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
                    help="fresh compiles per cell of the autotuned modes (max-autotune, max-autotune-no-cudagraphs), "
                         "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
                         "CPU; a cell already measured gets the replicates it lacks)")
@@ -525,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--confirmed-only", action="store_true",
                    help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
                         "unconfirmed")
-    d.add_argument("-j", "--jobs", type=int, help="with --confirm: cells at once (default as for run)")
+    d.add_argument("-j", "--jobs", type=COUNT, help="with --confirm: cells at once (default as for run)")
     d.add_argument("--attribute", action="store_true",
                    help="when both the commit and torch differ between base and head: say which one moved each best "
                         "baseline and significant cell, from a cross run (head's commit under base's torch, or base's "
@@ -535,7 +530,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines rm --commit 1a2b3c4d          # lists what it would remove\n"
                 "compile-baselines rm --commit HEAD --machine h100 --yes\n"
                 "compile-baselines rm --torch 2.9 --until 2026-06-30 --yes",
-                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be.")
+                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be. A "
+                     "blank selector, or one that matches no run, is refused (exit 2); a path that cannot be written "
+                     "is refused before anything is moved (exit 1). What an interrupted rm left is rolled back or "
+                     "finished by the next rm --yes or run.")
     reading(x)
     x.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1")
     x.add_argument("--machine", help="asv machine name")
@@ -554,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--head", required=True, help="head ref")
     q.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
-    q.add_argument("-j", "--jobs", type=int,
+    q.add_argument("-j", "--jobs", type=COUNT,
                    help="cells at once, both sides together (default: run's); from 2 on, base and head run at once, "
                         "half each, their timings alternating on the GPU")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
@@ -620,12 +618,23 @@ def main(argv: list[str] | None = None) -> int:
               + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"compile-baselines {args.command}: interrupted; finished cells are kept, run again to resume",
-              file=sys.stderr)
+        print(f"compile-baselines {args.command}: interrupted"
+              + INTERRUPTED.get(args.command, ""), file=sys.stderr)
         return 130
     except ToolError as e:
         print(f"compile-baselines {args.command}: error: {e}", file=sys.stderr)
         return 1
+
+
+# What an interrupt leaves behind, per command that writes (the others leave nothing to resume).
+_MEASURED = "; finished cells are kept, run again to resume"
+INTERRUPTED = {
+    "run": _MEASURED, "pr": _MEASURED, "compare": _MEASURED,
+    "rm": "; the runs listed as removed are gone, the others untouched: rm again finishes or rolls back the one it "
+          "was removing",
+    "merge": "; the files listed as merged are complete, the others untouched: merge again to finish (merging the "
+             "same input twice gives the same result)",
+}
 
 
 def _message(e: BaseException) -> Any:
