@@ -30,7 +30,7 @@ from tracker.paths import REPO_ROOT
 from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 from tracker.runner.gpus import GpuSlots
 from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, GPU_INDEX
-from tracker.store import asvfiles
+from tracker.store import asvfiles, remove
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
 from workloads import catalog
 from workloads import registry as workload_registry
@@ -527,8 +527,11 @@ class RunOutcome:
 
 
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
-    """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
+    """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit). What an
+    interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should."""
     start = time.monotonic()
+    for line in remove.finish_interrupted(conf.results_dir, cfg.store_root):
+        print(line, file=out, flush=True)
     server = ForkServer()
     server.start_in_background()  # it imports while asv discovers the suite
     try:
