@@ -356,10 +356,12 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
            else (err.strip().splitlines() or [f"exit status {status}"])[-1])
     result = store.replicate(cell.preset, cell.workload, cell.mode, job.replicate)
-    if result is None:  # the worker died before storing (crash, kill): that is the measurement's result
+    if result is None:  # the worker died before storing (crash, kill), or stored what no measurement gives
+        unusable = store.unusable(cell.preset, cell.workload, cell.mode, job.replicate)
         result = {"preset": cell.preset, "workload": cell.workload, "mode": cell.mode, "device": cfg.device or "",
-                  "status": FAILED, "reason": f"worker process failed: {why[:300]}", "samples_ms": [],
-                  "replicate": job.replicate}
+                  "status": FAILED, "samples_ms": [], "replicate": job.replicate,
+                  "reason": f"its measurement is not usable: {unusable}" if unusable
+                  else f"worker process failed: {why[:300]}"}
         store.put(result)
     return result
 
@@ -537,6 +539,8 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     try:
         discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
         store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
+        for path, why in store.damaged():
+            print(f"warning: {path}: {why}; not used, its cell is measured again", file=out, flush=True)
         total = planned(cells, cfg, store)
         done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
         counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)

@@ -22,7 +22,15 @@ from typing import Any
 
 from tracker.errors import ToolError, UsageError
 from tracker.store import asvfiles, atomic
-from tracker.store.cells import CellStore, NameRefused, RunKey, check_commit, check_machine_name, default_cells_dir
+from tracker.store.cells import (
+    CellStore,
+    NameRefused,
+    RunKey,
+    check_commit,
+    check_machine_name,
+    default_cells_dir,
+    problem,
+)
 
 
 class MergeError(ToolError):
@@ -189,9 +197,8 @@ def _carry_cells(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path)
         for root in sources:
             source = CellStore.of_run(root, key)
             for cell in source.all() if source is not None else []:
-                if not isinstance(cell, dict) or not all(isinstance(cell.get(k), str)
-                                                         for k in ("preset", "workload", "mode", "status")):
-                    continue
+                if problem(cell) or not all(isinstance(cell.get(k), str) for k in ("preset", "workload", "mode")):
+                    continue  # a damaged record stays behind: the destination measures its cell again
                 replicate = cell.get("replicate") or 1
                 if not isinstance(replicate, int) or replicate < 1:
                     continue
