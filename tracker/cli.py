@@ -415,7 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = command("run", "measure cells (a fresh process each) and record them as asv results, then print the summary",
                 "compile-baselines run --workload llm_rmsnorm llm_layernorm -j 4\n"
                 "compile-baselines run --commit v1.2 --date 2026-11-23", more=(
-                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."))
+                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."
+                    " Exit status: 0 when the cells were measured and recorded (failed cells too: a failure is data),"
+                    " 1 when nothing was recorded (every cell skipped, e.g. prefill on a CPU host) or the run failed,"
+                    " 2 for a mistake in the arguments."))
     r.add_argument("--preset", nargs="+",
                    help="default: tiny on CPU, prefill+decode on CUDA (and plugins' presets likewise; see `list`)")
     r.add_argument("--workload", nargs="+", metavar="WORKLOAD",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tracker import stats
+from tracker.errors import ToolError
 from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
@@ -518,6 +519,11 @@ def _finish(job: Job, result: dict[str, Any] | None, done: dict[Job, dict[str, A
             progress.cell_done(job, result)
 
 
+class NothingMeasured(ToolError):
+    """Every cell of a run was skipped (the presets need a GPU this host lacks, say): a run with nothing in it is
+    not recorded, since it would stand as the latest run while holding no measurement."""
+
+
 @dataclass
 class RunOutcome:
     cells: dict[CellId, dict[str, Any]]
@@ -555,6 +561,11 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())
+    if cell_list and all(c.get("status") == "skipped" for c in cell_list):
+        cells_were = "the one cell was" if len(cell_list) == 1 else f"all {len(cell_list)} cells were"
+        raise NothingMeasured(f"{cells_were} skipped ({cell_list[0].get('reason')}): "
+                              f"nothing was recorded in {conf.results_dir}; pick cells this host can measure (`list` "
+                              "names the presets)")
     host = asvfiles.host_of(cell_list)
     if host is None:  # every cell was skipped: describe this host
         host = host_info(cfg.device).as_dict()
