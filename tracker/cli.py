@@ -11,6 +11,7 @@ import socket
 import sys
 import textwrap
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -604,7 +605,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code = COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
@@ -638,6 +641,15 @@ INTERRUPTED = {
     "merge": "; the files listed as merged are complete, the others untouched: merge again to finish (merging the "
              "same input twice gives the same result)",
 }
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Our own warnings (a plugin skipped, say) as one line, as the commands print theirs; others as Python would."""
+    if category.__module__.split(".")[0] in ("tracker", "workloads"):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _message(e: BaseException) -> Any:
