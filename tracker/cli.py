@@ -454,7 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     timing(r)
 
     g = command("merge", "combine the results directories of shards into one",
-                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results")
+                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results",
+                more=" A measurement wins over a failure; merging the same shards again changes nothing (a retried "
+                     "step is safe); a directory merged into itself is refused.")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
     g.add_argument("--cells-dir", nargs="+", metavar="DIR",
@@ -596,9 +598,12 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--force", action="store_true", help="overwrite files that exist")
 
     u = command("publish", "asv publish (renders with no network) plus the report next to it",
-                "compile-baselines publish --out site")
+                "compile-baselines publish --out site",
+                more=" The output directory is replaced whole, so it must be new, empty, or a site publish wrote "
+                     "(marked by its .compile-baselines-site file).")
     reading(u)
-    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir)")
+    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir): new, empty, or a site "
+                                 "publish wrote")
     return parser
 
 
