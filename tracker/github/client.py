@@ -382,11 +382,10 @@ def _read_body(response: requests.Response, stop: float) -> None:
             chunk = raw.read1(65536, decode_content=True) if hasattr(raw, "read1") else raw.read(
                 4096, decode_content=True)
         except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
-            if stop - time.monotonic() <= 0:
-                response.close()
-                raise _Late from None
-            raise requests.Timeout from None
+            response.close()
+            raise (_Late if stop - time.monotonic() <= 0 else requests.Timeout) from None
         except urllib3.exceptions.HTTPError as e:  # a connection reset, a broken chunk, a bad gzip stream
+            response.close()
             raise requests.ConnectionError(str(e)) from None
         if not chunk:
             break
