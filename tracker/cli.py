@@ -11,21 +11,18 @@ import socket
 import sys
 import textwrap
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON, TESTS
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT, project_repo
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
 FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
-
-
-class UsageError(Exception):
-    """A user mistake: one clear line, exit code 2."""
 
 
 def _conf_path(args: argparse.Namespace) -> Path:
@@ -132,8 +129,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         cells = runner.shard(cells, *shard)
     if not cells:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
-    if args.jobs is not None and args.jobs < 0:
-        raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
     gpus: tuple[str, ...] = ()
     if device == "cuda":
         from tracker.runner import gpus as host_gpus
@@ -337,6 +332,7 @@ def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
 
 
 POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
+AT_LEAST_ONE = _number(int, 1, False)
 
 
 DESCRIPTION = """\
@@ -421,7 +417,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = command("run", "measure cells (a fresh process each) and record them as asv results, then print the summary",
                 "compile-baselines run --workload llm_rmsnorm llm_layernorm -j 4\n"
                 "compile-baselines run --commit v1.2 --date 2026-11-23", more=(
-                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."))
+                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."
+                    " Exit status: 0 when the cells were measured and recorded (failed cells too: a failure is data),"
+                    " 1 when nothing was recorded (every cell skipped, e.g. prefill on a CPU host) or the run failed,"
+                    " 2 for a mistake in the arguments."))
     r.add_argument("--preset", nargs="+",
                    help="default: tiny on CPU, prefill+decode on CUDA (and plugins' presets likewise; see `list`)")
     r.add_argument("--workload", nargs="+", metavar="WORKLOAD",
@@ -434,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--date", type=_date(), metavar="WHEN",
                    help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
                         "offset is given) or ms since the epoch (default: from git, else now)")
-    r.add_argument("-j", "--jobs", type=int,
+    r.add_argument("-j", "--jobs", type=COUNT,
                    help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
     r.add_argument("--gpus", metavar="SPEC",
@@ -446,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
-    r.add_argument("--replicates", type=COUNT, default=None, metavar="N",
+    r.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
                    help="fresh compiles per cell of the autotuned modes (max-autotune, max-autotune-no-cudagraphs), "
                         "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
                         "CPU; a cell already measured gets the replicates it lacks)")
@@ -456,7 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     timing(r)
 
     g = command("merge", "combine the results directories of shards into one",
-                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results")
+                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results",
+                more=" A measurement wins over a failure; merging the same shards again changes nothing (a retried "
+                     "step is safe); a directory merged into itself is refused.")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
     g.add_argument("--cells-dir", nargs="+", metavar="DIR",
@@ -526,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--confirmed-only", action="store_true",
                    help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
                         "unconfirmed")
-    d.add_argument("-j", "--jobs", type=int, help="with --confirm: cells at once (default as for run)")
+    d.add_argument("-j", "--jobs", type=COUNT, help="with --confirm: cells at once (default as for run)")
     d.add_argument("--history", nargs="+", default=[], metavar="DIR",
                    help="results directories whose runs of the same GPU and torch tell each cell's noise, beside the "
                         "head machine's own earlier runs (docs/verdicts.md)")
@@ -542,7 +543,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines rm --commit 1a2b3c4d          # lists what it would remove\n"
                 "compile-baselines rm --commit HEAD --machine h100 --yes\n"
                 "compile-baselines rm --torch 2.9 --until 2026-06-30 --yes",
-                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be.")
+                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be. A "
+                     "blank selector, or one that matches no run, is refused (exit 2); a path that cannot be written "
+                     "is refused before anything is moved (exit 1). What an interrupted rm left is rolled back or "
+                     "finished by the next rm --yes or run.")
     reading(x)
     x.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1")
     x.add_argument("--machine", help="asv machine name")
@@ -561,7 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--head", required=True, help="head ref")
     q.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
-    q.add_argument("-j", "--jobs", type=int,
+    q.add_argument("-j", "--jobs", type=COUNT,
                    help="cells at once, both sides together (default: run's); from 2 on, base and head run at once, "
                         "half each, their timings alternating on the GPU")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
@@ -604,16 +608,21 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--force", action="store_true", help="overwrite files that exist")
 
     u = command("publish", "asv publish (renders with no network) plus the report next to it",
-                "compile-baselines publish --out site")
+                "compile-baselines publish --out site",
+                more=" The output directory is replaced whole, so it must be new, empty, or a site publish wrote "
+                     "(marked by its .compile-baselines-site file).")
     reading(u)
-    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir)")
+    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir): new, empty, or a site "
+                                 "publish wrote")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code = COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
@@ -630,12 +639,32 @@ def main(argv: list[str] | None = None) -> int:
               + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"compile-baselines {args.command}: interrupted; finished cells are kept, run again to resume",
-              file=sys.stderr)
+        print(f"compile-baselines {args.command}: interrupted"
+              + INTERRUPTED.get(args.command, ""), file=sys.stderr)
         return 130
     except ToolError as e:
         print(f"compile-baselines {args.command}: error: {e}", file=sys.stderr)
         return 1
+
+
+# What an interrupt leaves behind, per command that writes (the others leave nothing to resume).
+_MEASURED = "; finished cells are kept, run again to resume"
+INTERRUPTED = {
+    "run": _MEASURED, "pr": _MEASURED, "compare": _MEASURED,
+    "rm": "; the runs listed as removed are gone, the others untouched: rm again finishes or rolls back the one it "
+          "was removing",
+    "merge": "; the files listed as merged are complete, the others untouched: merge again to finish (merging the "
+             "same input twice gives the same result)",
+}
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Our own warnings (a plugin skipped, say) as one line, as the commands print theirs; others as Python would."""
+    if category.__module__.split(".")[0] in ("tracker", "workloads"):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _message(e: BaseException) -> Any:

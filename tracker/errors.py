@@ -1,6 +1,11 @@
-"""The one base class of the errors the CLI reports as one line (exit 1) instead of a traceback:
-bad input files, failed services, refused operations. Each module subclasses it for its own errors."""
+"""The base classes of the errors the CLI reports as one line instead of a traceback: `ToolError` (exit 1) for bad
+input files, failed services and refused operations, `UsageError` (exit 2) for a mistake in the command's
+arguments. Each module subclasses them for its own errors."""
 
 
 class ToolError(Exception):
     pass
+
+
+class UsageError(ToolError):
+    """A mistake in the command line (a blank selector, one that matches nothing): one clear line, exit code 2."""

@@ -126,10 +126,13 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
 
 
 def _empty_instances() -> pd.DataFrame:
-    cols = [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us", "winner", "winner_ms", "winner_compiles",
-            "winner_compiles_median_ms", "winner_compiles_max_ms", "runner_up", "runner_up_ms", "margin_pct", "ties",
-            "tie", "host_bound", "failed_modes", *(f"ms_{m}" for m in MODES)]
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    """instance_table's columns, with their dtypes (numbers as floats, flags as bools), for a run of no instance."""
+    numbers = ["launch_us", "winner_ms", "winner_compiles", "winner_compiles_median_ms", "winner_compiles_max_ms",
+               "runner_up_ms", "margin_pct", *(f"ms_{m}" for m in MODES)]
+    cols = {c: object for c in [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "winner", "runner_up", "ties",
+                                "failed_modes"]}
+    cols |= dict.fromkeys(numbers, float) | {"tie": bool, "host_bound": bool}
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
 
 
 def _figures(inst: pd.DataFrame) -> pd.DataFrame:

@@ -321,12 +321,17 @@ def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, 
     files, warnings = pick_runs(results_dir, commit, machine)
     loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
     analysis = analyse(loaded.table, noise, host)
-    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table)
+    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table, files)
 
 
-def _nothing_ok(table: Any) -> list[str]:
-    """A run with no cell measured ok is a result, but an empty summary must not hide it: what failed, and why."""
-    if table.empty or (table["status"] == "ok").any():
+def _nothing_ok(table: Any, files: list[RunFile]) -> list[str]:
+    """A run with no cell measured ok is a result, but an empty summary must not hide it: what failed, and why; or
+    that its files hold no cell at all (every one skipped, as asv records it, or not run)."""
+    if table.empty:
+        names = ", ".join(sorted({f"{r.machine} {r.commit[:8]}" for r in files}))
+        return [f"no cell measured ok: the run ({names}) holds no measured or failed cell (every cell skipped or not "
+                "run; `compile-baselines rm` drops it)"]
+    if (table["status"] == "ok").any():
         return []
     failed = table[table["status"] == "failed"]
     reasons = failed["reason"].astype(str).str.slice(0, 120).value_counts()
