@@ -335,11 +335,18 @@ def cmd_results(args: argparse.Namespace) -> int:
     return resultsbranch.previous_main(args.machine, args.commit, project_repo(), results_dir=Path(_results_dir(args)))
 
 
+def cmd_track(args: argparse.Namespace) -> int:
+    from tracker.publish.nightly import NightOptions, track_main
+
+    options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
+    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
     "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue, "init": cmd_init,
-    "results": cmd_results,
+    "results": cmd_results, "track": cmd_track,
 }
 
 
@@ -375,7 +382,7 @@ everyday use:
 
 `compile-baselines COMMAND --help` has every option of a command.
 exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the command line or its inputs,
-3 compare/pr --fail-on held, 130 interrupted."""
+3 compare/pr/track --fail-on held, 130 interrupted."""
 
 
 def _date(end_of_day: bool = False) -> Callable[[str], int]:
@@ -655,6 +662,23 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--branch", help="the runs on this branch (default: those in --results-dir)")
     reading(bp)
 
+    t = command("track", "compare each machine measured at a commit with its previous run, and the machines with "
+                "each other", "compile-baselines track --out issue.md --confirmed-only --attribute", more=(
+                    " What the nightly's tracking issue says: the comparisons in which a best baseline changed, one "
+                    "section each, are written to --out; without any, --out is removed (docs/runner.md)."))
+    reading(t)
+    t.add_argument("--out", required=True, help="the tracking issue's body (written only when a best baseline changed)")
+    t.add_argument("--commit", default="HEAD", help="the commit measured (default: HEAD)")
+    t.add_argument("--machine", nargs="+", help="only these machines (default: every machine measured at the commit)")
+    t.add_argument("--confirmed-only", action="store_true",
+                   help="against the previous run, count only changes measured again at head (after compare --confirm)")
+    t.add_argument("--attribute", action="store_true",
+                   help="against the previous run: when the commit and torch both changed, which one moved each change")
+    t.add_argument("--allow-cross-versions", action="store_true",
+                   help="against the previous run: torch or the GPU may differ (the machines are always compared "
+                        "across versions)")
+    t.add_argument("--fail-on", choices=("best-change", "never"), default="never",
+                   help="exit 3 when a best baseline changed")
     return parser
 
 
