@@ -20,7 +20,7 @@ from tracker.errors import ToolError
 from tracker.store import gitbranch, merge
 from tracker.store.asvjson import read_header
 from tracker.store.commits import git, match_ref, resolve_ref
-from tracker.store.gitbranch import Pushed, Remote
+from tracker.store.gitbranch import Pushed, Remote, Session
 
 SEARCH_DEPTH = 500
 _RESULT_NAME = re.compile(r"([0-9a-f]{8})-.+\.json")
@@ -60,10 +60,10 @@ def previous_measured(commit: str, stored: set[str], repo_dir: Path, depth: int 
     return next((c for c in history[1:] if c[:8] in stored), None)
 
 
-def _stored_on_branch(remote: Remote, branch: str, machine: str | None) -> tuple[str, list[str]] | None:
+def _stored_on_branch(s: Session, branch: str, machine: str | None) -> tuple[str, list[str]] | None:
     """The branch's tip, fetched, and its paths (those of `machine`'s folder); None without such a branch."""
-    tip = gitbranch.fetch_tip(remote, branch)
-    return None if tip is None else (tip, gitbranch.list_files(remote, tip, machine))
+    tip = gitbranch.fetch_tip(s, branch)
+    return None if tip is None else (tip, gitbranch.list_files(s, tip, machine))
 
 
 def previous_run(machine: str, commit: str, repo_dir: Path, *, results_dir: Path | None = None,
@@ -74,7 +74,8 @@ def previous_run(machine: str, commit: str, repo_dir: Path, *, results_dir: Path
         stored = stored_in_dir(results_dir, machine)
     else:
         assert remote is not None and branch is not None
-        on_branch = _stored_on_branch(remote, branch, machine)
+        with gitbranch.session(remote) as s:
+            on_branch = _stored_on_branch(s, branch, machine)
         stored = _prefixes(on_branch[1], machine) if on_branch else set()
     return previous_measured(commit, stored, repo_dir) if stored else None
 
@@ -100,16 +101,17 @@ def fetch_results(remote: Remote, branch: str, dest: Path, machine: str | None =
     """Copy the results on `branch` into `dest`: all of them, `machine`'s, or the runs of `commit` (of `machine`,
     when given) with their machine.json. A machine.json or benchmarks.json that `dest` has is kept (it describes
     the runs there); other files are replaced. The files written, or None when the branch does not exist."""
-    on_branch = _stored_on_branch(remote, branch, machine)
-    if on_branch is None:
-        return None
-    tip, paths = on_branch
-    where = f"on {branch}" + (f" for machine {machine}" if machine else "")
-    if machine is not None and not paths:
-        raise ResultsBranchError(f"no results {where}")
-    if commit is not None:
-        paths = _run_files(paths, commit, repo_dir or remote.repo, where)
-    return gitbranch.export(remote, tip, paths, dest, keep=lambda p: p.rpartition("/")[2] in _DESCRIPTIONS)
+    with gitbranch.session(remote) as s:
+        on_branch = _stored_on_branch(s, branch, machine)
+        if on_branch is None:
+            return None
+        tip, paths = on_branch
+        where = f"on {branch}" + (f" for machine {machine}" if machine else "")
+        if machine is not None and not paths:
+            raise ResultsBranchError(f"no results {where}")
+        if commit is not None:
+            paths = _run_files(paths, commit, repo_dir or remote.repo, where)
+        return gitbranch.export(s, tip, paths, dest, keep=lambda p: p.rpartition("/")[2] in _DESCRIPTIONS)
 
 
 def _commits_of(sources: list[Path]) -> list[str]:
