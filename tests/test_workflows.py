@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -422,6 +423,17 @@ def test_the_tracking_issue_is_posted_when_track_wrote_its_body(workflow: dict[s
     out = written[written.index("--out") + 1]
     assert posted[posted.index("--body-file") + 1] == out
     assert issue["if"] == f"hashFiles('{out}') != ''"
+
+
+def test_ci_runs_every_test_the_slow_ones_included() -> None:
+    # `-m "not slow"` is a contributor's shortcut (README); the CI job runs .ci/run, which runs tools/test.sh
+    assert "bash .ci/run" in WORKFLOWS["ci"]["jobs"]["test"]["steps"][-1]["run"]
+    assert "bash tools/test.sh" in (ROOT / ".ci" / "run").read_text()
+    pytest_lines = [line for line in (ROOT / "tools" / "test.sh").read_text().splitlines() if "pytest" in line
+                    and not line.lstrip().startswith("#")]
+    options = [line.split("pytest", 1)[1] for line in pytest_lines]  # what pytest gets: no marker selection
+    assert options and not any(re.search(r"\s-m\b|not slow", o) for o in options), options
+    assert "-m" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
 
 
 # --- the linters --------------------------------------------------------------------------------------------
