@@ -171,7 +171,8 @@ RUN = ["run", "--preset", "tiny", "--workload", "diff_cfg_blend", "--mode", "eag
        "--warmup-ms", "5", "--rep-ms", "50", "--commit", COMMIT]
 
 
-@pytest.mark.parametrize("name", ["../../outside", "..", ".hidden", "a/b", ""])
+@pytest.mark.parametrize("name", ["../../outside", *(pytest.param(n, marks=pytest.mark.slow)  # a CLI process each
+                                                     for n in ("..", ".hidden", "a/b", ""))])
 def test_run_refuses_a_machine_name_that_is_not_one_folder_before_measuring(tmp_path: Path, env: dict[str, str],
                                                                              name: str) -> None:
     out = run_cli([*RUN, "--results-dir", str(tmp_path / "r" / "results"), "--machine", name], env)
