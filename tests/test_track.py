@@ -18,9 +18,10 @@ from tracker.publish.comparison import compare_main
 from tracker.publish.nightly import NightOptions, Section, TrackError, body, track, track_main
 
 ROOT = Path(__file__).resolve().parent.parent
-PLANT = ROOT / "tests" / "fixtures" / "h100-pr-plant" / "results"  # base main, head with a planted slowdown
-PLANT_BASE = "h100-pr/41112f50-existing-py_opt_torch_.venv_bin_python3.json"
-PLANT_HEAD = "h100-pr/43e50533-existing-py_opt_torch_.venv_bin_python3.json"
+# a PR's base and head on an H100, the head with changes planted in workloads/vlm.py that move best baselines
+PLANT = ROOT / "tests" / "fixtures" / "h100-plant-confirm" / "results"
+PLANT_BASE = "h100-p/45e09f3f-existing-py_opt_torch_.venv_bin_python3.json"
+PLANT_HEAD = "h100-p/9cbf8b1f-existing-py_opt_torch_.venv_bin_python3.json"
 
 
 def stub_runs(results: Path, runs: dict[str, tuple[str, ...]]) -> None:
@@ -88,16 +89,16 @@ def test_one_machine_of_a_kernel_repository_against_its_previous_run_only(tmp_pa
 
 
 def test_the_body_is_written_when_a_best_baseline_changed_and_removed_when_none_did(tmp_path: Path) -> None:
-    _, work, (c0, _, c2) = origin_and_clone(tmp_path, touch="workloads/diffusion.py")
+    _, work, (c0, _, c2) = origin_and_clone(tmp_path, touch="workloads/vlm.py")
     results = tmp_path / "results"
     refile(PLANT / PLANT_BASE, results, c0)
     refile(PLANT / PLANT_HEAD, results, c2)
     out = tmp_path / "issue.md"
     assert track_main(results, "HEAD", str(out), None, NightOptions(), work, fail_on="best-change") == 3
     direct = tmp_path / "direct.md"
-    assert compare_main(results, c0, c2, "h100-pr", "md", "best-change", direct, repo_dir=work) == 3
-    assert out.read_text() == f"## h100-pr\n\n{direct.read_text()}\n"
-    assert "Best baselines changed: 1" in out.read_text()
+    assert compare_main(results, c0, c2, "h100-p", "md", "best-change", direct, repo_dir=work) == 3
+    assert out.read_text() == f"## h100-p\n\n{direct.read_text()}\n"
+    assert "Best baselines changed: " in out.read_text()
     # the next night measures the same code again: nothing changed, and no stale body is left to post
     refile(PLANT / PLANT_HEAD, results, next_commit(work))
     assert track_main(results, "HEAD", str(out), None, NightOptions(), work, fail_on="best-change") == 0
@@ -116,7 +117,7 @@ def refile(run: Path, results: Path, commit: str) -> None:
 
 def next_commit(work: Path) -> str:
     """One more commit on the clone's main, changing the same workload file."""
-    path = work / "workloads" / "diffusion.py"
+    path = work / "workloads" / "vlm.py"
     path.write_text(path.read_text() + "# again\n")
     return commit_all(work, "c3")
 
