@@ -58,6 +58,7 @@ def test_an_aa_pair_of_full_h100_runs_reports_no_change() -> None:
     assert not c.changed
 
 
+@pytest.mark.slow
 def test_the_same_pair_judged_on_one_compile_a_cell_raises_false_alarms() -> None:
     # tools/verdict_trials.py rebuilds each run from its cells' first compiles: the tracker before replicates
     out = subprocess.run([sys.executable, "tools/verdict_trials.py", "aa", str(AA), "--commit", AA_COMMIT,
@@ -154,6 +155,7 @@ def runs(tmp: Path, *fixtures: Path) -> Path:
     return tmp / "results"
 
 
+@pytest.mark.slow
 def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candidates_compiled_afresh(
         tmp_path: Path) -> None:
     results = runs(tmp_path, AA2, AA3)

@@ -189,6 +189,7 @@ def sections(h100: Path) -> list[Any]:
     return build_sections(table, analysis.analyse(table))
 
 
+@pytest.mark.slow  # the version view of two full H100 runs and the study's: ~5 s to build
 def test_the_report_shows_the_best_mode_per_instance_by_torch_version(sections: list[Any]) -> None:
     (machine,) = [s for s in sections if s.machine == H100]  # h100-c has one version: no version view
     prefill = next(p for p in machine.presets if p.preset == "prefill")
@@ -205,6 +206,7 @@ def test_the_report_shows_the_best_mode_per_instance_by_torch_version(sections: 
     assert len(decode.versions.best) == 18
 
 
+@pytest.mark.slow  # the version view of two full H100 runs and the study's: ~5 s to build
 def test_the_report_shows_the_geomean_per_mode_by_torch_version(sections: list[Any]) -> None:
     (machine,) = [s for s in sections if s.machine == H100]
     by_preset = {p.preset: dict(p.versions.geomeans) for p in machine.presets}
@@ -216,6 +218,7 @@ def test_the_report_shows_the_geomean_per_mode_by_torch_version(sections: list[A
     assert all(g[1] is not None for g in by_preset["prefill"].values())
 
 
+@pytest.mark.slow
 def test_the_version_view_is_rendered_and_absent_with_one_version(h100: Path, tmp_path: Path) -> None:
     html = build_page(results.load_results(h100).table)
     assert 'id="h100-d-prefill-versions"' in html and "<th>torch 2.11.0+cu130</th>" in html

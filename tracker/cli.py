@@ -310,10 +310,39 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote(args: argparse.Namespace) -> Any:
+    from tracker.github.gitauth import git_env
+    from tracker.store.gitbranch import Remote
+
+    return Remote(project_repo(), args.remote, git_env(os.environ))
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from tracker.store import resultsbranch
+
+    if args.action == "fetch":
+        return resultsbranch.fetch_main(_remote(args), args.branch, Path(_results_dir(args)), args.machine,
+                                        args.commit, project_repo())
+    if args.action == "store":
+        return resultsbranch.store_main(_remote(args), args.branch, [Path(s) for s in args.sources], args.note)
+    if args.branch:
+        return resultsbranch.previous_main(args.machine, args.commit, project_repo(), remote=_remote(args),
+                                           branch=args.branch)
+    return resultsbranch.previous_main(args.machine, args.commit, project_repo(), results_dir=Path(_results_dir(args)))
+
+
+def cmd_track(args: argparse.Namespace) -> int:
+    from tracker.publish.nightly import NightOptions, track_main
+
+    options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
+    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
     "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue, "init": cmd_init,
+    "results": cmd_results, "track": cmd_track,
 }
 
 
@@ -350,7 +379,7 @@ everyday use:
 
 `compile-baselines COMMAND --help` has every option of a command.
 exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the command line or its inputs,
-3 compare/pr --fail-on held, 130 interrupted."""
+3 compare/pr/track --fail-on held, 130 interrupted."""
 
 
 def _date(end_of_day: bool = False) -> Callable[[str], int]:
@@ -614,6 +643,60 @@ def build_parser() -> argparse.ArgumentParser:
     reading(u)
     u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir): new, empty, or a site "
                                  "publish wrote")
+
+    b = command("results", "fetch results from a git branch, store results on it, find a machine's previous run",
+                "compile-baselines results store shard1/results shard2/results --branch asv-results\n"
+                "compile-baselines results previous --branch asv-results --machine h100-torch-stable\n"
+                "compile-baselines results fetch --branch asv-results --machine h100-torch-stable --commit C "
+                "--results-dir R", more=(
+                    " The branch holds a results directory (one folder per machine) and is read from and pushed to "
+                    "a remote of the repository, with git's credentials or GITHUB_TOKEN (docs/runner.md)."))
+    actions = b.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, summary: str, example: str) -> argparse.ArgumentParser:
+        p = actions.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                               epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--remote", default="origin", help="the git remote the branch is on (default: origin)")
+        return p
+
+    bf = action("fetch", "copy results from the branch into a results directory: all, a machine's or one run's",
+                "compile-baselines results fetch --branch asv-results --machine h100-torch-stable --commit 1a2b3c4d")
+    bf.add_argument("--branch", required=True, help="the branch the results are on (none yet: nothing fetched)")
+    bf.add_argument("--machine", help="only this machine's results")
+    bf.add_argument("--commit", help="only the runs of this commit (a hash, a prefix or a git ref), with their "
+                                     "machine.json")
+    bf.add_argument("--results-dir", help="where to (default: asv.conf.json's); its machine.json and benchmarks.json "
+                                          "files are kept")
+    bs = action("store", "merge results into the branch's tip and push it; merged again on the new tip after a "
+                "push race", "compile-baselines results store .asv/results --branch asv-results --note 'nightly'")
+    bs.add_argument("sources", nargs="+", help="asv results directories to store (as `merge` combines them)")
+    bs.add_argument("--branch", required=True, help="the branch to store on (created when it does not exist)")
+    bs.add_argument("--note", help="added to the commit message in parentheses, e.g. which CI run stored them")
+    bp = action("previous", "print the nearest earlier first-parent commit with a run of the machine (or nothing)",
+                "compile-baselines results previous --branch asv-results --machine h100-torch-stable")
+    bp.add_argument("--machine", required=True, help="asv machine name (one per kind of GPU and PyTorch line)")
+    bp.add_argument("--commit", default="HEAD", help="the commit to look back from (default: HEAD)")
+    bp.add_argument("--branch", help="the runs on this branch (default: those in --results-dir)")
+    reading(bp)
+
+    t = command("track", "compare each machine measured at a commit with its previous run, and the machines with "
+                "each other", "compile-baselines track --out issue.md --confirmed-only --attribute", more=(
+                    " What the nightly's tracking issue says: the comparisons in which a best baseline changed, one "
+                    "section each, are written to --out; without any, --out is removed (docs/runner.md)."))
+    reading(t)
+    t.add_argument("--out", required=True, help="the tracking issue's body (written only when a best baseline changed)")
+    t.add_argument("--commit", default="HEAD", help="the commit measured (default: HEAD)")
+    t.add_argument("--machine", nargs="+", help="only these machines (default: every machine measured at the commit)")
+    t.add_argument("--confirmed-only", action="store_true",
+                   help="against the previous run, count only changes measured again at head (after compare --confirm)")
+    t.add_argument("--attribute", action="store_true",
+                   help="against the previous run: when the commit and torch both changed, which one moved each change")
+    t.add_argument("--allow-cross-versions", action="store_true",
+                   help="against the previous run: torch or the GPU may differ (the machines are always compared "
+                        "across versions)")
+    t.add_argument("--fail-on", choices=("best-change", "never"), default="never",
+                   help="exit 3 when a best baseline changed")
+>>>>>>> i31a
     return parser
 
 
