@@ -696,7 +696,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "across versions)")
     t.add_argument("--fail-on", choices=("best-change", "never"), default="never",
                    help="exit 3 when a best baseline changed")
->>>>>>> i31a
     return parser
 
 
