@@ -19,12 +19,13 @@ def ms(x: float | None, micro: str = "µs", dash: str = DASH) -> str:
     """A latency in ms as it is shown: µs below a millisecond, 3 significant digits."""
     if x is None:
         return dash
-    return f"{_digits(x * 1000)} {micro}" if x < 1 else f"{_digits(x)} ms"
+    return f"{_digits(x * 1000)} {micro}" if float(f"{x * 1000:.3g}") < 1000 else f"{_digits(x)} ms"
 
 
 def _digits(x: float) -> str:
-    """3 significant digits, trailing zeros kept (3.50, not 3.5), no trailing point (100, not 100.)."""
-    return f"{x:#.3g}".rstrip(".")
+    """3 significant digits, trailing zeros kept (3.50, not 3.5), no trailing point (100, not 100.), and no
+    exponent (1234, not 1.23e+03)."""
+    return f"{x:#.3g}".rstrip(".") if abs(x) < 999.5 else f"{x:.0f}"
 
 
 def change(ratio: float) -> str:
