@@ -340,3 +340,20 @@ def test_the_cell_store_is_named_by_torch_s_own_version_string(tmp_path, monkeyp
     found = cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "a" * 40, "2.11.0+cu130"))
     assert found is not None and found.dir == older.dir  # a store written under the metadata's name
     assert cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "b" * 40, "2.11.0+cu130")) is None
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077], ids=["022", "027", "077"])
+def test_atomic_writes_get_the_permissions_a_plain_write_gets(tmp_path: Path, umask: int) -> None:
+    """A report, a result file or a cell written atomically is as readable as one `open` writes (asv's own files are
+    0644 under the usual umask), not private to its writer because of the temporary file it started as."""
+    from tracker.store import atomic
+
+    old = os.umask(umask)
+    try:
+        (tmp_path / "plain.html").write_text("plain")
+        atomic.write_text(tmp_path / "atomic.html", "atomic")
+        atomic.write_json(tmp_path / "atomic.json", {})
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["plain.html", "atomic.html", "atomic.json"], 0o666 & ~umask)
