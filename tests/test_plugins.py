@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugin_fixture import EXAMPLE_REPO, installed, reset_registries
+from plugin_fixture import EXAMPLE_REPO, installed, on_sys_path, reset_registries
 
 from tracker import cli
 from tracker.measure import harness
@@ -158,7 +158,7 @@ def test_two_plugins_with_one_namespace_are_one_clear_error(example: dict[str, s
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     _plugin(tmp_path, "other_kernels", "example", "other_cb_workloads", _CLASHING.format(name="example.other"))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     monkeypatch.delitem(sys.modules, "other_cb_workloads", raising=False)
     reset_registries()
     with pytest.raises(plugins.WorkloadClash, match=r"workload namespace 'example' is declared twice: by .*\(cb-ex"
@@ -182,7 +182,7 @@ def test_two_plugins_with_one_namespace_are_one_clear_error(example: dict[str, s
 def test_a_workload_named_outside_its_plugin_s_namespace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     module: str, name: str, message: str) -> None:
     _plugin(tmp_path, "sneaky", "sneaky", module, _CLASHING.format(name=name))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     monkeypatch.delitem(sys.modules, module, raising=False)
     reset_registries()
     try:
@@ -194,12 +194,34 @@ def test_a_workload_named_outside_its_plugin_s_namespace_is_refused(tmp_path: Pa
 
 def test_a_broken_workload_plugin_warns_once_and_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _plugin(tmp_path, "broken", "broken", "broken_cb_workloads", "raise ImportError('no triton here')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     reset_registries()
     try:
         with pytest.warns(plugins.PluginWarning, match="workload plugin 'broken'.*skipped: ImportError"):
             assert catalog.workload_names() == WORKLOAD_NAMES
         assert set(plugins.REGISTRY.plugin_errors) == {"broken"}
+    finally:
+        reset_registries()
+
+
+def test_only_the_plugins_compile_baselines_plugins_names_are_loaded(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """COMPILE_BASELINES_PLUGINS: unset, every installed plugin; set, those it names (the tests set it, so that a
+    kernel repository installed beside the project changes nothing they see)."""
+    _plugin(tmp_path, "quiet", "quiet", "quiet_cb_workloads", _CLASHING.format(name="quiet.one"))
+    on_sys_path(monkeypatch, tmp_path)
+    monkeypatch.delitem(sys.modules, "quiet_cb_workloads", raising=False)
+    try:
+        with_it = (*WORKLOAD_NAMES, "quiet.one")
+        for listed, expected in (("quiet", with_it), ("", WORKLOAD_NAMES), ("other, quiet", with_it), (None, with_it)):
+            if listed is None:
+                monkeypatch.delenv("COMPILE_BASELINES_PLUGINS")
+            else:
+                monkeypatch.setenv("COMPILE_BASELINES_PLUGINS", listed)
+            reset_registries()
+            assert catalog.workload_names()[:len(expected)] == expected
+            if listed is not None:  # unset, whatever else is installed here shows too
+                assert catalog.workload_names() == expected
     finally:
         reset_registries()
 

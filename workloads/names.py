@@ -5,7 +5,9 @@ whose result is already stored cheap to report."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 
 PRESET_NAMES: tuple[str, ...] = ("prefill", "decode", "tiny")
 
@@ -44,6 +46,18 @@ DOMAIN_PREFIXES: dict[str, str] = {"llm_": "llm", "vlm_": "vlm", "diff_": "diffu
 NAMESPACE_SEP = "."
 NAMESPACE = re.compile(r"[a-z][a-z0-9_]*")
 PLUGIN_WORKLOAD = re.compile(r"([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)")
+
+
+# The plugins to load, by entry-point name (a workload plugin's namespace), comma-separated: unset, every installed
+# plugin; set, only those named (empty: none). The project's tests set it, so that what else is installed beside
+# them (a user's kernel repository) changes nothing they see.
+ENV_PLUGINS = "COMPILE_BASELINES_PLUGINS"
+
+
+def plugin_enabled(name: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the plugin whose entry point is named `name` is loaded (ENV_PLUGINS)."""
+    listed = environ.get(ENV_PLUGINS)
+    return listed is None or name in {n.strip() for n in listed.split(",")}
 
 
 class WorkloadClash(ValueError):
