@@ -6,12 +6,14 @@ The repository is examples/kernel-repo/ itself, made visible as pip would instal
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from plugin_fixture import EXAMPLE_REPO, installed, on_sys_path, reset_registries
@@ -22,7 +24,7 @@ from tracker.measure.harness import Settings, measure_cell
 from tracker.runner import pool
 from workloads import catalog, plugins, registry
 from workloads.kernels import registry as kernel_registry
-from workloads.names import PRESET_NAMES, WORKLOAD_NAMES
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 from workloads.shapes import Shape, powers_of_two, shape, sweep
 from workloads.spec import Workload
 
@@ -113,6 +115,33 @@ def test_the_example_repository_plugs_in_its_workload_and_sweep(example: dict[st
         catalog.expand(["nope.*"])
     keys = [c.key for c in kernel_registry.candidates(WORKLOAD)]
     assert keys == [f"{WORKLOAD}:torch_fp32", f"{WORKLOAD}:triton_add_rmsnorm"]
+
+
+def _asv_suite() -> tuple[Any, Any]:
+    """benchmarks/baselines.py and candidates.py as asv imports them, in a process of its own: afresh."""
+    for name in ("benchmarks.candidates", "benchmarks.baselines"):
+        sys.modules.pop(name, None)
+    return importlib.import_module("benchmarks.baselines"), importlib.import_module("benchmarks.candidates")
+
+
+def test_installing_a_plugin_leaves_the_study_grid_as_it_is(tmp_path: Path) -> None:
+    """The study's asv benchmarks keep their grid (and so their names, versions and history) whatever is installed;
+    a plugin's workloads and candidates are benchmarks of their own, over the plugin's presets only."""
+    study = (list(PRESET_NAMES), list(WORKLOAD_NAMES), list(MODES))
+    baselines, candidates = _asv_suite()
+    study_candidates = candidates.Candidate.params
+    assert baselines.Baseline.params == study and not hasattr(baselines, "PluginBaseline")
+    assert study_candidates[0] == list(PRESET_NAMES) and not hasattr(candidates, "PluginCandidate")
+    try:
+        with installed(EXAMPLE_REPO, tmp_path / "site", ("example_kernels",)):
+            baselines, candidates = _asv_suite()
+            assert (baselines.Baseline.params, baselines.Baseline.version) == (study, "1")
+            assert (candidates.Candidate.params, candidates.Candidate.version) == (study_candidates, "1")
+            assert baselines.PluginBaseline.params == (["tiny", *SWEEP], [WORKLOAD], list(MODES))
+            assert candidates.PluginCandidate.params == (
+                ["tiny", *SWEEP], [f"{WORKLOAD}:torch_fp32", f"{WORKLOAD}:triton_add_rmsnorm"])
+    finally:
+        _asv_suite()
 
 
 def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, str],
@@ -244,6 +273,11 @@ def test_the_example_repository_end_to_end_on_cpu(example: dict[str, str], tmp_p
     assert "4 cells: 3 ok, 0 failed, 1 skipped" in run.stdout
     stored = {p.name for p in (tmp_path / "cells").rglob(f"tiny/{WORKLOAD}/*.json")}
     assert stored == {"eager.json", "default.json", "kernel_torch_fp32.json", "kernel_triton_add_rmsnorm.json"}
+    described = json.loads((results / "benchmarks.json").read_text())  # the suite as asv's discovery saw it
+    assert described["baselines.Baseline.track_latency"]["params"] == [
+        [repr(p) for p in PRESET_NAMES], [repr(w) for w in WORKLOAD_NAMES], [repr(m) for m in MODES]]
+    assert described["baselines.PluginBaseline.track_latency"]["params"] == [
+        [repr(p) for p in ("tiny", *SWEEP)], [repr(WORKLOAD)], [repr(m) for m in MODES]]
 
     summary = json.loads(cli_run("summary", "--results-dir", str(results), "--format", "json").stdout)
     tiny = summary["runs"][0]["presets"]["tiny"]

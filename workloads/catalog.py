@@ -29,6 +29,17 @@ def preset_names() -> tuple[str, ...]:
     return (*PRESET_NAMES, *(p for p in extra if p not in PRESET_NAMES))
 
 
+def plugin_workload_names() -> tuple[str, ...]:
+    """The plugins' workloads in declaration order (none of the study's)."""
+    return tuple(w.name for w in plugin_workloads())
+
+
+def plugin_preset_names() -> tuple[str, ...]:
+    """Every preset a plugin workload declares, in declaration order, a plugin's own `tiny` included: the preset axis
+    of the plugins' asv benchmarks, kept apart from the study's grid."""
+    return tuple(dict.fromkeys(p.name for w in plugin_workloads() for p in w.presets))
+
+
 def domains() -> tuple[str, ...]:
     """The study's four domains, then those plugins declare."""
     extra = dict.fromkeys(w.domain for w in plugin_workloads())

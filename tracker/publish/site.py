@@ -377,8 +377,8 @@ def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     from tracker import metrics
     from tracker.store import asvfiles, asvjson, results
 
-    units = {name: metrics.METRICS[metric].unit for metric, name in
-             metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).items()}
+    units = {name: metrics.METRICS[metric].unit for cls in asvfiles.MODE_CLASSES for metric, name in
+             metrics.benchmark_names(cls).items()}
     units[asvfiles.HOST_BENCHMARK] = HOST_UNIT
     found: dict[str, dict[str, Any]] = {}
     runs, _ = results.list_runs(results_dir)
