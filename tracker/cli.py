@@ -17,7 +17,7 @@ from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON
 from tracker.errors import ToolError
-from tracker.paths import REPO_ROOT, project_repo
+from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
@@ -32,12 +32,19 @@ def _conf_path(args: argparse.Namespace) -> Path:
     return Path(args.config)
 
 
+def _in_workspace(args: argparse.Namespace, subdir: Path) -> str | None:
+    """`subdir` of the kernel repository the command works for (paths.workspace), where the project's own asv
+    config would put it into compile-baselines' checkout; None otherwise."""
+    here = workspace()
+    return str(here / subdir) if here is not None and _conf_path(args).resolve() == ROOT / "asv.conf.json" else None
+
+
 def _results_dir(args: argparse.Namespace) -> str:
     if args.results_dir:
         return args.results_dir
     from tracker.store import asvfiles
 
-    return asvfiles.load_conf(_conf_path(args)).results_dir
+    return _in_workspace(args, RESULTS_SUBDIR) or asvfiles.load_conf(_conf_path(args)).results_dir
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -146,10 +153,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Everything that can refuse the run does so before anything is measured: the machine and commit name the
     # result file, the results directory must take it.
     machine = check_machine_name(socket.gethostname() if args.machine is None else args.machine)
-    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
-    commit, date_ms = commits.resolve(args.commit, project_repo(), args.date)
+    conf = asvfiles.load_conf(_conf_path(args), _results_dir(args))
+    repo = project_repo()
+    commit, date_ms = commits.resolve(args.commit, repo, args.date)
     check_commit(commit)
     asvfiles.check_writable(conf.results_dir)
+    _where_notes(args, cells, repo, commit, conf.results_dir)
     jobs = args.jobs or policy.default_jobs(device, len(gpus))
     cfg = runner.RunConfig(
         # absolute: the workers run in the repository root, whatever the working directory here
@@ -173,6 +182,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
     _print_summary_after_run(conf.results_dir, commit, cfg.machine)
     return 0
+
+
+def _where_notes(args: argparse.Namespace, cells: list[Any], repo: Path, commit: str, results_dir: str) -> None:
+    """Say when the record will not be what the user thinks: uncommitted changes measured under a commit that lacks
+    them, or a kernel repository's workloads filed in compile-baselines' own checkout."""
+    from tracker.store import commits
+    from workloads.names import is_plugin_workload
+
+    if dirty := commits.uncommitted(commit, repo):
+        print(f"run: note: {len(dirty)} file(s) in {repo} have uncommitted changes (e.g. {dirty[0]}): they are "
+              f"measured but recorded under commit {commit[:12]}, which lacks them", file=sys.stderr)
+    if workspace() is None and args.results_dir is None and all(is_plugin_workload(c.workload) for c in cells):
+        print(f"run: note: plugin workloads, recorded under compile-baselines' own commit {commit[:12]} into "
+              f"{results_dir}: run from your kernel repository (cd into it), or set COMPILE_BASELINES_REPO and pass "
+              "--results-dir (docs/plugins.md)", file=sys.stderr)
 
 
 def _listed_cells(listed: list[str], planned: list[Any]) -> list[Any]:
@@ -233,7 +257,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from tracker.publish.site import publish_main
 
-    return publish_main(_results_dir(args), None, args.out, config=args.config)
+    return publish_main(_results_dir(args), _in_workspace(args, HTML_SUBDIR), args.out, config=args.config)
 
 
 def _compare_format(args: argparse.Namespace) -> str:
@@ -253,7 +277,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from tracker.runner.remeasure import confirm_head
         from tracker.store import asvfiles
 
-        confirm_head(asvfiles.load_conf(_conf_path(args), args.results_dir), args.base, args.head, args.machine,
+        confirm_head(asvfiles.load_conf(_conf_path(args), _results_dir(args)), args.base, args.head, args.machine,
                      args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=project_repo())
     return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
                         args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
@@ -308,9 +332,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if hand_edit:
         print(f"\n{Path(args.dir) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
         print(hand_edit)
-    print(f"next: pip install -e {args.dir} (beside compile-baselines); `compile-baselines list` then shows "
-          f"{scaffold.namespace}.silu and `compile-baselines run --workload '{scaffold.namespace}.*'` measures it "
-          "(docs/plugins.md)")
+    print(f"next (docs/plugins.md): pip install -e {args.dir} beside compile-baselines; `compile-baselines list` "
+          f"then shows {scaffold.namespace}.silu. Commit the repository (git init; git add -A; git commit), and from "
+          f"inside it `compile-baselines run --workload '{scaffold.namespace}.*'` measures it, recorded under its "
+          "commit into its .asv/")
     return 0
 
 
