@@ -96,8 +96,27 @@ def test_a_cell_past_its_time_limit_fails_with_the_limit_as_reason() -> None:
 
 def test_cells_the_study_does_not_measure_are_skipped_with_a_reason() -> None:
     assert measure_cell("decode", "rl_dpo_loss", "eager").reason.endswith("prefill only")
-    cell = measure_cell("prefill", "llm_rmsnorm", "eager", device="cpu")
-    assert cell.status == "skipped" and "needs a CUDA device" in cell.reason
+
+
+def test_a_cpu_measures_what_fits_whatever_the_preset_s_name() -> None:
+    """The full-size presets are the GPU's, yet most of their cells fit a CPU (decode llm_rmsnorm: 0.3 MiB); those
+    whose tensors exceed what a CPU measures are skipped, saying how large they are."""
+    cell = measure_cell("decode", "llm_rmsnorm", "eager", device="cpu", settings=QUICK)
+    assert cell.status == "ok", cell.reason
+    cell = measure_cell("prefill", "llm_kl_divergence_loss", "eager", device="cpu", settings=QUICK)
+    assert cell.status == "skipped"
+    assert cell.reason.startswith("preset prefill: llm_kl_divergence_loss's inputs and outputs take ")
+    assert cell.reason.endswith(" GiB, more than the 1 GiB a CPU measures; measure it on a CUDA device")
+
+
+def test_a_skipped_measure_exits_non_zero_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracker import cli
+
+    assert cli.main(["measure", "--preset", "decode", "--workload", "rl_dpo_loss", "--mode", "eager"]) == 1
+    captured = capsys.readouterr()
+    assert "skipped" in captured.out
+    assert captured.err.strip() == ("compile-baselines measure: skipped: rl_dpo_loss is decode-invariant: the study "
+                                    "measures it in prefill only")
 
 
 def test_unknown_names_raise_for_the_caller_to_report() -> None:

@@ -172,8 +172,10 @@ def test_a_plugin_workload_measures_like_the_study_s(example: dict[str, str]) ->
     assert r.error_vs_eager < 2e-2
     r = measure_cell("tiny", WORKLOAD, "kernel:triton_add_rmsnorm", "cpu", FAST)
     assert r.status == harness.SKIPPED and "runs on cuda only" in r.reason
-    r = measure_cell(SWEEP[-1], WORKLOAD, "eager", "cpu", FAST)
-    assert r.status == harness.SKIPPED and r.reason.startswith(f"preset {SWEEP[-1]} needs a CUDA device")
+    r = measure_cell(SWEEP[-1], WORKLOAD, "eager", "cpu", FAST)  # 64 x 8192 x 2048 bf16: 2 GiB a tensor
+    assert r.status == harness.SKIPPED and r.reason.startswith(f"preset {SWEEP[-1]}: {WORKLOAD}'s inputs and outputs")
+    r = measure_cell(SWEEP[0], WORKLOAD, "eager", "cpu", FAST)  # declared for a GPU, and 1 MiB: a CPU measures it
+    assert r.status == harness.OK, r.reason
     r = measure_cell(SWEEP[0], "llm_rmsnorm", "eager", "cpu", FAST)
     assert r.status == harness.SKIPPED and "the study's presets only" in r.reason
     with pytest.raises(KeyError, match="unknown preset"):

@@ -104,7 +104,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
                  ("host", ", ".join(f"{k} {v}" for k, v in result.host.items() if k in ("gpu", "torch", "triton")))]
         for k, v in rows:
             print(f"{k:>13}  {v}")
-    return 0 if result.status != "failed" else 1
+    if result.status == "skipped":  # nothing measured: the work asked for was not done
+        print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
+    return 0 if result.ok else 1
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
