@@ -382,9 +382,9 @@ def measure_cell(
     return result
 
 
-# The most a cell's inputs and outputs may take on a CPU: the study's full-size presets reach 2-4 GiB in its vocabulary
-# workloads (prefill llm_topk_sampling_prep, llm_label_smoothed_ce_loss, llm_kl_divergence_loss), where one call takes
-# seconds on a CPU and the eager reference doubles the memory; everything else of theirs stays under 300 MiB.
+# The most a cell's inputs and outputs may take on a CPU: the study's full-size presets reach 2-4 GiB in its four
+# vocabulary-sized prefill workloads, where one call takes seconds on a CPU and the eager reference doubles the
+# memory; everything else of theirs stays under 300 MiB.
 CPU_MAX_BYTES = 1 << 30
 
 
