@@ -122,8 +122,11 @@ def test_a_skipped_measure_exits_non_zero_with_its_reason(capsys: pytest.Capture
 def test_unknown_names_raise_for_the_caller_to_report() -> None:
     with pytest.raises(KeyError, match="unknown mode"):
         measure_cell("tiny", "llm_rmsnorm", "max-autotuned")
-    with pytest.raises(KeyError, match="unknown workload"):
+    with pytest.raises(KeyError, match=r"unknown workload 'llm_rmsnrom' \(did you mean llm_rmsnorm\?\); choose from "
+                                       r"the study's llm_rmsnorm, .*, rl_grpo_loss; plugin workloads: none"):
         measure_cell("tiny", "llm_rmsnrom", "eager")
+    with pytest.raises(KeyError, match=r"unknown preset 'tinny' \(did you mean tiny\?\)"):
+        measure_cell("tinny", "llm_rmsnorm", "eager")
 
 
 def test_cpu_timer_has_do_bench_shape_all_samples_in_ms() -> None:

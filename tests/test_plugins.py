@@ -144,6 +144,16 @@ def test_installing_a_plugin_leaves_the_study_grid_as_it_is(tmp_path: Path) -> N
         _asv_suite()
 
 
+def test_an_unknown_workload_names_the_closest_and_the_plugins_too(example: dict[str, str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["measure", "--preset", "tiny", "--mode", "eager"], ["run"]):
+        assert cli.main([*command, "--workload", "example.add_rmsnrom"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "unknown workload 'example.add_rmsnrom' (did you mean example.add_rmsnorm?)" in err[0]
+        assert "; choose from the study's llm_rmsnorm, " in err[0]
+        assert err[0].endswith(f"; plugin workloads: {WORKLOAD}")
+
+
 def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, str],
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list"]) == 0

@@ -5,6 +5,7 @@ whose result is already stored cheap to report."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -88,9 +89,17 @@ def domain_of(workload: str) -> str:
     raise KeyError(f"workload {workload!r} has no known domain prefix ({', '.join(DOMAIN_PREFIXES)})")
 
 
+def unknown_name(kind: str, name: str, known: tuple[str, ...], listing: str | None = None) -> KeyError:
+    """The error for a name that is not one of `known`: the closest ones first (a typo's fix), then `listing` (what
+    to choose from; default: every known name)."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return KeyError(f"unknown {kind} {name!r}{hint}; choose from {listing or ', '.join(known)}")
+
+
 def check_name(kind: str, name: str, known: tuple[str, ...]) -> str:
     if name not in known:
-        raise KeyError(f"unknown {kind} {name!r}; choose from {', '.join(known)}")
+        raise unknown_name(kind, name, known)
     return name
 
 
