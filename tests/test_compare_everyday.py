@@ -97,6 +97,22 @@ def test_the_latest_two_runs_need_two_runs_and_one_machine(tmp_path: Path) -> No
     assert compare_main(rd, None, None, MACHINE, "json") == 0
 
 
+def test_two_machines_latest_runs_need_only_the_two_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's own fixture: one commit measured on two H100 hosts (tests/fixtures/h100-aa2)."""
+    assert cli.main(["compare", "--results-dir", str(H100), "--machine", "h100-c", "--head-machine", MACHINE,
+                     "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert (data["base"]["machine"], data["head"]["machine"]) == ("h100-c", MACHINE)
+    assert data["base"]["commit"] == data["head"]["commit"] == BASE
+    assert "the latest run of each machine, base on h100-c, head on h100-d" in captured.err
+    for argv, message in ((["--head-machine", MACHINE], "--head-machine needs --machine"),
+                          ([], "results of several machines (h100-c, h100-d): pass --machine")):
+        assert cli.main(["compare", "--results-dir", str(H100), *argv]) == 2  # an input mistake, as --help says
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
 def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
     _, (first, second, _) = repo

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON
-from tracker.errors import ToolError
+from tracker.errors import InputError, ToolError
 from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
 from workloads.names import MODES
 
@@ -383,6 +383,10 @@ exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the 
 3 compare/pr --fail-on held, 130 interrupted."""
 
 
+RESULTS_HELP = ("asv results directory (default: .asv/results of the kernel repository it runs in or "
+                "COMPILE_BASELINES_REPO names, else asv.conf.json's)")
+
+
 def _date(end_of_day: bool = False) -> Callable[[str], int]:
     """An argparse type: ms since the epoch or an ISO date/time (tracker.store.commits.parse_date_ms)."""
     def parse(text: str) -> int:
@@ -467,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the GPUs of this host to measure on, all of one model: all (default), N (the first N), "
                         "or indices 0,2,5")
     r.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
+    r.add_argument("--results-dir", help=RESULTS_HELP)
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
@@ -484,13 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = command("merge", "combine the results directories of shards into one",
                 "compile-baselines merge shard1/results shard2/results --results-dir .asv/results")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
-    g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
+    g.add_argument("--results-dir", help="destination (default: as for run)")
     g.add_argument("--cells-dir", nargs="+", metavar="DIR",
                    help="the shards' cell stores, whose failure reasons come along (default: beside each source)")
     g.add_argument("--dest-cells-dir", help="the destination's cell store (default: beside --results-dir)")
 
     def reading(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
+        p.add_argument("--results-dir", help=RESULTS_HELP)
 
     s = command("summary", "wins, geomeans, margins, domains, ties of the latest (or a given) run",
                 "compile-baselines summary\ncompile-baselines summary --commit 1a2b3c4d --format md")
@@ -520,9 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines compare\n"
                 "compile-baselines compare --base HEAD~1 --head HEAD --only-changed --factor 1.2\n"
                 "compile-baselines compare --base main --head 1a2b3c4d --format md --out comment.md\n"
+                "compile-baselines compare --machine h100-c --head-machine h100-d\n"
                 "compile-baselines compare --base-torch 2.9.1 --head-torch 2.11.0 --format table\n"
                 "compile-baselines compare --base C1 --head C2 --base-torch 2.11 --head-torch 2.12 --attribute",
-                more=" Without --base and --head: the machine's latest two runs (by date). With --base-torch and "
+                more=" Without --base and --head: the machine's latest two runs (by date), or with --head-machine "
+                     "the two machines' latest runs. With --base-torch and "
                      "--head-torch: head's latest run with that torch, base's at the same commit or the nearest. "
                      "With --attribute, when both the commit and torch differ: which of them moved each change.")
     reading(d)
@@ -530,7 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(default: the run before head)")
     d.add_argument("--head", help="head commit, as --base (default: the machine's latest run)")
     d.add_argument("--machine", help="asv machine name (needed when several are present)")
-    d.add_argument("--head-machine", help="the head's machine, when it differs (e.g. one machine per PyTorch version)")
+    d.add_argument("--head-machine", help="the head's machine, when it differs (one machine per PyTorch version, two "
+                                          "hosts); without --base and --head: each machine's latest run")
     d.add_argument("--base-torch", metavar="VERSION",
                    help="compare torch versions: the base's, or its start (2.11 matches 2.11.0+cu130); with "
                         "--head-torch")
@@ -623,7 +630,8 @@ def build_parser() -> argparse.ArgumentParser:
     u = command("publish", "asv publish (renders with no network) plus the report next to it",
                 "compile-baselines publish --out site")
     reading(u)
-    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir)")
+    u.add_argument("--out", help="output directory (default: .asv/html of the kernel repository it runs in, else "
+                                 "asv.conf.json's html_dir)")
     return parser
 
 
@@ -639,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
+    except (UsageError, InputError, KeyError, ValueError, FileNotFoundError) as e:
         print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # a file where a directory should be, a read-only directory, a full disk

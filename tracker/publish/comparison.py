@@ -104,15 +104,17 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
                              allow_cross_versions, rule, repo_dir)
         return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
     if base is None or head is None:
-        if head_machine is not None:
-            raise ValueError("--head-machine needs --base and --head")
-        b, h = default_pair(results_dir, base, head, machine, repo_dir)
+        b, h = default_pair(results_dir, base, head, machine, repo_dir, head_machine)
         picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
                               (("base", b, base), ("head", h, head)) if given is None)
-        why = "the latest run" if base is not None else "the run before head" if head is not None else \
-            "the latest two runs"
-        print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
-        base, head, machine = b.commit, h.commit, h.machine
+        if head_machine is not None:
+            print(f"compare: {picked}: the latest run of each machine, base on {b.machine}, head on {h.machine}",
+                  file=sys.stderr)
+        else:
+            why = "the latest run" if base is not None else "the run before head" if head is not None else \
+                "the latest two runs"
+            print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
+        base, head, machine = b.commit, h.commit, b.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
                      repo_dir=repo_dir)
     return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
