@@ -234,7 +234,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from tracker.publish.summary import summary_main
 
-    return summary_main(_results_dir(args), args.commit, args.machine, args.format)
+    return summary_main(_results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo())
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
@@ -497,9 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--results-dir", help=RESULTS_HELP)
 
     s = command("summary", "wins, geomeans, margins, domains, ties of the latest (or a given) run",
-                "compile-baselines summary\ncompile-baselines summary --commit 1a2b3c4d --format md")
+                "compile-baselines summary\ncompile-baselines summary --commit HEAD~1 --format md")
     reading(s)
-    s.add_argument("--commit", help="a commit hash or prefix (default: the latest run)")
+    s.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1 (default: the latest run)")
     s.add_argument("--machine", help="asv machine name (needed when several are present)")
     s.add_argument("--format", choices=("table", "md", "json"), default="table",
                    help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
