@@ -543,10 +543,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "--head-torch")
     d.add_argument("--head-torch", metavar="VERSION", help="compare torch versions: the head's; with --base-torch")
     d.add_argument("--format", choices=FORMATS_COMPARE,
-                   help="table: for a terminal (default on a terminal); md: the PR comment (default into a pipe or "
-                        "--out); json: a stable shape for scripts")
+                   help="table: for a terminal (default on a terminal), what the PR comment says; md: the PR "
+                        "comment (default into a pipe or --out); json: a stable shape for scripts")
     d.add_argument("--only-changed", action="store_true",
-                   help="list only the cells, best modes and kernel speedups that changed")
+                   help="list only the cells, best modes and kernel speedups that changed, and the cells the "
+                        "headline names (too noisy, unconfirmed, source unchanged)")
     d.add_argument("--factor", type=_factor, metavar="F",
                    help="also require a change beyond F (e.g. 1.2: 20%% slower or faster) on top of the noise rule; "
                         "only ever makes a verdict stricter")

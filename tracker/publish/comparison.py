@@ -26,7 +26,7 @@ from tracker.analyse.pairs import CompareError, default_pair
 from tracker.analyse.versionattribution import attribute
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
-from tracker.publish.prcomment import headline, render_comment
+from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.store import atomic
 from tracker.store.asvjson import RunFile
 
@@ -48,12 +48,13 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     "factor" only when the comparison was given one; "replicated_change" and "replicated_autotuned_small_change" are
     the floors for cells measured in several compiles a side (each cell's "compiles" says how many), "launch_jitter"
     the share of the launch floor every change must exceed in time. `only_changed`: the instances, cells and kernels
-    lists keep only what changed (the summary still counts the whole comparison)."""
+    lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source unchanged); the
+    summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
     if only_changed:
-        instances, cells, kernels = c.best_changes, [x for x in c.cells if x.significant], c.kernel_changes
+        instances, cells, kernels = c.best_changes, listed_cells(c, only_changed), c.kernel_changes
     return _round({
         "base": asdict(c.base), "head": asdict(c.head),
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
