@@ -622,27 +622,35 @@ def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head:
         raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
                            "(pass --machine)")
     check_versions(bi, hi, allow_cross_versions)
-    unaffected, note = _unaffected(bi, hi, repo_dir)
+    unaffected, note = _unaffected(bi, hi, repo_dir, (tb, th), workloads)
     comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected)
     comparison.warnings = warnings
     comparison.notes += [note] if note else []
     return comparison
 
 
-def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None) -> tuple[set[str], str]:
+def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None, tables: tuple[pd.DataFrame, ...] = (),
+                workloads: Collection[str] | None = None) -> tuple[set[str], str]:
     """The workloads the source differences between the two commits cannot move (none unless git can tell and
-    the runs share GPU, torch and triton), and a note saying what the source change reaches."""
+    the runs share GPU, torch and triton), and a note saying what the source change reaches, counting the workloads
+    the runs' `tables` measured (within `workloads`, when the comparison is restricted to them)."""
     if repo_dir is None or any(getattr(b, k) != getattr(h, k) for k in ("gpu", "torch", "triton")):
         return set(), ""
     reach = attribution.source_changes(b.commit, h.commit, repo_dir)
     if reach is None:
         return set(), ""
     unaffected = set(catalog.workload_names()) - set(reach.workloads)
-    if not unaffected:
+    measured = {str(w) for t in tables for w in t["workload"].unique()}
+    counted = unaffected & (measured if workloads is None else measured & set(workloads))
+    if not counted:
         return set(), ""
+    n = f"{len(counted)} workload{'s' if len(counted) != 1 else ''} measured"
+    if b.commit == h.commit:
+        return unaffected, (f"source: both runs are of commit {h.commit[:8]}, so timing changes of the {n} are "
+                            f"reported as '{SOURCE_UNCHANGED}' and not counted")
     what = "no workload" if not reach.workloads else ", ".join(reach.workloads)
-    return unaffected, (f"source: the changes between the commits reach {what}; timing changes of the other "
-                        f"{len(unaffected)} workloads are reported as '{SOURCE_UNCHANGED}' and not counted")
+    return unaffected, (f"source: the changes between the commits reach {what}; timing changes of the other {n} "
+                        f"are reported as '{SOURCE_UNCHANGED}' and not counted")
 
 
 def compare_versions(results_dir: str | os.PathLike[str], base_torch: str, head_torch: str,
@@ -668,7 +676,7 @@ def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, r
     read), whatever versions they were measured with: the caller decided that they are worth comparing. With
     `repo_dir`, cells the source differences cannot reach are reported as SOURCE_UNCHANGED (same versions only)."""
     tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
-    unaffected, note = _unaffected(bi, hi, repo_dir)
+    unaffected, note = _unaffected(bi, hi, repo_dir, (tb, th))
     comparison = compare_tables(tb, th, bi, hi, rule, unaffected=unaffected)
     comparison.notes += [note] if note else []
     comparison.warnings = loading
