@@ -145,6 +145,7 @@ def test_the_source_note_counts_the_workloads_measured_and_reads_right_for_one_c
     assert [n for n in c.notes if n.startswith("source:")] == [
         f"source: both runs are of commit {commit[:8]}, so timing changes of the 2 workloads measured are reported "
         "as 'source unchanged' and not counted"]
+    assert f"> **Note**: source: both runs are of commit {commit[:8]}, so " in render_comment(c)  # no method note
 
 
 PLANT = Path(__file__).resolve().parent / "fixtures" / "h100-pr-plant" / "results"

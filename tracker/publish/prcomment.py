@@ -94,6 +94,15 @@ def _changes(c: Comparison) -> str:
 _NAMED = (NOISY, UNCONFIRMED, SOURCE_UNCHANGED, UNKNOWN)
 
 
+def notes_heading(c: Comparison) -> str:
+    """What the comparison's notes are about: other versions, another way of measuring, or (the source note alone)
+    only which workloads the change reaches."""
+    if any(getattr(c.base, k) != getattr(c.head, k) for k in ("gpu", "torch", "triton", "cuda", "driver")):
+        return "Versions differ"
+    # compare's source note (analyse.compare._unaffected) says what the change reaches, nothing of the method
+    return "Method differs" if any(not n.startswith("source: ") for n in c.notes) else "Note"
+
+
 def listed_cells(c: Comparison, only_changed: bool = False) -> list[CellChange]:
     """The cells a rendering lists: every one, or with `only_changed` those the headline counts or names (significant
     changes, and cells too noisy to judge, unconfirmed, moved with their source unchanged or unjudged)."""
@@ -123,6 +132,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
+        "notes_heading": notes_heading(c),
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
     }
