@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import textwrap
@@ -22,6 +23,9 @@ from workloads.names import MODES
 
 ROOT = REPO_ROOT
 FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
+
+
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for `yes | head -1`'s yes: 141
 
 
 class UsageError(Exception):
@@ -380,7 +384,7 @@ everyday use:
 
 `compile-baselines COMMAND --help` has every option of a command.
 exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the command line or its inputs,
-3 compare/pr --fail-on held, 130 interrupted."""
+3 compare/pr --fail-on held, 130 interrupted, 141 the reader of the output went away (`run | head`)."""
 
 
 RESULTS_HELP = ("asv results directory (default: .asv/results of the kernel repository it runs in or "
@@ -409,9 +413,36 @@ def _factor(text: str) -> float:
     return value
 
 
+def version_text() -> str:
+    """'compile-baselines 0.1.0 (commit 1a2b3c4d5e6f, /path/to/checkout)': the package's version and, since it is
+    installed from a checkout, which commit of which checkout runs."""
+    from importlib import metadata
+
+    from tracker.store.commits import CommitError, git
+
+    try:
+        version = metadata.version("compile-baselines")
+    except metadata.PackageNotFoundError:
+        version = "(not installed)"
+    try:
+        commit = git(["rev-parse", "HEAD"], ROOT, timeout=10).strip()[:12]
+    except CommitError:
+        commit = "unknown"
+    return f"compile-baselines {version} (commit {commit}, {ROOT})"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked for (it runs git)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compile-baselines", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version, nargs=0, help="the version and the checkout's commit, then exit")
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config (default: the project's)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -643,11 +674,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
-        # The reader of our output went away (`list | head -1`): as CPython's docs on SIGPIPE recommend, send the
-        # rest of the output to devnull so that the flush at exit does not fail again.
+        # The reader of our output went away (`run | head`): as CPython's docs on SIGPIPE recommend, send the rest of
+        # the output to devnull so that the flush at exit does not fail again, and end as a process that SIGPIPE
+        # ended does for its shell (128 + 13), quietly: what was measured is recorded.
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return EXIT_CLOSED_PIPE
     except (UsageError, InputError, KeyError, ValueError, FileNotFoundError) as e:
         print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
         return 2
