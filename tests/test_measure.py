@@ -115,8 +115,8 @@ def test_a_skipped_measure_exits_non_zero_with_its_reason(capsys: pytest.Capture
     assert cli.main(["measure", "--preset", "decode", "--workload", "rl_dpo_loss", "--mode", "eager"]) == 1
     captured = capsys.readouterr()
     assert "skipped" in captured.out
-    assert captured.err.strip() == ("compile-baselines measure: skipped: rl_dpo_loss is decode-invariant: the study "
-                                    "measures it in prefill only")
+    assert captured.err.strip().splitlines()[-1] == ("compile-baselines measure: skipped: rl_dpo_loss is "
+                                                     "decode-invariant: the study measures it in prefill only")
 
 
 def test_unknown_names_raise_for_the_caller_to_report() -> None:
@@ -147,3 +147,33 @@ def test_the_flush_takes_only_free_gpu_memory_and_at_least_do_bench_s_own() -> N
     assert measure.affordable_flush(5, free_bytes=2**30 + 2 * measure.FLUSH_BYTES) == 2
     assert measure.affordable_flush(5, free_bytes=2**40) == 5
     assert measure.affordable_flush(5, free_bytes=0) == 1
+
+
+def test_a_cpu_cell_runs_on_the_threads_its_settings_say_and_records_them() -> None:
+    """Inductor fixes a CPU kernel's thread count when it compiles: the cell sets it first (one by default, steady on
+    a busy host), records it, and gives the process its own count back."""
+    before = torch.get_num_threads()
+    seen: list[int] = []
+
+    def probe(*args: torch.Tensor) -> torch.Tensor:
+        from workloads.diffusion import cfg_blend
+
+        seen.append(torch.get_num_threads())
+        return cfg_blend(*args)
+
+    cell = measure_cell("tiny", "diff_cfg_blend", "kernel:probe", device="cpu", settings=QUICK, fn_override=probe)
+    assert cell.status == "ok" and cell.cpu_threads == 1 and set(seen) == {1}
+    assert torch.get_num_threads() == before
+    seen.clear()
+    cell = measure_cell("tiny", "diff_cfg_blend", "kernel:probe", device="cpu", fn_override=probe,
+                        settings=Settings(warmup_ms=1, rep_ms=5, warmup_calls=2, cpu_threads=2))
+    assert cell.cpu_threads == 2 and set(seen) == {2}
+
+
+def test_a_host_busier_than_its_cores_is_said() -> None:
+    from tracker.measure.hostinfo import busy_warning
+
+    assert busy_warning(cores=2, load=1.9) is None and busy_warning(cores=2, load=2.0) is None
+    assert busy_warning(cores=2, load=4.3) == ("this host is busier than its cores (load average 4.3 over the last "
+                                               "minute, 2 cores): CPU timings will be slower and noisier than on an "
+                                               "idle host")

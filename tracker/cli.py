@@ -84,8 +84,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or Settings.rep_ms,
                         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit,
-                        cudagraph_mark_step=args.cudagraph_mark_step)
+                        cudagraph_mark_step=args.cudagraph_mark_step, cpu_threads=args.cpu_threads)
     mode = f"kernel:{args.kernel}" if args.kernel else args.mode
+    _warn_if_busy("measure", args.device)
     result = measure_cell(args.preset, args.workload, mode, device=args.device, settings=settings)
     d = result.as_dict()
     if args.json:
@@ -111,6 +112,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if result.status == "skipped":  # nothing measured: the work asked for was not done
         print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
     return 0 if result.ok else 1
+
+
+def _warn_if_busy(command: str, device: str | None) -> None:
+    from tracker.measure.hostinfo import busy_warning
+    from tracker.runner import policy
+
+    if policy.device(device) == "cpu" and (warning := busy_warning()):
+        print(f"{command}: warning: {warning}", file=sys.stderr)
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -171,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
         machine=machine, commit=commit, jobs=jobs, device=device,
         settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or policy.default_rep_ms(),
-                          warmup_calls=args.warmup_calls, time_limit_s=args.time_limit),
+                          warmup_calls=args.warmup_calls, time_limit_s=args.time_limit, cpu_threads=args.cpu_threads),
         cell_timeout_s=args.cell_timeout,
         warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed,
@@ -180,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}"
           + (f" ({len(gpus)} GPUs: {','.join(gpus)})" if len(gpus) > 1 else "") + f", presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
+    _warn_if_busy("run", device)
     outcome = runner.run_suite(cells, cfg, conf, date_ms)
     failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
     print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
@@ -463,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do_bench measurement budget (ms; default: measure 1000, the study's; run 500 a cell)")
         g.add_argument("--warmup-calls", type=COUNT, default=20, help="direct calls after compiling")
         g.add_argument("--time-limit", type=POSITIVE, default=None, help="seconds for a whole cell, compile included")
+        g.add_argument("--cpu-threads", type=_number(int, 1, False), default=1, metavar="N",
+                       help="on a CPU: the threads a cell compiles its kernels for and runs on (default 1: steady "
+                            "timings on a shared or busy host)")
 
     m = command("measure", "measure one cell in this process, without asv, and print it",
                 "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
