@@ -43,8 +43,7 @@ class Settings:
     cudagraph_mark_step: bool = False
     # Threads of a cell on a CPU (torch's intra-op and inductor's OpenMP kernels, fixed when compiled): one keeps the
     # timing steady on a shared or loaded host, where a parallel kernel waits for whichever of its threads the
-    # scheduler left out (tiny llm_rmsnorm default at load 4.3 on 2 cores: p90 0.042 ms and up to 19.9 ms on two
-    # threads, p90 0.022 ms on one).
+    # scheduler left out (README, "Commands", has the figures).
     cpu_threads: int = 1
 
 
