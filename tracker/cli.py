@@ -173,7 +173,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     commit, date_ms = commits.resolve(args.commit, repo, args.date)
     check_commit(commit)
     asvfiles.check_writable(conf.results_dir)
-    _where_notes(args, cells, repo, commit, conf.results_dir)
     jobs = args.jobs or policy.default_jobs(device, len(gpus))
     cfg = runner.RunConfig(
         # absolute: the workers run in the repository root, whatever the working directory here
@@ -189,6 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}"
           + (f" ({len(gpus)} GPUs: {','.join(gpus)})" if len(gpus) > 1 else "") + f", presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
+    _where_notes(args, cells, repo, commit, conf.results_dir)
     _warn_if_busy("run", device)
     outcome = runner.run_suite(cells, cfg, conf, date_ms)
     failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
