@@ -330,7 +330,7 @@ def cmd_pr(args: argparse.Namespace) -> int:
     jobs = args.jobs or policy.default_jobs(device, len(gpus.visible()) if device == "cuda" else 0)
     return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), jobs, args.machine,
                    args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on,
-                   scope=scope, repo_dir=project_repo())
+                   scope=scope, repo_dir=project_repo(), modes=args.mode)
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
@@ -638,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "half each, their timings alternating on the GPU")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
     q.add_argument("--preset", nargs="+", help="default: as run's")
+    q.add_argument("--mode", nargs="+", choices=MODES, help="only these modes (default: all five)")
     q.add_argument("--workload", nargs="+", metavar="WORKLOAD",
                    help="measure only these among what the PR changed: names or NAMESPACE.* (a kernel repository)")
     q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
