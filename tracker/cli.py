@@ -666,8 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
     n = command("init", "write what a kernel repository needs to plug its own workloads and kernels in",
                 "compile-baselines init --dir ../my-kernels --namespace mykernels", more=(
                     " The entry points (pyproject.toml, or the lines to add to yours), a workload skeleton with a "
-                    "tiny preset and a sweep, a candidate skeleton, and the caller of the reusable workflow, pinned "
-                    "to this compile-baselines commit. Existing files are never overwritten without --force."))
+                    "tiny preset and a sweep, a candidate skeleton, the caller of the reusable workflow, pinned "
+                    "to this compile-baselines commit, and a .gitignore for what runs leave there (an existing one "
+                    "is added to). Existing files are never overwritten without --force."))
     n.add_argument("--dir", default=".", help="the repository to write into (default: here)")
     n.add_argument("--namespace", help="the workloads' namespace (default: from the directory's name)")
     n.add_argument("--ref", help="the compile-baselines commit the workflow pins (default: this checkout's HEAD)")
