@@ -626,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     x.add_argument("--yes", action="store_true", help="remove them (default: only list them)")
 
-    q = command("pr", "on a GPU host: measure what a PR changed at base and head, compare, comment",
+    q = command("pr", "measure what a PR changed at base and head (at once on a GPU host), compare, comment",
                 "compile-baselines pr --base origin/main --head HEAD --repo OWNER/NAME --pr 42")
     reading(q)
     q.add_argument("--base", required=True, help="base ref")
