@@ -97,7 +97,8 @@ def test_real_cpu_run_loads_into_one_row_per_cell() -> None:
     assert list(t.columns) == ["commit", "date", "machine", "gpu", "torch", "triton", "preset", "workload", "mode",
                                "domain", "status", "reason", "median_ms", "ci_low", "ci_high", "q25", "q75",
                                "n_samples", "samples", "compile_s", "peak_mem_mib", "compiles", "compiles_median_ms",
-                               "compiles_max_ms", "launch_us"]
+                               "compiles_max_ms", "compiles_mean_ms", "compiles_log_sd", "compiles_set_aside",
+                               "launch_us"]
     # 2 runs x 2 workloads x all 5 modes (the 3 modes not run are 'skipped'), one row each
     assert len(t) == 20
     assert set(t["commit"].astype(str).str[:8]) == {"5d800df4", "bc844535"}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracker.analyse.verdicts import FAIL_ON
+from tracker.analyse.verdicts import FAIL_ON, TESTS
 from tracker.errors import InputError, ToolError
 from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
 from workloads.names import MODES
@@ -294,13 +294,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from tracker.store import asvfiles
 
         confirm_head(asvfiles.load_conf(_conf_path(args), _results_dir(args)), args.base, args.head, args.machine,
-                     args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=project_repo())
+                     args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=project_repo(),
+                     history=args.history)
     return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
                         args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
                         only_changed=args.only_changed, repo_dir=project_repo(), base_torch=args.base_torch,
                         head_torch=args.head_torch,
                         confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0),
-                        attribute_changes=args.attribute)
+                        attribute_changes=args.attribute, history=args.history, test=args.test)
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -330,7 +331,7 @@ def cmd_pr(args: argparse.Namespace) -> int:
     jobs = args.jobs or policy.default_jobs(device, len(gpus.visible()) if device == "cuda" else 0)
     return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), jobs, args.machine,
                    args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on,
-                   scope=scope, repo_dir=project_repo(), modes=args.mode)
+                   scope=scope, repo_dir=project_repo(), history=args.history, modes=args.mode)
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
@@ -605,6 +606,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
                         "unconfirmed")
     d.add_argument("-j", "--jobs", type=int, help="with --confirm: cells at once (default as for run)")
+    d.add_argument("--history", nargs="+", default=[], metavar="DIR",
+                   help="results directories whose runs of the same GPU and torch tell each cell's noise, beside the "
+                        "head machine's own earlier runs (docs/verdicts.md)")
+    d.add_argument("--test", choices=TESTS, default=TESTS[0],
+                   help="noise: each cell against its own noise, the comparison's false alarms kept under 5%% "
+                        "(default); bands: the fixed bands of earlier versions")
     d.add_argument("--attribute", action="store_true",
                    help="when both the commit and torch differ between base and head: say which one moved each best "
                         "baseline and significant cell, from a cross run (head's commit under base's torch, or base's "
@@ -643,6 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure only these among what the PR changed: names or NAMESPACE.* (a kernel repository)")
     q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
     q.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
+    q.add_argument("--history", nargs="+", default=[], metavar="DIR",
+                   help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
+                        "nightly's results branch)")
 
     i = command("issue", "open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)",
                 "compile-baselines issue --repo OWNER/NAME --title 'Best baselines' --body-file body.md")

@@ -15,6 +15,7 @@ Standard library only: asv imports the benchmark suite, and with it this module,
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,17 @@ def _compiles(cell: dict[str, Any]) -> list[float]:
     return [cell["median_ms"] if cell.get("median_ms") is not None else statistics.median(cell["samples_ms"])]
 
 
+def _kept(cell: dict[str, Any]) -> list[float]:
+    """The compiles a cell's noise is read from: all of them but a gross outlier (tracker.stats.set_aside, applied
+    by tracker.store.cells.combine); a cell stored before that rule: all of them."""
+    return list(cell["compiles_kept_ms"]) if cell.get("compiles_kept_ms") else _compiles(cell)
+
+
+def _log_sd(cell: dict[str, Any]) -> float | None:
+    kept = _kept(cell)
+    return statistics.stdev(math.log(x) for x in kept) if len(kept) > 1 else None
+
+
 # latency is the best replicate's (tracker.store.cells.combine); the compiles_* metrics give the spread over them
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("latency", "ms", "median_ms", lambda cell: cell["samples_ms"], sampled=True),
@@ -51,6 +63,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("compiles", "unit", "compiles", lambda cell: len(_compiles(cell))),
     Metric("compiles_median", "ms", "compiles_median_ms", lambda cell: statistics.median(_compiles(cell))),
     Metric("compiles_max", "ms", "compiles_max_ms", lambda cell: max(_compiles(cell))),
+    # the change test's unit: the kept compiles' geometric mean and the sd of their natural logs
+    Metric("compiles_mean", "ms", "compiles_mean_ms",
+           lambda cell: math.exp(statistics.fmean(math.log(x) for x in _kept(cell)))),
+    Metric("compiles_log_sd", "unit", "compiles_log_sd", _log_sd, absent="one compile: no spread"),
+    Metric("compiles_set_aside", "unit", "compiles_set_aside", lambda cell: len(_compiles(cell)) - len(_kept(cell))),
 )}
 
 

@@ -17,6 +17,14 @@ Both are fixed parameters: each run is a fresh process, so run-to-run noise is w
 within-run CI does not see it. Where a cell was measured in several compiles, the spread of those compiles is the
 noise instead (tracker.analyse.compare, docs/verdicts.md).
 
+Several fresh compiles of one cell (its replicates, each in a process of its own):
+- `set_aside`: the one gross outlier among them, if any, so that one bad compile never widens a cell's noise;
+- `Compiles`: their count, mean and spread in log latency, the unit the change test reads.
+
+Many cells of one comparison, each with a p-value:
+- `t_p_value`, `stouffer`, `bh_select`: the two-sided t-test, the combination of one instance's modes and the
+  Benjamini-Hochberg step-up selection that keeps the false alarms of a whole comparison under control.
+
 `float_or_none` is the one conversion of a missing number (NaN) to None, for JSON and view models.
 
 Imports only numpy (scipy inside `p_value`), so every stage can use it.
@@ -88,6 +96,14 @@ def relative_spread(median: float, q25: float | None, q75: float | None,
 TOO_NOISY_SPREAD = 0.20
 
 
+def too_noisy(median: Any, q25: Any, q75: Any, max_spread: float = TOO_NOISY_SPREAD) -> Any:
+    """The too-noisy test: samples whose IQR spreads over more than `max_spread` of their median. Arrays or scalars;
+    False where a quartile is missing (judged on the rest)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = (np.asarray(q75, dtype=float) - np.asarray(q25, dtype=float)) / np.asarray(median, dtype=float)
+    return np.nan_to_num(spread, nan=0.0) > max_spread
+
+
 # How far under its median a timing's lower quartile may lie before the timing counts as disturbed (something
 # outside the GPU lock ran on the GPU). Undisturbed timings stay within about a tenth and disturbed ones fall far
 # further, so a quarter separates them with room on both sides; `tools/bench_runner.py` reports the widest
@@ -125,6 +141,107 @@ def p_value(a: Sequence[float | None] | None, b: Sequence[float | None] | None,
     if not any(_missing(x) for x in (a_lo, a_hi, b_lo, b_hi)):
         return 0.0 if (a_hi < b_lo or b_hi < a_lo) else 1.0
     return None
+
+
+# ---------------------------------------------------------------------------------------------------- compiles
+
+# A compile at least this far from the other compiles of its cell (a factor of 1.5 in time) and far beyond their own
+# spread is a gross outlier: a process disturbed while it ran, or a compile of another machine state. Modes of one
+# cell's compiles (two generated codes a few tens of percent apart) stay well inside it.
+GROSS_OUTLIER = math.log(1.5)
+OUTLIER_SPREADS = 5.0
+
+
+def set_aside(values_ms: Sequence[float]) -> tuple[list[float], list[float]]:
+    """(kept, set aside) of one cell's compile medians. Values that are not positive finite numbers are set aside.
+    Of three or more, the one farthest from the rest is set aside when it lies beyond both GROSS_OUTLIER and
+    OUTLIER_SPREADS times the rest's own range (in log) from the rest's median: at most one, so that two compiles
+    that agree never outvote the third by their agreement alone."""
+    good = [float(v) for v in values_ms if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    bad = [v for v in values_ms if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0)]
+    if len(good) < 3:
+        return good, bad
+    logs = np.log(good)
+    far = int(np.argmax(np.abs(logs - np.median(logs))))
+    rest = np.delete(logs, far)
+    distance = abs(logs[far] - float(np.median(rest)))
+    if distance > max(GROSS_OUTLIER, OUTLIER_SPREADS * float(np.ptp(rest))):
+        return [v for i, v in enumerate(good) if i != far], [good[far], *bad]
+    return good, bad
+
+
+@dataclass(frozen=True)
+class Compiles:
+    """One side's compiles of a cell, in natural-log latency: `n` kept, their mean and sample sd (None with one),
+    `set_aside` how many `set_aside` left out, `best_ms` the best kept compile (the recorded latency)."""
+
+    n: int
+    log_mean: float
+    log_sd: float | None
+    best_ms: float
+    set_aside: int = 0
+
+    @classmethod
+    def of(cls, values_ms: Sequence[float]) -> Compiles | None:
+        kept, out = set_aside(values_ms)
+        if not kept:
+            return None
+        logs = np.log(kept)
+        sd = float(np.std(logs, ddof=1)) if len(kept) > 1 else None
+        return cls(len(kept), float(np.mean(logs)), sd, min(kept), len(out))
+
+    @property
+    def mean_ms(self) -> float:
+        """Their geometric mean."""
+        return math.exp(self.log_mean)
+
+
+# ---------------------------------------------------------------------------------------------------- many tests
+
+
+def t_p_value(t: float, df: float) -> float:
+    """Two-sided p-value of a t statistic with `df` degrees of freedom (the normal's where df is infinite)."""
+    from scipy.stats import norm  # scipy takes a second to import: only comparisons need it
+    from scipy.stats import t as student
+
+    if not math.isfinite(df):
+        return float(2 * norm.sf(abs(t)))
+    return float(2 * student.sf(abs(t), df))
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The upper q-quantile's point of the t distribution (the normal's where df is infinite)."""
+    from scipy.stats import norm
+    from scipy.stats import t as student
+
+    return float(norm.isf(q) if not math.isfinite(df) else student.isf(q, df))
+
+
+def stouffer(p_values: Sequence[float], signs: Sequence[float]) -> float:
+    """Two-sided p-value of several independent tests taken together (Stouffer's Z): each two-sided p turned into a
+    signed z by the direction of its change, summed over sqrt(k). Changes in one direction add up; opposite ones
+    cancel."""
+    from scipy.stats import norm
+
+    z = [math.copysign(float(norm.isf(max(p, 1e-300) / 2)), s) for p, s in zip(p_values, signs, strict=True)]
+    return float(2 * norm.sf(abs(sum(z)) / math.sqrt(len(z))))
+
+
+def simes(p_values: Sequence[float]) -> float:
+    """Simes' p-value of several tests taken together: min over i of p(i) * k / i. Valid however the tests depend
+    positively on each other, and as strong as the best single test when one of them moved."""
+    ps = sorted(p_values)
+    return min(1.0, min(p * len(ps) / i for i, p in enumerate(ps, 1)))
+
+
+def bh_select(p_values: Sequence[float], alpha: float) -> list[bool]:
+    """Benjamini-Hochberg's step-up selection: the tests whose p-values lie at or under the largest p(i) <= alpha *
+    i / m. Under no change at all, the chance of selecting any is at most alpha (independent tests)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    last = max((rank for rank, i in enumerate(order, 1) if p_values[i] <= alpha * rank / m), default=0)
+    chosen = set(order[:last])
+    return [i in chosen for i in range(m)]
 
 
 # ---------------------------------------------------------------------------------------------------- noise rules
@@ -193,5 +310,21 @@ class HostBound:
             return (launch_us > 0) & (ms * 1000 <= self.k * launch_us)
 
 
-__all__ = ["SAMPLES_KEPT", "HostBound", "NoiseModel", "float_or_none", "p_value", "quantile", "relative_spread",
-           "thin"]
+__all__ = [
+    "SAMPLES_KEPT",
+    "Compiles",
+    "HostBound",
+    "NoiseModel",
+    "bh_select",
+    "float_or_none",
+    "p_value",
+    "quantile",
+    "relative_spread",
+    "set_aside",
+    "simes",
+    "stouffer",
+    "t_p_value",
+    "t_quantile",
+    "thin",
+    "too_noisy",
+]

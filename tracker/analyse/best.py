@@ -1,8 +1,8 @@
 """The study's figures from the results table, per run (commit, machine, torch) and preset, and their history.
 
 Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefill), from ok cells only:
-- best mode: the fastest median (the study's definition; failed or incorrect cells never win; equal medians go
-  to the earlier mode of MODES, eager first);
+- best mode: the fastest median (the study's definition; failed or incorrect cells never win, nor do cells too
+  noisy to judge, whose medians rank nothing; equal medians go to the earlier mode of MODES, eager first);
 - wins per mode (all five, zeros included) and per domain;
 - geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
 - head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok (`h2h_instances`:
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracker.stats import HostBound, NoiseModel
+from tracker.stats import HostBound, NoiseModel, too_noisy
 from tracker.store.results import CELL_KEYS, RUN_KEYS
 from workloads.kernels.registry import candidate_name
 from workloads.names import DECODE_INVARIANT, MODES
@@ -81,7 +81,8 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     first = np.unique(codes, return_index=True)[1]
     inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
     mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.store.results)
-    ok = (t["status"] == "ok").to_numpy()
+    # A cell too noisy to judge ranks nothing: no win, no geomean, no margin (tracker.analyse.unstable lists it)
+    ok = (t["status"] == "ok").to_numpy() & ~too_noisy(t["median_ms"], t["q25"], t["q75"])
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
     hi = _matrix(codes[ok], mode_idx[ok], t["ci_high"].to_numpy()[ok], n)

@@ -1,41 +1,15 @@
 """Base vs head: two runs of one machine and one set of versions, compared cell by cell and instance by instance
 (the runs: tracker.analyse.pairs; rendering them: tracker.publish.comparison and tracker.publish.prcomment).
 
-A cell measured in several compiles (fresh processes) on either side is judged on them (see _judge): the slower side's
-best beyond the faster side's slowest compile by a floor (5% when both sides have several, 12% for the autotuned modes'
-small or host-bound cells; the bands below when one side has one); the samples' p-value does not decide. A change found
-on fewer compiles than ChangeRule.confirm asks is UNCONFIRMED, not counted (tracker.analyse.confirm, docs/verdicts.md).
-
-A cell measured once on both sides (preset, workload, mode) changed when both hold (ChangeRule):
-- its samples differ: Mann-Whitney U on the two runs' stored samples, p < 0.01 (without samples: disjoint 99% CIs);
-- its median moved by more than what fresh processes show with unchanged code: 10%, 25% for cells under 50 us or
-  host-bound, 30% for the autotuned modes;
-and neither run's samples are spread over more than 20% (relative IQR): such a cell was disturbed while it was
-measured, and its change is reported as "noisy", never as a regression. A user's factor (ChangeRule.factor, compare
---factor F, asv compare's --factor) raises every band to at least F: a change must also exceed F (ratio > F or
-< 1/F), so the factor only ever makes a verdict stricter.
-
-Why: two full H100 runs of the same workload code, one compile a cell (54a7e406, now tests/fixtures/h100-plain-flush,
-and ff774dff; both were tests/fixtures/h100, which git history keeps). Within a run, the samples
-of a cell separate even 1% shifts (p < 0.01 for 85-92% of cells), so the p-value alone flags noise. Across the runs,
-cells whose relative IQR was <= 20% in both moved by at most 12% (median 0.4-2.5%), except the autotuned modes',
-whose autotuner picked other kernels (up to 27%); cells with a wider spread in either run (91 of 205, mostly under
-300 us in decode) moved by a median 37-71% and up to 8.6x. No threshold on the ratio separates those from real
-changes; their own spread does.
-
-Either way a change must also exceed a quarter of the launch floor in time (ChangeRule.launch_jitter; ~1.1 us on
-the H100): the processes of a host-bound cell draw times that far apart whatever its code. Prefill rl_dpo_loss
-default measured 4.51-4.64 us in three processes and 5.28-5.31 us in three others, the same generated code and
-launch configs in all six, and 4.51, 4.61 and 5.28 us in a re-run (tests/fixtures/h100-plant-calibrated): a
-relative band of 12% did not cover that 0.64 us step. With that floor in place small and host-bound cells of eager,
-default and reduce-overhead need no wider relative floor than the rest: their processes agree within a few percent.
-Those of the autotuned modes keep 12%: their compiles draw launch configs from a wide spread. What three compiles of
-an autotuned cell cannot bound at all (all three of one run drawing its slower generated code) no floor bounds:
-confirmation draws fresh compiles instead (tracker.analyse.confirm, docs/verdicts.md).
+Each cell is judged by the change rule (tracker.analyse.judge: its noise test, the cells of a comparison selected
+together, or the fixed bands where nothing is known of a cell's noise); its noise comes from its compiles, its
+history and its class (tracker.analyse.noise). A change found on fewer compiles than ChangeRule.confirm asks is
+UNCONFIRMED, not counted (tracker.analyse.confirm, docs/verdicts.md).
 
 An instance's best baseline changed when a different mode now wins beyond the noise (the old winner is not in the
 new winner's tie set, tracker.stats.NoiseModel) and a judged cell change accounts for it (the old winner got slower
-or failed, or the new winner got faster), or when the best latency itself moved by a judged change.
+or failed, or the new winner got faster), or when the best latency itself moved by a judged change: the same mode's
+cell verdict, or, where another mode wins, the two winners' best compiles judged with their own uncertainty.
 Kernels under test ("kernel:NAME" cells) are compared by their speedup over the instance's best baseline.
 
 Versions: runs measured with another GPU, torch or triton are not compared unless asked (check_versions);
@@ -50,24 +24,39 @@ before it record none: do_bench's plain 256 MiB flush). The notes say so, and ev
 Attribution: with the repository at hand, a cell of a workload that no source difference between the two commits
 can reach (analyse.attribution), measured under the same versions, moved for another reason than the change (the
 compiler drew other kernels or launch configs, the machine timed it differently): its timing change is reported as
-"source unchanged" and not counted, and neither is a best-baseline change it would back. Each changed cell also
-says what its compiled code did (fingerprints: same code, other launch configs, other generated code).
+"source unchanged" and not counted, and neither is a best-baseline change it would back. The workloads the source
+change does reach are judged with joint evidence over each instance's modes (tracker.analyse.judge.select). Each
+changed cell also says what its compiled code did (fingerprints: same code, other launch configs, other generated
+code).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from tracker import stats
-from tracker.analyse import attribution, pairs
+from tracker.analyse import attribution, noise, pairs
 from tracker.analyse.best import COMPILED, analyse, instance_table
+from tracker.analyse.judge import (
+    NOISE_TEST,
+    ChangeRule,
+    Evidence,
+    Selection,
+    Verdict,
+    best_evidence,
+    evidence,
+    judge_bands,
+    resolution,
+    select,
+    verdict_of,
+)
+from tracker.analyse.noise import EmpiricalNoise, History, cell_class, compiles_of
 from tracker.analyse.pairs import CompareError, RunInfo
 from tracker.analyse.verdicts import (
     ADDED,
@@ -93,62 +82,11 @@ from tracker.analyse.verdicts import (
     UNCONFIRMED,
     UNKNOWN,
 )
-from tracker.stats import HostBound, NoiseModel, float_or_none
+from tracker.stats import float_or_none
 from tracker.store.asvjson import RunFile
 from workloads import catalog
 from workloads.kernels.registry import MODE_PREFIX
-from workloads.names import AUTOTUNED_MODES, MODES
-
-
-@dataclass(frozen=True)
-class ChangeRule:
-    """When a cell's change counts (see the module docstring for the measurements behind the numbers)."""
-
-    p_value: float = 0.01
-    min_change: float = 0.10
-    small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
-    autotuned_change: float = 0.30
-    autotuned_modes: tuple[str, ...] = AUTOTUNED_MODES
-    # Both sides measured in several compiles: the band's floor, under the spread measured (see threshold); a
-    # host-bound cell's wider jitter is the launch floor's (launch_jitter), not a fraction of its time. Small or
-    # host-bound cells of the autotuned modes draw their launch configs from a wide spread, which three compiles do
-    # not bound: decode llm_label_smoothed_ce_loss max-autotune-no-cudagraphs drew 24.4-29.6 us in one run and
-    # 31.2-46.8 us in the next, 5.4% beyond (tests/fixtures/h100-aa3)
-    replicated_change: float = 0.05
-    replicated_autotuned_small_change: float = 0.12
-    # Every change must also exceed this fraction of the launch floor in time: a host-bound cell's processes draw
-    # times a fraction of a launch apart whatever its code (see the module docstring)
-    launch_jitter: float = 0.25
-    max_spread: float = stats.TOO_NOISY_SPREAD  # relative IQR above which a measurement is too disturbed
-    noise: NoiseModel = field(default_factory=NoiseModel)
-    host: HostBound = field(default_factory=HostBound)
-    factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
-    # Compiles (fresh processes) each side needs before a change counts: (base, head). (0, 0): any; the PR flow
-    # re-measures candidates on both sides, a nightly on its head side (the base is history).
-    confirm: tuple[int, int] = (0, 0)
-
-    def __post_init__(self) -> None:
-        if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
-            raise ValueError(f"--factor takes a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
-
-    def threshold(self, mode: str, ms: float, launch_us: float, replicated: bool = False) -> float:
-        """The relative change a cell of `mode` at `ms` (the faster of its two medians) must exceed. `replicated`:
-        both sides were measured in several compiles, whose spread the verdict reads (see compare._judge), so the
-        band is a floor for what else differs between runs, and the autotuned modes need no wider one."""
-        small = self.noise.small(ms) or self.host.bound(ms, launch_us)
-        autotuned = mode in self.autotuned_modes
-        if replicated:
-            t = self.replicated_autotuned_small_change if small and autotuned else self.replicated_change
-        else:
-            t = self.small_change if small else self.min_change
-            t = max(t, self.autotuned_change) if autotuned else t
-        return t if self.factor is None else max(t, self.factor - 1)
-
-    def jitter_floor(self, ms: float, launch_us: float) -> float:
-        """The relative change at `ms` that a quarter of the launch floor (launch_jitter) makes: no change is
-        smaller in time. 0 where no launch floor was recorded."""
-        return self.launch_jitter * launch_us / (ms * 1000)
-
+from workloads.names import MODES
 
 # ---------------------------------------------------------------------------------------------------- records
 
@@ -168,6 +106,10 @@ class CellChange:
     compiled: str | None = None  # what the compiled code did between the runs (COMPILED_SAME ...); None: unknown
     compiles: tuple[int, int] | None = None  # fresh compiles measured (base, head)
     method: bool = False  # changed, host-bound, and the runs were measured differently: the method can explain it
+    ci: tuple[float, float] | None = None  # the ratio's confidence interval (the noise test)
+    resolution: float | None = None  # the smallest change the comparison could have claimed here (the noise test)
+    means_ms: tuple[float, float] | None = None  # the compiles' geometric means (base, head), what the test compared
+    noise: str | None = None  # what the cell's noise was read from ("fixed bands": none was known)
 
     @property
     def significant(self) -> bool:
@@ -193,6 +135,7 @@ class InstanceChange:
     reason: str
     host_bound: bool
     unconfirmed: bool = False  # moved beyond noise only on fewer compiles than the rule asks: listed, not counted
+    ci: tuple[float, float] | None = None  # the best latency's ratio's confidence interval (the noise test)
 
 
 @dataclass(frozen=True)
@@ -288,55 +231,6 @@ def _samples(row: Any) -> list[float] | None:
     return row.samples if isinstance(row.samples, list) else None
 
 
-def compiles(row: Any) -> tuple[int, float]:
-    """(how many compiles, the slowest one's median) of a measured row; (1, its median) for a run that recorded
-    none (older runs, imported studies)."""
-    n, slowest = float_or_none(getattr(row, "compiles", None)), float_or_none(getattr(row, "compiles_max_ms", None))
-    return (int(n), slowest) if n and slowest else (1, float(row.median_ms))
-
-
-def _judge(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: float) -> dict[str, Any]:
-    """Ratio, p-value, threshold, spread and verdict for two ok measurements (rows of the results table; each
-    median is the best of its compiles).
-
-    Where either side was measured in several compiles, what differs between compiles is the noise, not the
-    within-process samples: the slower side's best must lie beyond the faster side's slowest compile by the band
-    (the threshold is that, relative to the faster side's best), and the samples' p-value does not decide. The band
-    is the replicated floor when both sides have several compiles, the single-compile band otherwise, and at least
-    a quarter launch floor in time beyond that slowest compile. Without compiles the fixed bands and the p-value
-    decide, the quarter launch floor counted from the faster median. A change found on fewer compiles than
-    `rule.confirm` asks for is UNCONFIRMED."""
-    ratio = float(h.median_ms / b.median_ms)
-    fast = min(b.median_ms, h.median_ms)
-    (nb, b_max), (nh, h_max) = compiles(b), compiles(h)
-    several = max(nb, nh) > 1
-    band = max(rule.threshold(m, fast, launch_us, replicated=nb > 1 and nh > 1) for m in modes)
-    faster_spread = (b_max / b.median_ms) if ratio >= 1 else (h_max / h.median_ms)
-    if several:  # the floor lies beyond the faster side's slowest compile, a quarter launch at least
-        band = max(band, rule.jitter_floor(faster_spread * fast, launch_us))
-        threshold = faster_spread * (1 + band) - 1
-    else:
-        threshold = max(band, rule.jitter_floor(fast, launch_us))
-    spread = max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
-    p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
-    if abs(math.log(ratio)) < math.log1p(threshold):
-        verdict = SAME
-    elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
-        verdict = NOISY
-    elif several:
-        verdict = SLOWER if ratio > 1 else FASTER
-    elif p is None:
-        verdict = UNKNOWN
-    elif p < rule.p_value:
-        verdict = SLOWER if ratio > 1 else FASTER
-    else:
-        verdict = SAME
-    if verdict in (SLOWER, FASTER) and (nb < rule.confirm[0] or nh < rule.confirm[1]):
-        verdict = UNCONFIRMED
-    return {"ratio": ratio, "p_value": p, "threshold": threshold, "spread": float_or_none(spread),
-            "verdict": verdict, "compiles": (nb, nh)}
-
-
 def _status_verdict(b: Any, h: Any) -> str | None:
     """The verdict when either side is missing or failed; None when both are ok."""
     if b is None:
@@ -364,14 +258,75 @@ def _fingerprint(row: Any) -> dict[str, Any] | None:
     return fp if isinstance(fp, dict) else None
 
 
-def _cell(key: tuple[str, str, str], b: Any, h: Any, rule: ChangeRule, launch_us: float) -> CellChange:
-    verdict = _status_verdict(b, h)
+def _change(key: tuple[str, str, str], b: Any, h: Any, v: Verdict) -> CellChange:
+    """A judged cell as the comparison lists it."""
+    return CellChange(*key, float(b.median_ms), float(h.median_ms), v.ratio, v.p_value, v.threshold, v.spread,
+                      v.verdict, compiled_change(_fingerprint(b), _fingerprint(h)), v.compiles, ci=v.ci,
+                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise)
+
+
+def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellChange:
+    """A cell missing or failed on either side."""
     base_ms = float(b.median_ms) if b is not None and b.status == "ok" else None
     head_ms = float(h.median_ms) if h is not None and h.status == "ok" else None
-    if verdict is not None:
-        return CellChange(*key, base_ms, head_ms, None, None, None, None, verdict)
-    compiled = compiled_change(_fingerprint(b), _fingerprint(h))
-    return CellChange(*key, base_ms, head_ms, **_judge(b, h, [key[2]], rule, launch_us), compiled=compiled)
+    return CellChange(*key, base_ms, head_ms, None, None, None, None, verdict)
+
+
+@dataclass
+class _Judged:
+    """The verdicts of a comparison's cells, and what judging its best latencies needs."""
+
+    verdicts: dict[tuple[str, str, str], Verdict]
+    evidence: dict[tuple[str, str, str], Evidence]
+    selection: Selection
+    model: EmpiricalNoise | None
+    together: bool
+
+
+def _evidence(key: tuple[str, str, str], b: Any, h: Any, model: EmpiricalNoise | None, rule: ChangeRule,
+              launch_us: float, together: bool) -> Evidence | None:
+    """The noise test's evidence for a cell, or None where its noise is unknown (the bands judge it then)."""
+    cb, ch = compiles_of(b), compiles_of(h)
+    if model is None or cb is None or ch is None:
+        return None
+    cls = cell_class(key[2], min(cb.best_ms, ch.best_ms), launch_us, rule.noise, rule.host)
+    noise = model.noise(key, cls, cb, ch)
+    return None if noise is None else evidence(b, h, noise, rule, launch_us, together)
+
+
+def _judge_all(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule, launch_us: float,
+               model: EmpiricalNoise | None, together: bool, joint: Collection[str]) -> _Judged:
+    """Every cell measured ok on both sides: the noise test where its noise is known, selected together (the
+    instances of `joint` workloads as families of their modes), the bands elsewhere."""
+    verdicts, ev = {}, {}
+    for key, (b, h) in ok.items():
+        verdicts[key] = judge_bands(b, h, [key[2]], rule, launch_us)
+        e = _evidence(key, b, h, model, rule, launch_us, together)
+        if e is not None:
+            ev[key] = e
+    # A cell whose noise is known too little to resolve its band is left to the band (before any change is read)
+    ev = {k: e for k, e in ev.items() if resolution(e, len(ev), rule) <= (verdicts[k].threshold or math.inf)}
+    families: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
+    for key in ev:
+        joined = key[1] in joint and key[2] in MODES
+        families.setdefault(key[:2] if joined else key, []).append(key)
+    chosen = select(ev, list(families.values()), rule.alpha)
+    for key, e in ev.items():
+        verdicts[key] = verdict_of(e, key in chosen.cells, chosen.families, rule)
+    return _Judged(verdicts, ev, chosen, model, together)
+
+
+def _latency(key: tuple[str, str], bw: str, hw: str, bc: dict, hc: dict, judged: _Judged, rule: ChangeRule,
+             launch_us: float) -> Verdict:
+    """The change of an instance's best latency: the winning mode's own verdict when it still wins; else the base
+    winner's best compile against the head winner's, with their own uncertainty (or the bands where unknown)."""
+    if bw == hw and (*key, bw) in judged.verdicts:
+        return judged.verdicts[(*key, bw)]
+    b, h = judged.evidence.get((*key, bw)), judged.evidence.get((*key, hw))
+    if b is None or h is None:
+        return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us)
+    e = best_evidence(b, h, bc[(*key, bw)], hc[(*key, hw)], rule, launch_us, judged.together)
+    return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule)
 
 
 def _measured(t: pd.DataFrame) -> dict[tuple[str, str, str], Any]:
@@ -398,53 +353,79 @@ def launch_floor(base: RunInfo, head: RunInfo) -> float:
     return max(x for x in (base.launch_us, head.launch_us, 0.0) if x is not None)
 
 
+@dataclass(frozen=True)
+class Context:
+    """What a comparison knows beyond its two runs: the cells' `history` (earlier runs of the same GPU and torch;
+    None: none), whether base and head were measured `together` (their timings interleaved on one GPU, the PR flow),
+    and the workloads whose own source changed between them (`joint`: their instances are judged on their modes
+    together)."""
+
+    history: History | None = None
+    together: bool = False
+    joint: frozenset[str] = frozenset()
+
+
+def _modes_only(t: pd.DataFrame) -> pd.DataFrame:
+    """The analysis' input: the five modes, as categories."""
+    t = t[t["mode"].astype(str).isin(MODES)].copy()
+    t["mode"] = pd.Categorical(t["mode"].astype(str), categories=list(MODES))
+    return t
+
+
+def _instances_of(t: pd.DataFrame, rule: ChangeRule) -> dict[tuple[str, str], Any]:
+    return {(str(r.preset), str(r.workload)): r
+            for r in instance_table(_modes_only(t), rule.noise, rule.host).itertuples(index=False)}
+
+
 def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, head_info: RunInfo,
                    rule: ChangeRule | None = None, workloads: Collection[str] | None = None,
-                   unaffected: Collection[str] = ()) -> Comparison:
+                   unaffected: Collection[str] = (), context: Context | None = None) -> Comparison:
     """Compare two runs' tables (results-table columns, samples included; each one run). `unaffected`: the
     workloads no source difference between the runs can move (analyse.attribution): their cells' timing changes
     are reported as SOURCE_UNCHANGED, never counted."""
-    rule = rule or ChangeRule()
+    rule, context = rule or ChangeRule(), context or Context()
     if workloads is not None:
         base = base[base["workload"].astype(str).isin(workloads)]
         head = head[head["workload"].astype(str).isin(workloads)]
     launch = launch_floor(base_info, head_info)
     bc, hc = _measured(base), _measured(head)
-    cells = {k: _cell(k, bc.get(k), hc.get(k), rule, launch) for k in sorted(bc.keys() | hc.keys(), key=_order)}
-
-    def modes_only(t: pd.DataFrame) -> pd.DataFrame:  # the analysis' input: the five modes, as categories
-        t = t[t["mode"].astype(str).isin(MODES)].copy()
-        t["mode"] = pd.Categorical(t["mode"].astype(str), categories=list(MODES))
-        return t
-
-    bi = {(str(r.preset), str(r.workload)): r for r in instance_table(modes_only(base), rule.noise,
-                                                                      rule.host).itertuples(index=False)}
-    hi = {(str(r.preset), str(r.workload)): r for r in instance_table(modes_only(head), rule.noise,
-                                                                      rule.host).itertuples(index=False)}
+    keys = sorted(bc.keys() | hc.keys(), key=_order)
+    unjudged = {k: v for k in keys if (v := _status_verdict(bc.get(k), hc.get(k))) is not None}
+    model = EmpiricalNoise(context.history or History(), rule.prior_df, rule.run_floor) if rule.test == NOISE_TEST \
+        else None
+    judged = _judge_all({k: (bc[k], hc[k]) for k in keys if k not in unjudged}, rule, launch, model,
+                        context.together, context.joint)
+    cells = {k: _unjudged(k, bc.get(k), hc.get(k), unjudged[k]) if k in unjudged else
+             _change(k, bc[k], hc[k], judged.verdicts[k]) for k in keys}
+    bi, hi = _instances_of(base, rule), _instances_of(head, rule)
     common = sorted(bi.keys() & hi.keys(), key=_order)
-    instances = [_instance(k, bi[k], hi[k], bc, hc, cells, rule, launch) for k in common]
-    kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, rule, launch)
+    instances = [_instance(k, bi[k], hi[k], bc, hc, cells, judged, rule, launch) for k in common]
+    kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, judged, rule, launch)
                for k in cells if k[2].startswith(MODE_PREFIX)]
-    notes = _version_notes(base_info, head_info)
-    method = _method_notes(base, head, base_info, head_info)
-    if method:
-        notes += method
-        floors = [x for x in (base_info.launch_us, head_info.launch_us) if x]
-        changed = [k for k, x in cells.items() if (x.significant or x.verdict == UNKNOWN)
-                   and x.base_ms is not None and x.head_ms is not None]
-        if not floors:
-            notes.append("no launch floor is known for either run: which changed cells are host-bound cannot be told")
-        else:
-            marked = [k for k in changed if bool(rule.host.bound(min(cells[k].base_ms, cells[k].head_ms), launch))]
-            for k in marked:
-                cells[k] = replace(cells[k], method=True)
-            notes.append(f"{len(marked)} of the {len(changed)} cells that moved beyond their band are host-bound "
-                         f"(at most {rule.host.k:g} x the {launch:.2f} us launch floor): the difference in method "
-                         "alone can explain their change (marked method)")
+    notes = _version_notes(base_info, head_info) + _mark_method(cells, base, head, base_info, head_info, rule, launch)
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
-                      _figures(modes_only(base), modes_only(head), common, rule),
+                      _figures(_modes_only(base), _modes_only(head), common, rule),
                       sorted(hi.keys() - bi.keys(), key=_order), sorted(bi.keys() - hi.keys(), key=_order), notes)
+
+
+def _mark_method(cells: dict[tuple[str, str, str], CellChange], base: pd.DataFrame, head: pd.DataFrame,
+                 base_info: RunInfo, head_info: RunInfo, rule: ChangeRule, launch: float) -> list[str]:
+    """The notes on how the runs were measured differently, and the changed host-bound cells that difference alone
+    can explain, marked `method` in `cells`."""
+    notes = _method_notes(base, head, base_info, head_info)
+    if not notes:
+        return []
+    changed = [k for k, x in cells.items() if (x.significant or x.verdict == UNKNOWN)
+               and x.base_ms is not None and x.head_ms is not None]
+    if not [x for x in (base_info.launch_us, head_info.launch_us) if x]:
+        return [*notes, "no launch floor is known for either run: which changed cells are host-bound cannot be told"]
+    marked = [k for k in changed if bool(rule.host.bound(min(cells[k].base_ms, cells[k].head_ms), launch))]
+    for k in marked:
+        cells[k] = replace(cells[k], method=True)
+    return [*notes, f"{len(marked)} of the {len(changed)} cells that moved beyond their band are host-bound "
+                    f"(at most {rule.host.k:g} x the {launch:.2f} us launch floor): the difference in method alone "
+                    "can explain their change (marked method)"]
 
 
 def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels: list[KernelChange],
@@ -463,8 +444,8 @@ def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels
     return cells, instances, kernels
 
 
-def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, rule: ChangeRule,
-              launch: float) -> InstanceChange:
+def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, judged: _Judged,
+              rule: ChangeRule, launch: float) -> InstanceChange:
     bw, hw = b.winner if isinstance(b.winner, str) else None, h.winner if isinstance(h.winner, str) else None
     base_ms, head_ms = (float(b.winner_ms) if bw else None), (float(h.winner_ms) if hw else None)
     common = {"base_ties": tuple(b.ties), "head_ties": tuple(h.ties), "base_ms": base_ms, "head_ms": head_ms,
@@ -476,13 +457,11 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
                               mode_changed=changed,
                               best_changed=changed, reason=reason, **common)
     old, new = cells[(*key, bw)], cells.get((*key, hw))
-    if bw == hw:
-        latency = {"ratio": old.ratio, "p_value": old.p_value, "threshold": old.threshold, "verdict": old.verdict}
-    else:
-        latency = _judge(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch)
-        if NOISY in (old.verdict, new.verdict if new else None) and latency["verdict"] in (SLOWER, FASTER):
-            # A disturbed measurement of either winner decides which mode wins, and so the best latency.
-            latency["verdict"] = NOISY
+    v = _latency(key, bw, hw, bc, hc, judged, rule, launch)
+    latency = {"ratio": v.ratio, "p_value": v.p_value, "threshold": v.threshold, "verdict": v.verdict, "ci": v.ci}
+    if bw != hw and NOISY in (old.verdict, new.verdict if new else None) and v.verdict in (SLOWER, FASTER):
+        # A disturbed measurement of either winner decides which mode wins, and so the best latency.
+        latency["verdict"] = NOISY
     mode_changed = bw != hw and bw not in h.ties
     backed = old.verdict in (SLOWER, NOW_FAILS) or (new is not None and new.verdict in (FASTER, ADDED, NOW_OK))
     reasons = []
@@ -504,11 +483,11 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
                           threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
                           best_changed=best_changed, reason="; ".join(reasons), **common,
-                          unconfirmed=not best_changed and UNCONFIRMED in verdicts)
+                          unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"])
 
 
-def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, rule: ChangeRule,
-            launch: float) -> KernelChange:
+def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, judged: _Judged,
+            rule: ChangeRule, launch: float) -> KernelChange:
     name = key[2].removeprefix(MODE_PREFIX)
 
     def speedup(inst: Any, ms: float | None) -> float | None:
@@ -523,14 +502,13 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
     if change is None:
         return KernelChange(*key[:2], name, sb, sh, None, UNKNOWN)
     # The speedup moves when the kernel or the best baseline moves: judge both, each with its own noise.
-    bw, hw = b.winner, h.winner
-    best = _judge(bc[(*key[:2], bw)], hc[(*key[:2], hw)], {bw, hw}, rule, launch)
-    threshold = max(cell.threshold or 0.0, best["threshold"])
+    best = _latency(key[:2], b.winner, h.winner, bc, hc, judged, rule, launch)
+    threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
     if abs(math.log(change)) < math.log1p(threshold):
         verdict = SAME
-    elif NOISY in (cell.verdict, best["verdict"]):
+    elif NOISY in (cell.verdict, best.verdict):
         verdict = NOISY
-    elif cell.verdict in (SLOWER, FASTER) or best["verdict"] in (SLOWER, FASTER):
+    elif cell.verdict in (SLOWER, FASTER) or best.verdict in (SLOWER, FASTER):
         verdict = GAINED if change > 1 else LOST
     else:
         verdict = SAME
@@ -604,66 +582,101 @@ def check_versions(b: RunInfo, h: RunInfo, allow_cross_versions: bool, expected:
 def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head: str, machine: str | None = None,
                  allow_cross_versions: bool = False, rule: ChangeRule | None = None,
                  workloads: Collection[str] | None = None, head_machine: str | None = None,
-                 repo_dir: Path | None = None) -> Comparison:
+                 repo_dir: Path | None = None, history: Sequence[str | os.PathLike[str]] = (),
+                 together: bool = False, joint: Collection[str] = ()) -> Comparison:
     """Compare the runs of commits `base` and `head` (hashes or prefixes) of one machine: from a results directory
-    (only those two files are read), or from a results table with samples. CompareError across versions unless
+    (those two files with their samples, and the rest of the directory and the `history` directories for the
+    cells' history), or from a results table with samples. CompareError across versions unless
     `allow_cross_versions`; `workloads` restricts the comparison (the PR flow measures only some). `head_machine`
     names another machine for the head run (one machine per PyTorch version: compare the versions at one commit).
-    With `repo_dir`, a commit that is no hash prefix of a run is resolved as a git ref there (HEAD~1, a branch)."""
+    With `repo_dir`, a commit that is no hash prefix of a run is resolved as a git ref there (HEAD~1, a branch), and
+    the source differences between the commits decide what is attributed to them. `together`: base and head were
+    measured at once; `joint`: workloads whose source changed, where the repository is not at hand (the PR flow)."""
     if isinstance(source, pd.DataFrame):
         tb, th, bi, hi = pairs.split_pair(source, base, head, machine, head_machine)
         warnings: list[str] = []
+        tables = [source]
     else:
         b, h, warnings = pairs.pick_pair(source, base, head, machine, head_machine, repo_dir)
         check_versions(pairs.header_info(b), pairs.header_info(h), allow_cross_versions)  # before any parsing
         tb, th, bi, hi, loading = pairs.load_pair(source, b, h)
         warnings = warnings + loading
+        tables = _history_tables(source, history, hi.machine)
     if bi.machine != hi.machine and head_machine is None:
         raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
                            "(pass --machine)")
     check_versions(bi, hi, allow_cross_versions)
-    unaffected, note = _unaffected(bi, hi, repo_dir, (tb, th), workloads)
-    comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected)
+    unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th), workloads)
+    context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule), together,
+                      frozenset(joint) | frozenset(reach))
+    comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected, context)
     comparison.warnings = warnings
     comparison.notes += [note] if note else []
     return comparison
 
 
+def _history_tables(results_dir: str | os.PathLike[str], history: Sequence[str | os.PathLike[str]],
+                    machine: str) -> list[pd.DataFrame]:
+    """The runs the cells' history is read from: the results directory's runs of the head's machine (a nightly's
+    earlier nights), and every run of the `history` directories (another store of the same GPU, the nightly's
+    results for a PR)."""
+    own = pairs.load_history(results_dir)
+    own = own[own["machine"].astype(str) == machine] if not own.empty else own
+    return [own, *(pairs.load_history(d) for d in history)]
+
+
+def _run_key(r: RunInfo) -> tuple[str, str, str]:
+    return (r.commit, r.machine, r.torch)
+
+
+def history_of(tables: Sequence[pd.DataFrame], gpu: str, torch: str, exclude: Sequence[tuple[str, str, str]],
+               rule: ChangeRule | None = None) -> History:
+    """The cells' history for a comparison: the runs of `tables` on `gpu` under `torch`, the compared ones left
+    out."""
+    rule = rule or ChangeRule()
+    return noise.history_of(tables, gpu, torch, exclude, ties=rule.noise, host=rule.host)
+
+
 def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None, tables: tuple[pd.DataFrame, ...] = (),
-                workloads: Collection[str] | None = None) -> tuple[set[str], str]:
+                workloads: Collection[str] | None = None) -> tuple[set[str], str, tuple[str, ...]]:
     """The workloads the source differences between the two commits cannot move (none unless git can tell and
-    the runs share GPU, torch and triton), and a note saying what the source change reaches, counting the workloads
-    the runs' `tables` measured (within `workloads`, when the comparison is restricted to them)."""
+    the runs share GPU, torch and triton), a note saying what the source change reaches, counting the workloads the
+    runs' `tables` measured (within `workloads`, when the comparison is restricted to them), and the workloads it
+    reaches."""
     if repo_dir is None or any(getattr(b, k) != getattr(h, k) for k in ("gpu", "torch", "triton")):
-        return set(), ""
+        return set(), "", ()
     reach = attribution.source_changes(b.commit, h.commit, repo_dir)
     if reach is None:
-        return set(), ""
+        return set(), "", ()
     unaffected = set(catalog.workload_names()) - set(reach.workloads)
+    if not unaffected:
+        return set(), "", tuple(reach.workloads)
     measured = {str(w) for t in tables for w in t["workload"].unique()}
     counted = unaffected & (measured if workloads is None else measured & set(workloads))
     if not counted:
-        return set(), ""
+        return unaffected, "", tuple(reach.workloads)
     n = f"{len(counted)} workload{'s' if len(counted) != 1 else ''} measured"
     if b.commit == h.commit:
-        return unaffected, (f"source: both runs are of commit {h.commit[:8]}, so timing changes of the {n} are "
-                            f"reported as '{SOURCE_UNCHANGED}' and not counted")
-    what = "no workload" if not reach.workloads else ", ".join(reach.workloads)
-    return unaffected, (f"source: the changes between the commits reach {what}; timing changes of the other {n} "
-                        f"are reported as '{SOURCE_UNCHANGED}' and not counted")
+        note = (f"source: both runs are of commit {h.commit[:8]}, so timing changes of the {n} are reported as "
+                f"'{SOURCE_UNCHANGED}' and not counted")
+    else:
+        what = "no workload" if not reach.workloads else ", ".join(reach.workloads)
+        note = (f"source: the changes between the commits reach {what}; timing changes of the other {n} are "
+                f"reported as '{SOURCE_UNCHANGED}' and not counted")
+    return unaffected, note, tuple(reach.workloads)
 
 
 def compare_versions(results_dir: str | os.PathLike[str], base_torch: str, head_torch: str,
                      machine: str | None = None, head_machine: str | None = None, base: str | None = None,
                      head: str | None = None, allow_cross_versions: bool = False, rule: ChangeRule | None = None,
-                     repo_dir: Path | None = None) -> Comparison:
+                     repo_dir: Path | None = None, history: Sequence[str | os.PathLike[str]] = ()) -> Comparison:
     """torch `base_torch` vs `head_torch` on one kind of machine: the runs picked by version (pairs.version_pair:
     head's latest run, base at the same commit or the nearest), torch and triton allowed to differ, another GPU
     refused unless `allow_cross_versions`. The notes say how base was chosen."""
     b, h, warnings, how = pairs.version_pair(results_dir, base_torch, head_torch, machine, head_machine, base, head,
                                              repo_dir)
     check_versions(pairs.header_info(b), pairs.header_info(h), allow_cross_versions, ("torch", "triton"))
-    comparison = compare_files(results_dir, b, h, rule)
+    comparison = compare_files(results_dir, b, h, rule, history=history)
     comparison.notes.insert(0, f"runs picked by torch version: head {h.commit[:8]} on {h.machine} (torch {h.torch}, "
                                f"its latest run), base {b.commit[:8]} on {b.machine} (torch {b.torch}, {how})")
     comparison.warnings = warnings + comparison.warnings
@@ -671,18 +684,22 @@ def compare_versions(results_dir: str | os.PathLike[str], base_torch: str, head_
 
 
 def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, rule: ChangeRule | None = None,
-                  repo_dir: Path | None = None) -> Comparison:
-    """Compare two runs already picked (their files in `results_dir`; only those two and their cell stores are
-    read), whatever versions they were measured with: the caller decided that they are worth comparing. With
-    `repo_dir`, cells the source differences cannot reach are reported as SOURCE_UNCHANGED (same versions only)."""
+                  repo_dir: Path | None = None, history: Sequence[str | os.PathLike[str]] = ()) -> Comparison:
+    """Compare two runs already picked (their files in `results_dir` with their cell stores; the directory's other
+    runs and the `history` directories for the cells' history), whatever versions they were measured with: the
+    caller decided that they are worth comparing. With `repo_dir`, cells the source differences cannot reach are
+    reported as SOURCE_UNCHANGED (same versions only)."""
     tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
-    unaffected, note = _unaffected(bi, hi, repo_dir, (tb, th))
-    comparison = compare_tables(tb, th, bi, hi, rule, unaffected=unaffected)
+    unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th))
+    tables = _history_tables(results_dir, history, hi.machine)
+    context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule),
+                      joint=frozenset(reach))
+    comparison = compare_tables(tb, th, bi, hi, rule, unaffected=unaffected, context=context)
     comparison.notes += [note] if note else []
     comparison.warnings = loading
     return comparison
 
 
-__all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison",
+__all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison", "Context",
            "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "compare_files",
-           "compare_runs", "compare_tables", "compare_versions"]
+           "compare_runs", "compare_tables", "compare_versions", "history_of", "launch_floor"]

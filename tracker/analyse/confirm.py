@@ -22,10 +22,10 @@ Cell = tuple[str, str, str]  # (preset, workload, mode)
 
 
 def candidates(c: Comparison) -> list[Cell]:
-    """The cells whose re-measurement decides the comparison: every cell that moved beyond its band (too noisy to
-    judge included: its next measurements may be quiet) or beyond the band it would have once confirmed (the
-    replicated floor: a change that only confirmation can show), and the old and new winners of every instance
-    whose best baseline (mode or latency) moved."""
+    """The cells whose re-measurement decides the comparison: every cell judged to have moved (too noisy to judge
+    included: its next measurements may be quiet) or that moved beyond its minimum change (a change only more
+    compiles can show), and the old and new winners of every instance whose best baseline (mode or latency)
+    moved."""
     moved = (SLOWER, FASTER, UNCONFIRMED, NOISY)
     launch = launch_floor(c.base, c.head)
     keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in moved or _beyond_floor(x, c, launch)}
@@ -41,8 +41,10 @@ def cell_names(cells: list[Cell]) -> list[str]:
 
 
 def _beyond_floor(x: CellChange, c: Comparison, launch_us: float) -> bool:
+    """Moved beyond the noise test's minimum change; for a cell of unknown noise (judged by the bands), beyond the
+    floor and the quarter launch."""
     if x.base_ms is None or x.head_ms is None or x.ratio is None:
         return False
-    fast = min(x.base_ms, x.head_ms)
-    floor = max(c.rule.threshold(x.mode, fast, launch_us, replicated=True), c.rule.jitter_floor(fast, launch_us))
-    return abs(math.log(x.ratio)) > math.log1p(floor)
+    least = x.threshold if x.ci is not None and x.threshold is not None else \
+        max(c.rule.floor, c.rule.jitter_floor(min(x.base_ms, x.head_ms), launch_us))
+    return abs(math.log(x.ratio)) > math.log1p(least)

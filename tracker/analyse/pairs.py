@@ -225,5 +225,14 @@ def load_pair(results_dir: str | os.PathLike[str], b: RunFile,
     return tb, th, _run_info(tb, b.params), _run_info(th, h.params), loaded.warnings
 
 
-__all__ = ["METHOD_KEYS", "CompareError", "MachineNeeded", "RunInfo", "default_pair", "header_info", "load_pair",
+def load_history(results_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """Every run of a results directory without samples: the cells' history (a missing directory: none). Files
+    that cannot be read are left out; the pair itself is read strictly by load_pair."""
+    if not Path(results_dir).is_dir():
+        return pd.DataFrame()
+    return load_runs(list_runs(results_dir)[0]).table
+
+
+__all__ = ["METHOD_KEYS", "CompareError", "MachineNeeded", "RunInfo", "default_pair", "header_info", "load_history",
+           "load_pair",
            "pick_pair", "split_pair", "torch_matches", "version_pair"]

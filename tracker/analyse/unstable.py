@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracker.stats import TOO_NOISY_SPREAD
+from tracker.stats import TOO_NOISY_SPREAD, too_noisy
 from tracker.store.results import CELL_KEYS, RUN_KEYS
 
 COLUMNS = [*RUN_KEYS, *CELL_KEYS, "median_ms", "spread"]
@@ -18,7 +18,7 @@ def unstable_cells(table: pd.DataFrame, max_spread: float = TOO_NOISY_SPREAD) ->
     ok = table[table["status"] == "ok"]
     with np.errstate(invalid="ignore", divide="ignore"):
         spread = ((ok["q75"] - ok["q25"]) / ok["median_ms"]).to_numpy(dtype=float)
-    out = ok.assign(spread=spread)[spread > max_spread]  # NaN (no quartiles) is never flagged
+    out = ok.assign(spread=spread)[too_noisy(ok["median_ms"], ok["q25"], ok["q75"], max_spread)]
     out = out.sort_values([*RUN_KEYS, "preset", "spread"], ascending=[True] * (len(RUN_KEYS) + 1) + [False],
                           kind="stable")
     return out[COLUMNS].astype({k: str for k in [*RUN_KEYS, *CELL_KEYS]}).reset_index(drop=True)

@@ -2,6 +2,8 @@
 without loading the analysis (pandas)."""
 
 FAIL_ON = ("best-change", "regression", "never")
+# The change tests (tracker.analyse.judge): each cell against its own noise, or the fixed bands of earlier versions.
+TESTS = ("noise", "bands")
 EXIT_OK, EXIT_FAIL_ON = 0, 3  # 1 and 2 are the CLI's: a tool error, a usage error
 
 # Cell verdicts. Counted as regressions: SLOWER, NOW_FAILS; as improvements: FASTER, NOW_OK.

@@ -230,12 +230,16 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
             results_dir: str | os.PathLike[str] = ".asv/results", jobs: int | None = None,
             machine: str | None = None, presets: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
             runner: Runner | None = None, repo_dir: str | os.PathLike[str] = ROOT, only_on_change: bool = True,
-            fail_on: str = "never", scope: Sequence[str] | None = None, modes: Sequence[str] | None = None) -> int:
+            fail_on: str = "never", scope: Sequence[str] | None = None,
+            history: Sequence[str | os.PathLike[str]] = (), modes: Sequence[str] | None = None) -> int:
     """`compile-baselines pr`: exit 0, or 3 when `fail_on` holds; errors raise (CLI: 1, usage 2).
 
     A comment is created only when something changed (`only_on_change`), an earlier one is always updated.
-    `scope`: the workloads this repository measures (a kernel repository's own); None: every one. `modes`: only these
-    (None: all five)."""
+    `scope`: the workloads this repository measures (a kernel repository's own); None: every one. `history`: results
+    directories whose runs tell each cell's noise (the nightly's). Base and head are measured in one session, so the
+    comparison leaves out the run-to-run noise of runs on other days; every workload measured is one whose source
+    the PR changed, so each instance's modes are judged together (tracker.analyse.judge). `modes`: only these (None:
+    all five)."""
     if fail_on not in compare.FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
     target = _target(repo, pr)
@@ -261,7 +265,9 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
             print(f"pr: measuring {len(names)} workloads at {commit[:12]}", file=log)
     measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, modes=modes)
     rule = compare.ChangeRule(confirm=(confirm.COMPILES, confirm.COMPILES))
-    comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads, rule=rule)
+    judge = {"workloads": selection.workloads, "rule": rule, "history": history, "together": True,
+             "joint": selection.workloads}
+    comparison = compare.compare_runs(results, base, head, machine, **judge)
     cells = confirm.candidates(comparison)
     if cells:
         # Each side's further compiles in one run, so they compile side by side: one round a side took 60-90 s on
@@ -270,7 +276,7 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
               file=log)
         measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, confirm.cell_names(cells),
                 confirm.COMPILES, modes)
-        comparison = compare.compare_runs(results, base, head, machine, workloads=selection.workloads, rule=rule)
+        comparison = compare.compare_runs(results, base, head, machine, **judge)
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
     body = prcomment.render_comment(comparison, scope=selection.describe().capitalize() + ".")

@@ -19,10 +19,10 @@ from tracker.analyse.compare import (
     Comparison,
     InstanceChange,
 )
+from tracker.publish.evidence import cell_evidence, ms
 from tracker.publish.prcomment import (
     headline,
     listed_cells,
-    ms_text,
     ratio_text,
     speedup_text,
     unconfirmed_winners,
@@ -34,7 +34,7 @@ DASH = "-"
 
 
 def _ms(x: float | None) -> str:  # plain ASCII for any terminal
-    return ms_text(x, micro="us", dash=DASH)
+    return ms(x, micro="us", dash=DASH)
 
 
 def _ratio(x: float | None) -> str:
@@ -60,11 +60,11 @@ def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
 
 
 def _cell_rows(cells: list[CellChange]) -> list[str]:
-    rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode")]
+    rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode", "evidence")]
     rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio),
               x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else "")
               + (" [method]" if x.method else ""), x.preset, x.workload,
-              x.mode) for x in cells]
+              x.mode, cell_evidence(x, micro="us", arrow="->")) for x in cells]
     return _columns(rows, right={1, 2, 3})
 
 

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tracker.analyse.compare import (
     compare_runs,
     compare_versions,
 )
+from tracker.analyse.judge import NOISE_TEST
 from tracker.analyse.pairs import CompareError, default_pair
 from tracker.analyse.versionattribution import attribute
 from tracker.publish import attributiontext
@@ -45,11 +47,13 @@ def _round(x: Any) -> Any:
 
 def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
     """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule has a
-    "factor" only when the comparison was given one; "replicated_change" and "replicated_autotuned_small_change" are
-    the floors for cells measured in several compiles a side (each cell's "compiles" says how many), "launch_jitter"
-    the share of the launch floor every change must exceed in time. `only_changed`: the instances, cells and kernels
-    lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source unchanged); the
-    summary still counts the whole comparison."""
+    "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.judge):
+    "alpha", "floor", "prior_df", "run_floor", "resolve" and "ci_level" are the noise test's, "p_value" to
+    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "launch_jitter" the share of the
+    launch floor every change must exceed in time. A cell judged by the noise test has its "ci", "resolution",
+    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands). `only_changed`: the instances,
+    cells and kernels lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source
+    unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
@@ -62,7 +66,9 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
                     "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances),
                     "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells),
                     "unconfirmed": len(c.unconfirmed)},
-        "rule": {k: rule[k] for k in ("p_value", "min_change", "small_change", "autotuned_change", "autotuned_modes",
+        "rule": {k: rule[k] for k in ("test", "alpha", "floor", "prior_df", "run_floor", "resolve", "ci_level",
+                                      "p_value",
+                                      "min_change", "small_change", "autotuned_change", "autotuned_modes",
                                       "replicated_change", "replicated_autotuned_small_change", "launch_jitter",
                                       "max_spread", "confirm")}
         | {"small_below_ms": c.rule.noise.small_below_ms, "host_bound_k": c.rule.host.k} | factor,
@@ -84,25 +90,27 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
                  allow_cross_versions: bool = False, head_machine: str | None = None, *, factor: float | None = None,
                  only_changed: bool = False, repo_dir: Path | None = None, base_torch: str | None = None,
                  head_torch: str | None = None, confirm: tuple[int, int] = (0, 0),
-                 attribute_changes: bool = False) -> int:
+                 attribute_changes: bool = False, history: Sequence[str | os.PathLike[str]] = (),
+                 test: str = NOISE_TEST) -> int:
     """`compile-baselines compare`: the comparison as a terminal table, markdown (the PR comment's body) or JSON, to
     `out` or stdout. `base`/`head`: hash prefixes, or git refs resolved in `repo_dir`; None: the machine's latest run
     (head) and the run before it (base), said on stderr. `factor`: a change must also exceed this ratio;
     `only_changed`: list only what changed. `base_torch`/`head_torch` (both or neither): compare two torch versions,
     the runs picked by version (base and head, when given, narrow the choice). `confirm`: the compiles (base, head)
     a change needs to count (ChangeRule.confirm). `attribute_changes` (--attribute): when both the commit and torch
-    differ between the two runs, say which one moved each change (tracker.analyse.versionattribution). Exit 0, or
+    differ between the two runs, say which one moved each change (tracker.analyse.versionattribution). `history`:
+    more results directories for the cells' noise; `test`: the change test (ChangeRule.test). Exit 0, or
     EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
-    rule = ChangeRule(factor=factor, confirm=confirm)
+    rule = ChangeRule(test=test, factor=factor, confirm=confirm)
     if (base_torch is None) != (head_torch is None):
         raise CompareError("--base-torch and --head-torch go together: compare one torch version with another")
     if base_torch is not None and head_torch is not None:
         c = compare_versions(results_dir, base_torch, head_torch, machine, head_machine, base, head,
-                             allow_cross_versions, rule, repo_dir)
+                             allow_cross_versions, rule, repo_dir, history)
         return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
     if base is None or head is None:
         b, h = default_pair(results_dir, base, head, machine, repo_dir, head_machine)
@@ -117,7 +125,7 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
             print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
         base, head, machine = b.commit, h.commit, b.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
-                     repo_dir=repo_dir)
+                     repo_dir=repo_dir, history=history)
     return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
 
 

@@ -10,6 +10,7 @@ import jinja2
 
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNKNOWN
+from tracker.publish.evidence import cell_evidence, latency_evidence, ms
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
@@ -18,13 +19,6 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 DASH, TIMES = "\u2013", "\u00d7"  # what a missing value and a ratio look like in the comment
-
-
-def ms_text(x: float | None, micro: str = "µs", dash: str = DASH) -> str:
-    """A latency in ms as the comment shows it: µs below a millisecond, 3 significant digits."""
-    if x is None:
-        return dash
-    return f"{x * 1000:.3g} {micro}" if x < 1 else f"{x:.3g} ms"
 
 
 def ratio_text(x: float | None, times: str = TIMES, dash: str = DASH) -> str:
@@ -51,7 +45,8 @@ def speedup_text(x: float | None, times: str = TIMES, dash: str = DASH) -> str:
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=ms_text, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, speedup=speedup_text,
+_ENV.filters.update(ms=ms, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, speedup=speedup_text,
+                    evidence=lambda x: cell_evidence(x).replace("|", "\\|"), latency=latency_evidence,
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 
 

@@ -1,11 +1,11 @@
 """The rule a comparison's cells were judged by, in words: the terminal table's footer and the PR comment's fine
 print say the same thing, from here, with the numbers of the comparison's ChangeRule (never restated).
 
-A comparison can judge cells two ways (tracker.analyse.compare._judge): a cell measured in one compile a side by
-its samples (p-value) and the fixed bands; a cell measured in several compiles on either side by its compiles (the
-slower side's best beyond the faster side's slowest compile by a band: the replicated floor when both sides have
-several, the fixed band otherwise), the p-value not deciding. Saying only the first would misstate every confirmed
-change, so the words name the ways that applied to this comparison's cells, and the confirmation the rule asks for.
+A comparison judges a cell one of three ways (tracker.analyse.judge): against its own noise (the noise test, where
+anything is known of it); where nothing is, by the fixed bands: a cell measured in one compile a side by its samples
+(p-value) and the bands, a cell measured in several compiles on either side by its compiles (the slower side's best
+beyond the faster side's slowest compile by a band). The words name the ways that applied to this comparison's
+cells, and the confirmation the rule asks for.
 """
 
 from __future__ import annotations
@@ -13,22 +13,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracker.analyse.compare import ChangeRule, Comparison, launch_floor
+from tracker.analyse.judge import NOISE_TEST
 
 
 @dataclass(frozen=True)
 class Applied:
     """Which ways of judging a cell this comparison used (cells with a status verdict were not judged on times)."""
 
-    single: bool  # some cell had one compile on both sides (or no judged cell at all: the default rule)
-    several: bool  # some cell had several compiles on at least one side
-    one_sided: bool  # some cell had several compiles on one side only: its band is the fixed one
+    single: bool  # some cell of the bands had one compile on both sides
+    several: bool  # some cell of the bands had several compiles on at least one side
+    one_sided: bool  # some cell of the bands had several compiles on one side only: its band is the fixed one
+    noise: bool = False  # some cell was judged against its own noise (or no judged cell at all: the default test)
 
     @classmethod
     def of(cls, c: Comparison) -> Applied:
-        judged = [x.compiles for x in c.cells if x.compiles]
-        several = any(max(n) > 1 for n in judged)
-        return cls(single=any(max(n) == 1 for n in judged) or not several, several=several,
-                   one_sided=any(min(n) == 1 < max(n) for n in judged))
+        judged = [x for x in c.cells if x.compiles]
+        noise = [x for x in judged if x.ci is not None]
+        bands = [x.compiles for x in judged if x.ci is None and x.compiles]
+        several = any(max(n) > 1 for n in bands)
+        default = not judged and c.rule.test == NOISE_TEST
+        return cls(single=any(max(n) == 1 for n in bands) or (not several and not noise and not default),
+                   several=several, one_sided=any(min(n) == 1 < max(n) for n in bands), noise=bool(noise) or default)
 
 
 def _pct(x: float, markdown: bool) -> str:
@@ -55,15 +60,27 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     factor = (f", and a change also had to exceed the factor {r.factor:g}\u00d7 (--factor)" if markdown else
               f" and beyond --factor {r.factor:g}") if r.factor is not None else ""
     ways = []
+    if applied.noise:
+        joint = ", an instance's modes together where its source changed" if markdown else ", modes together"
+        ways.append(f"a cell changed when its compiles' mean moved beyond its own noise (compile to compile and run "
+                    f"to run, from this comparison, the cell's history and its class), the comparison's cells "
+                    f"selected together so that unchanged code raises an alarm in under {r.alpha:.0%} of "
+                    f"comparisons (Benjamini-Hochberg{joint}), and beyond its minimum change ({r.floor:.0%}, and one "
+                    f"compile's spread){factor}" if markdown else
+                    f"a cell changed when its compiles' mean moved beyond its own noise (t-test, the cells selected "
+                    f"together at {r.alpha:.0%} false alarms a comparison{joint}) and beyond {r.floor:.0%} and one "
+                    f"compile's spread{factor}")
     if applied.single:
         if markdown:
             who = "a cell measured in one compile a side" if applied.several else "a cell"
+            who += " of unknown noise" if applied.noise else ""
             ways.append(f"{who} changed when Mann-Whitney U on its samples gives p < {r.p_value} and its median moved "
                         f"beyond its band: {_pct(r.min_change, True)}, {_pct(r.small_change, True)} under "
                         f"{small_ms:g} µs or host-bound (≤ {r.host.k:g} launch floors), "
                         f"{_pct(r.autotuned_change, True)} for {' and '.join(r.autotuned_modes)}{factor}")
         else:
             who = "a cell of one compile a side" if applied.several else "a cell"
+            who += " of unknown noise" if applied.noise else ""
             ways.append(f"{who} changed when p < {r.p_value:g} and its median moved beyond its band "
                         f"({r.min_change:.0%}, {r.small_change:.0%} when small or host-bound, "
                         f"{r.autotuned_change:.0%} autotuned){factor}")

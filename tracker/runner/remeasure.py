@@ -11,7 +11,9 @@ instead (tracker.github.prflow).
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,12 +27,13 @@ from tracker.store.cells import default_cells_dir, torch_version
 
 def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_machine: str | None = None,
                  allow_cross_versions: bool = False, jobs: int | None = None, repo_dir: Path | None = None,
-                 cells_dir: Path | None = None, out: TextIO = sys.stderr) -> int:
+                 cells_dir: Path | None = None, out: TextIO = sys.stderr,
+                 history: Sequence[str | os.PathLike[str]] = ()) -> int:
     """Measure each of the head's candidate cells in `confirm.COMPILES` more compiles and record them; how many
-    cells."""
+    cells. `history`: more results directories for the cells' noise (compare's --history)."""
     results_dir = conf.results_dir
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, ChangeRule(), head_machine=head_machine,
-                     repo_dir=repo_dir)
+                     repo_dir=repo_dir, history=history)
     if c.head.torch != torch_version():
         raise ToolError(f"--confirm measures the head again here, with torch {torch_version()}, but the head run "
                         f"was measured with torch {c.head.torch}: run it where the head was measured")
@@ -38,7 +41,7 @@ def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_mach
     more = {pool.CellId(*k): had.get(k, 1) + confirm.COMPILES for k in confirm.candidates(c)}
     cells = list(more)
     if not cells:
-        print("confirm: no cell moved beyond its band: nothing to measure again", file=out)
+        print("confirm: no cell moved beyond its noise: nothing to measure again", file=out)
         return 0
     dev = device(None)
     cfg = pool.RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),

@@ -22,7 +22,7 @@ from typing import Any
 
 from tracker import metrics
 from tracker.errors import ToolError
-from tracker.stats import TOO_NOISY_SPREAD, relative_spread, thin
+from tracker.stats import TOO_NOISY_SPREAD, relative_spread, set_aside, thin
 from tracker.store import atomic
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
@@ -207,7 +207,8 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     with the lowest median stands for the cell (the baseline to beat is the best compile torch.compile gave;
     its samples, fingerprint and figures are that replicate's), among those whose samples are not too noisy to
     judge while one is not (a disturbed process speaks for its process, not for the compile), and `compiles_ms`
-    lists every ok replicate's median, from which the spread over compiles is read. Its compile_s is the first
+    lists every ok replicate's median, `compiles_kept_ms` those the spread over compiles is read from (all but a
+    gross outlier, tracker.stats.set_aside). Its compile_s is the first
     replicate's, the one cold compile: the further compiles reuse the first's Triton binaries
     (tracker.runner.pool.cache_dirs). Failed replicates are left out while one is ok; when none is, the first
     stands (its reason is the cell's)."""
@@ -218,6 +219,7 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     best = min(clean, key=lambda c: c["median_ms"])
     out = dict(best)
     out["compiles_ms"] = [c["median_ms"] for c in ok]
+    out["compiles_kept_ms"] = set_aside(out["compiles_ms"])[0]
     first = next((c for c in replicates if int(c.get("replicate") or 1) == 1), None)
     if first is not None and first.get("status") == "ok":
         out["compile_s"] = first.get("compile_s")

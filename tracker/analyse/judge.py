@@ -1,0 +1,304 @@
+"""When one cell changed between two runs: the change rule, and the typed verdict it returns with its evidence.
+
+A cell's measurements on each side are its fresh compiles (tracker.stats.Compiles: each a process of its own, the
+recorded latency the best of them). Two tests decide, by `ChangeRule.test`:
+
+`noise` (the default). The change is the difference of the two sides' mean log latency over their compiles; its
+noise is the cell's own (tracker.analyse.noise: compile-to-compile and run-to-run spread, from this comparison's
+compiles, the cell's history and its class's prior). Its t statistic gives a p-value. A comparison tests some 200
+cells at once, so the cells are selected together (`select`): Benjamini-Hochberg over families at `alpha`, a family
+being one cell, or all modes of one instance where the instance's own source changed (one code change moving all its
+modes by a few percent is strong evidence together where each mode alone is weak; Stouffer's Z), and the cells of a
+selected family at alpha x (families selected / families) (Benjamini & Bogomolov 2014). A selected cell changed when
+it also moved beyond its minimum change: `floor` (1%), a quarter of the launch floor in time (`launch_jitter`:
+host-bound cells draw times a fraction of a launch apart whatever their code), and one compile's spread; and the
+user's `factor`.
+
+`bands` (the rule before the noise model, and the fallback where too little is known of a cell's noise to resolve
+changes as small as the bands do: no history and one compile a side, or two short a history): fixed relative bands
+by cell class, and on several compiles the slower side's best beyond the faster side's slowest compile
+(`judge_bands`). Which of the two judges a cell is decided before its change is looked at, from its noise alone.
+
+Either way, a measurement whose samples spread over more than `max_spread` was disturbed while it ran: a change it
+shows is NOISY, never a regression; and a change found on fewer compiles than `confirm` asks is UNCONFIRMED.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracker import stats
+from tracker.analyse.noise import CellNoise, compiles_of
+from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNKNOWN
+from tracker.stats import Compiles, HostBound, NoiseModel, float_or_none
+from workloads.names import AUTOTUNED_MODES
+
+NOISE_TEST, BANDS_TEST = TESTS
+# The variance of the best of k standard normal draws (k = 1..9): the best compile's own uncertainty.
+MIN_VARIANCE = (1.0, 0.681, 0.561, 0.493, 0.446, 0.416, 0.392, 0.374, 0.357)
+
+
+@dataclass(frozen=True)
+class ChangeRule:
+    """When a cell's change counts (see the module docstring; docs/verdicts.md has the measurements behind it)."""
+
+    test: str = NOISE_TEST
+    alpha: float = 0.05  # the chance that a comparison of unchanged code reports anything
+    floor: float = 0.01  # no change under 1% is claimed, however still the cell
+    ci_level: float = 0.95  # of the change's confidence interval, as shown
+    prior_df: float = 4.0  # how many compiles a cell class's pooled noise weighs as (tracker.analyse.noise)
+    run_floor: float = 0.01  # the least run-to-run spread of runs not measured together (tracker.analyse.noise)
+    # A cell the comparison cannot resolve to this size (the smallest change it could claim is larger) and that moved
+    # beyond half that size is reported as too noisy to judge, not as the same
+    resolve: float = 0.10
+    # The fixed bands (test "bands", and cells of unknown noise): one compile a side
+    p_value: float = 0.01
+    min_change: float = 0.10
+    small_change: float = 0.25  # cells under noise.small_below_ms, or host-bound
+    autotuned_change: float = 0.30
+    autotuned_modes: tuple[str, ...] = AUTOTUNED_MODES
+    # ... several compiles a side: beyond the faster side's slowest compile by this much
+    replicated_change: float = 0.05
+    replicated_autotuned_small_change: float = 0.12
+    # Every change must also exceed this fraction of the launch floor in time
+    launch_jitter: float = 0.25
+    max_spread: float = stats.TOO_NOISY_SPREAD  # relative IQR above which a measurement is too disturbed
+    noise: NoiseModel = field(default_factory=NoiseModel)
+    host: HostBound = field(default_factory=HostBound)
+    factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
+    # Compiles (fresh processes) each side needs before a change counts: (base, head). (0, 0): any
+    confirm: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
+            raise ValueError(f"--factor takes a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
+        if self.test not in TESTS:
+            raise ValueError(f"the change test is one of {', '.join(TESTS)}, not {self.test!r}")
+
+    def threshold(self, mode: str, ms: float, launch_us: float, replicated: bool = False) -> float:
+        """The fixed band a cell of `mode` at `ms` (the faster of its two medians) must exceed. `replicated`: both
+        sides were measured in several compiles (the band then lies beyond the faster side's slowest compile)."""
+        small = self.noise.small(ms) or self.host.bound(ms, launch_us)
+        autotuned = mode in self.autotuned_modes
+        if replicated:
+            t = self.replicated_autotuned_small_change if small and autotuned else self.replicated_change
+        else:
+            t = self.small_change if small else self.min_change
+            t = max(t, self.autotuned_change) if autotuned else t
+        return t if self.factor is None else max(t, self.factor - 1)
+
+    def jitter_floor(self, ms: float, launch_us: float) -> float:
+        """The relative change at `ms` that a quarter of the launch floor (launch_jitter) makes: no change is
+        smaller in time. 0 where no launch floor was recorded."""
+        return self.launch_jitter * launch_us / (ms * 1000)
+
+    def least_change(self, ms: float, launch_us: float, noise: CellNoise, together: bool) -> float:
+        """The noise test's minimum change for a cell at `ms`: the floor, the quarter launch, one compile's spread
+        (compile to compile, and run to run unless the sides were measured `together`), and the user's factor."""
+        spread = math.expm1(math.hypot(noise.sd, 0.0 if together else noise.run_sd))
+        least = max(self.floor, self.jitter_floor(ms, launch_us), spread)
+        return least if self.factor is None else max(least, self.factor - 1)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One cell's verdict and its evidence. `ratio`: head / base of what was judged (the compiles' geometric means
+    under the noise test, the best compiles under the bands); `threshold`: the relative change it had to exceed
+    (the minimum change, or the band); `ci`: the ratio's confidence interval (noise test); `resolution`: the
+    smallest change the comparison could have claimed for this cell; `means_ms`: the compiles' geometric means
+    (base, head); `noise`: what its noise was read from."""
+
+    verdict: str
+    ratio: float
+    p_value: float | None
+    threshold: float | None
+    spread: float | None  # the larger relative IQR of the two sides' recorded measurements
+    compiles: tuple[int, int]
+    ci: tuple[float, float] | None = None
+    resolution: float | None = None
+    means_ms: tuple[float, float] | None = None
+    noise: str = "fixed bands"
+    set_aside: tuple[int, int] = (0, 0)
+
+
+def _exp(x: float) -> float:
+    """exp, infinite beyond a float's range (a confidence interval on one degree of freedom can reach there)."""
+    return math.exp(x) if x < 700 else math.inf
+
+
+def _samples(row: Any) -> list[float] | None:
+    return row.samples if isinstance(row.samples, list) else None
+
+
+def _spread(b: Any, h: Any) -> float:
+    return max(stats.relative_spread(r.median_ms, r.q25, r.q75, _samples(r)) for r in (b, h))
+
+
+def _count(row: Any) -> int:
+    return int(float_or_none(getattr(row, "compiles", None)) or 1)
+
+
+def _unconfirmed(verdict: str, compiles: tuple[int, int], rule: ChangeRule) -> str:
+    short = compiles[0] < rule.confirm[0] or compiles[1] < rule.confirm[1]
+    return UNCONFIRMED if verdict in (SLOWER, FASTER) and short else verdict
+
+
+# ---------------------------------------------------------------------------------------------------- the bands
+
+
+def judge_bands(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: float) -> Verdict:
+    """The fixed bands, for two ok measurements (results-table rows; each median is the best of its compiles).
+
+    Where either side was measured in several compiles, the slower side's best must lie beyond the faster side's
+    slowest compile by the band (the replicated floor when both sides have several, the single-compile band
+    otherwise), and by a quarter launch floor in time; the samples' p-value does not decide. Without compiles the
+    bands and the p-value decide, the quarter launch floor counted from the faster median. A move beyond half the
+    band whose samples differ is too noisy to judge, not the same."""
+    ratio = float(h.median_ms / b.median_ms)
+    fast = min(b.median_ms, h.median_ms)
+    nb, nh = _count(b), _count(h)
+    b_max = float_or_none(getattr(b, "compiles_max_ms", None)) or b.median_ms
+    h_max = float_or_none(getattr(h, "compiles_max_ms", None)) or h.median_ms
+    several = max(nb, nh) > 1
+    band = max(rule.threshold(m, fast, launch_us, replicated=nb > 1 and nh > 1) for m in modes)
+    faster_spread = (b_max / b.median_ms) if ratio >= 1 else (h_max / h.median_ms)
+    if several:
+        band = max(band, rule.jitter_floor(faster_spread * fast, launch_us))
+        threshold = faster_spread * (1 + band) - 1
+    else:
+        threshold = max(band, rule.jitter_floor(fast, launch_us))
+    spread = _spread(b, h)
+    p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
+    if abs(math.log(ratio)) < math.log1p(threshold):
+        # Beyond half its band on samples that differ, a cell's move is more than its class's typical noise and less
+        # than its worst: neither the same nor a change that can be told
+        half = abs(math.log(ratio)) > math.log1p(threshold / 2) and p is not None and p < rule.p_value
+        verdict = NOISY if half else SAME
+    elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
+        verdict = NOISY
+    elif several:
+        verdict = SLOWER if ratio > 1 else FASTER
+    elif p is None:
+        verdict = UNKNOWN
+    else:
+        verdict = (SLOWER if ratio > 1 else FASTER) if p < rule.p_value else SAME
+    return Verdict(_unconfirmed(verdict, (nb, nh), rule), ratio, p, threshold, float_or_none(spread), (nb, nh))
+
+
+# ---------------------------------------------------------------------------------------------------- the noise test
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A cell under the noise test, before the comparison's cells are selected together."""
+
+    base: Compiles
+    head: Compiles
+    compiles: tuple[int, int]  # ok compiles each side (set-aside ones included)
+    log_change: float  # head - base, mean log latency
+    se: float
+    df: float
+    p_value: float
+    least: float  # the minimum change
+    spread: float  # the larger relative IQR of the two recorded measurements (NaN: unknown)
+    noise: CellNoise
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.log_change)
+
+
+def evidence(b: Any, h: Any, noise: CellNoise, rule: ChangeRule, launch_us: float, together: bool) -> Evidence:
+    """The noise test's evidence for two ok measurements, given the cell's noise. `together`: the two sides were
+    measured at once, their timings interleaved (their run-to-run level is shared)."""
+    cb, ch = compiles_of(b), compiles_of(h)
+    assert cb is not None and ch is not None  # ok rows have a latency
+    change = ch.log_mean - cb.log_mean
+    se, df = noise.se(cb.n, ch.n, together)
+    p = stats.t_p_value(change / se, df) if se > 0 else (0.0 if change else 1.0)
+    fast = min(cb.best_ms, ch.best_ms)
+    return Evidence(cb, ch, (_count(b), _count(h)), change, se, df, p,
+                    rule.least_change(fast, launch_us, noise, together), _spread(b, h), noise)
+
+
+def best_evidence(b: Evidence, h: Evidence, b_row: Any, h_row: Any, rule: ChangeRule, launch_us: float,
+                  together: bool) -> Evidence:
+    """The change of an instance's best latency when another mode wins at head: the base winner's best compile
+    against the head winner's, each with the uncertainty of a best of k compiles under its own cell's noise."""
+    cb, ch = b.base, h.head
+    var = (b.noise.sd ** 2 * MIN_VARIANCE[min(cb.n, 9) - 1] + h.noise.sd ** 2 * MIN_VARIANCE[min(ch.n, 9) - 1]
+           + (0.0 if together else b.noise.run_sd ** 2 + h.noise.run_sd ** 2))
+    change = math.log(ch.best_ms / cb.best_ms)
+    se = math.sqrt(var)
+    df = min(b.noise.df, h.noise.df)
+    p = stats.t_p_value(change / se, df) if se > 0 else (0.0 if change else 1.0)
+    noise = b.noise if b.noise.sd >= h.noise.sd else h.noise
+    least = rule.least_change(min(cb.best_ms, ch.best_ms), launch_us, noise, together)
+    return Evidence(cb, ch, (b.compiles[0], h.compiles[1]), change, se, df, p, least, _spread(b_row, h_row), noise)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The cells a comparison selects (`cells`) and the p-value at or under which a further hypothesis of the same
+    comparison (a best latency) counts too (`cutoff`), out of `families` families."""
+
+    cells: frozenset
+    cutoff: float
+    families: int
+
+
+def family_p(ps: Sequence[float], signs: Sequence[float]) -> float:
+    """A family's p-value: its one cell's, or for an instance's modes the better of Simes' test (one mode moved) and
+    Stouffer's (all moved a little, one way), Bonferroni-corrected for taking the better of two."""
+    if len(ps) == 1:
+        return ps[0]
+    return min(1.0, 2 * min(stats.simes(ps), stats.stouffer(ps, signs)))
+
+
+def select(evidence: dict[Any, Evidence], families: Sequence[Sequence[Any]], alpha: float) -> Selection:
+    """Benjamini-Bogomolov: Benjamini-Hochberg over the families' p-values (`family_p`), then within each selected
+    family Benjamini-Hochberg at alpha x R / F."""
+    fams = [[k for k in f if k in evidence] for f in families]
+    fams = [f for f in fams if f]
+    if not fams:
+        return Selection(frozenset(), alpha, 0)
+    fp = [family_p([evidence[k].p_value for k in f], [evidence[k].log_change for k in f]) for f in fams]
+    chosen = stats.bh_select(fp, alpha)
+    r, n = sum(chosen), len(fams)
+    level = alpha * max(r, 1) / n
+    cells = set()
+    for fam, yes in zip(fams, chosen, strict=True):
+        if yes:
+            inner = stats.bh_select([evidence[k].p_value for k in fam], level)
+            cells |= {k for k, ok in zip(fam, inner, strict=True) if ok}
+    return Selection(frozenset(cells), level, n)
+
+
+def resolution(e: Evidence, families: int, rule: ChangeRule) -> float:
+    """The smallest change the noise test could claim for this cell among `families` tested at once (each at the
+    Bonferroni share of alpha, the strictest a selection asks)."""
+    return _exp(stats.t_quantile(rule.alpha / (2 * max(families, 1)), e.df) * e.se) - 1
+
+
+def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> Verdict:
+    """The noise test's verdict for one cell, once the comparison's cells were selected together."""
+    half = stats.t_quantile((1 - rule.ci_level) / 2, e.df) * e.se
+    ci = (_exp(e.log_change - half), _exp(e.log_change + half))
+    resolves = resolution(e, families, rule)
+    moved = abs(e.log_change) > math.log1p(e.least)
+    if selected and moved:
+        verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
+    elif moved and resolves > rule.resolve and abs(e.log_change) > math.log1p(resolves / 2):
+        verdict = NOISY
+    else:
+        verdict = SAME
+    return Verdict(_unconfirmed(verdict, e.compiles, rule), e.ratio, e.p_value, e.least, float_or_none(e.spread),
+                   e.compiles, ci, resolves, (e.base.mean_ms, e.head.mean_ms), e.noise.source,
+                   (e.base.set_aside, e.head.set_aside))
+
+
+__all__ = ["BANDS_TEST", "NOISE_TEST", "TESTS", "ChangeRule", "Evidence", "Selection", "Verdict", "best_evidence",
+           "evidence", "judge_bands", "resolution", "select", "verdict_of"]
