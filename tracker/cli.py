@@ -86,7 +86,6 @@ def cmd_measure(args: argparse.Namespace) -> int:
                         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit,
                         cudagraph_mark_step=args.cudagraph_mark_step, cpu_threads=args.cpu_threads)
     mode = f"kernel:{args.kernel}" if args.kernel else args.mode
-    _warn_if_busy("measure", args.device)
     result = measure_cell(args.preset, args.workload, mode, device=args.device, settings=settings)
     d = result.as_dict()
     if args.json:
@@ -111,6 +110,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
             print(f"{k:>13}  {v}")
     if result.status == "skipped":  # nothing measured: the work asked for was not done
         print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
+    elif result.device == "cpu":  # said of the timings just taken
+        _warn_if_busy("measure", "cpu")
     return 0 if result.ok else 1
 
 
