@@ -296,16 +296,20 @@ def _evidence(key: tuple[str, str, str], b: Any, h: Any, model: EmpiricalNoise |
 
 def _judge_all(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule, launch_us: float,
                model: EmpiricalNoise | None, together: bool, joint: Collection[str]) -> _Judged:
-    """Every cell measured ok on both sides: the noise test where its noise is known, selected together (the
-    instances of `joint` workloads as families of their modes), the bands elsewhere."""
-    verdicts, ev = {}, {}
+    """Every cell measured ok on both sides: the noise test where its noise is known well enough, selected together
+    (the instances of `joint` workloads as families of their modes), the bands elsewhere."""
+    verdicts = {key: judge_bands(b, h, [key[2]], rule, launch_us) for key, (b, h) in ok.items()}
+    if model is not None:
+        model = model.pooling(_pooled(ok, rule, launch_us))
+    ev = {}
     for key, (b, h) in ok.items():
-        verdicts[key] = judge_bands(b, h, [key[2]], rule, launch_us)
         e = _evidence(key, b, h, model, rule, launch_us, together)
         if e is not None:
             ev[key] = e
-    # A cell whose noise is known too little to resolve its band is left to the band (before any change is read)
-    ev = {k: e for k, e in ev.items() if resolution(e, len(ev), rule) <= (verdicts[k].threshold or math.inf)}
+    # A cell whose noise is known only from elsewhere (no compiles of its own to read it from) and too little to
+    # resolve its band is left to the band; decided before any change is read
+    ev = {k: e for k, e in ev.items() if e.own_df >= 2 or resolution(e, len(ev), rule) <= (verdicts[k].threshold or
+                                                                                            math.inf)}
     families: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
     for key in ev:
         joined = key[1] in joint and key[2] in MODES
@@ -316,16 +320,35 @@ def _judge_all(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule
     return _Judged(verdicts, ev, chosen, model, together)
 
 
-def _latency(key: tuple[str, str], bw: str, hw: str, bc: dict, hc: dict, judged: _Judged, rule: ChangeRule,
+def _pooled(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule,
+            launch_us: float) -> dict[str, list[float]]:
+    """The compile variances of this comparison's cells measured in several compiles on both sides, by class: the
+    prior of a class that no history measured in several compiles every run."""
+    out: dict[str, list[float]] = {}
+    for key, (b, h) in ok.items():
+        cb, ch = compiles_of(b), compiles_of(h)
+        if cb is None or ch is None or cb.log_sd is None or ch.log_sd is None:
+            continue
+        var = ((cb.n - 1) * cb.log_sd ** 2 + (ch.n - 1) * ch.log_sd ** 2) / (cb.n + ch.n - 2)
+        cls = cell_class(key[2], min(cb.best_ms, ch.best_ms), launch_us, rule.noise, rule.host)
+        out.setdefault(cls, []).append(var)
+    return out
+
+
+def _latency(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, judged: _Judged, rule: ChangeRule,
              launch_us: float) -> Verdict:
-    """The change of an instance's best latency: the winning mode's own verdict when it still wins; else the base
-    winner's best compile against the head winner's, with their own uncertainty (or the bands where unknown)."""
-    if bw == hw and (*key, bw) in judged.verdicts:
-        return judged.verdicts[(*key, bw)]
-    b, h = judged.evidence.get((*key, bw)), judged.evidence.get((*key, hw))
-    if b is None or h is None:
+    """The change of an instance's best latency (`b`, `h`: its instance rows). The winning mode's own verdict when it
+    still wins, or when the other winner is within noise of it (in the tie set: modes that tie are one baseline, and
+    the one judged on both sides carries it); else the base winner's best compile against the head winner's, with
+    their own uncertainty (or the bands where unknown)."""
+    bw, hw = b.winner, h.winner
+    for mode, ties in ((bw, h.ties), (hw, b.ties)):
+        if (bw == hw or mode in ties) and (*key, mode) in judged.verdicts:
+            return judged.verdicts[(*key, mode)]
+    eb, eh = judged.evidence.get((*key, bw)), judged.evidence.get((*key, hw))
+    if eb is None or eh is None:
         return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us)
-    e = best_evidence(b, h, bc[(*key, bw)], hc[(*key, hw)], rule, launch_us, judged.together)
+    e = best_evidence(eb, eh, bc[(*key, bw)], hc[(*key, hw)], rule, launch_us, judged.together)
     return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule)
 
 
@@ -457,7 +480,7 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
                               mode_changed=changed,
                               best_changed=changed, reason=reason, **common)
     old, new = cells[(*key, bw)], cells.get((*key, hw))
-    v = _latency(key, bw, hw, bc, hc, judged, rule, launch)
+    v = _latency(key, b, h, bc, hc, judged, rule, launch)
     latency = {"ratio": v.ratio, "p_value": v.p_value, "threshold": v.threshold, "verdict": v.verdict, "ci": v.ci}
     if bw != hw and NOISY in (old.verdict, new.verdict if new else None) and v.verdict in (SLOWER, FASTER):
         # A disturbed measurement of either winner decides which mode wins, and so the best latency.
@@ -502,7 +525,7 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
     if change is None:
         return KernelChange(*key[:2], name, sb, sh, None, UNKNOWN)
     # The speedup moves when the kernel or the best baseline moves: judge both, each with its own noise.
-    best = _latency(key[:2], b.winner, h.winner, bc, hc, judged, rule, launch)
+    best = _latency(key[:2], b, h, bc, hc, judged, rule, launch)
     threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
     if abs(math.log(change)) < math.log1p(threshold):
         verdict = SAME

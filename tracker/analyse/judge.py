@@ -210,6 +210,11 @@ class Evidence:
     def ratio(self) -> float:
         return math.exp(self.log_change)
 
+    @property
+    def own_df(self) -> float:
+        """What the compared compiles themselves tell of the cell's noise (degrees of freedom)."""
+        return self.noise.own_df
+
 
 def evidence(b: Any, h: Any, noise: CellNoise, rule: ChangeRule, launch_us: float, together: bool) -> Evidence:
     """The noise test's evidence for two ok measurements, given the cell's noise. `together`: the two sides were

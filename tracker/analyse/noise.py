@@ -9,9 +9,11 @@ Both are read per cell, from what is known of it:
 - the compiles of this comparison (each side's own spread);
 - its history: earlier runs of the same GPU and torch (`History`): the spread of their compiles and of their levels,
   one outlying run left out;
-- the prior of its class (autotuned or not; host-bound, small or GPU-bound), pooled over the history's cells, which
-  weighs as `prior_df` compiles, so that a cell measured three times a side is not judged on two degrees of freedom
-  alone (a moderated estimate, as limma's for gene expression: Smyth 2004).
+- the prior of its class (autotuned or not; host-bound, small or GPU-bound): the median compile spread of the
+  history's cells measured in several compiles every run, or, where no history measured the class so, of this
+  comparison's cells measured in several compiles on both sides; it weighs as `prior_df` compiles, so that a cell
+  measured three times a side is not judged on four degrees of freedom alone (a moderated estimate, as limma's for
+  gene expression: Smyth 2004).
 
 Runs not measured together are never taken to differ by less than `run_floor` (1%) in level: a machine's day moves
 some cells together by a few percent, more than a short history shows (the A/A pairs of docs/verdicts.md).
@@ -25,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -76,6 +78,7 @@ class CellNoise:
     run_sd: float
     run_df: float
     source: str
+    own_df: float = 0.0  # of `df`, what the compared compiles themselves gave
 
     def se(self, m: int, n: int, together: bool) -> tuple[float, float]:
         """The standard error of the difference of two sides' mean log latency over m and n compiles, and its
@@ -217,6 +220,18 @@ class EmpiricalNoise:
     # Two runs on other days or machines differ by more than their histories show: a machine's day (clocks, another
     # host) moves some cells together by a few percent. The run-to-run spread is never taken under this.
     run_floor: float = 0.01
+    # The compile variances of the comparison's own cells measured in several compiles, by class (`pooling`)
+    pooled: dict[str, list[float]] = field(default_factory=dict)
+
+    def pooling(self, pooled: dict[str, list[float]]) -> EmpiricalNoise:
+        """This model with the comparison's own cells as the prior of the classes no history gives one."""
+        return replace(self, pooled=pooled)
+
+    def _within_prior(self, cls: str, prior: Prior | None) -> float | None:
+        if prior is not None and prior.within_var is not None:
+            return prior.within_var
+        pooled = self.pooled.get(cls)
+        return float(np.median(pooled)) if pooled and len(pooled) >= 3 else None
 
     def noise(self, cell: Cell, cls: str, base: Compiles, head: Compiles) -> CellNoise | None:
         h, prior = self.history.cells.get(cell), self.history.priors.get(self.history.classes.get(cell, cls))
@@ -227,17 +242,19 @@ class EmpiricalNoise:
                 ss, df = ss + (side.n - 1) * side.log_sd ** 2, df + side.n - 1
         if df:
             sources.append(f"{int(df) + 2} compiles of this comparison")
-        if h is not None and h.within_df:
+        if h is not None and h.within_df and min(h.counts) > 1:  # a cell given compiles only when it moved: biased
             ss, df = ss + h.within_ss, df + h.within_df
             sources.append(f"{h.within_df + len(h.levels)} compiles of {len(h.levels)} earlier runs")
-        if prior is not None and prior.within_var is not None:
-            ss, df = ss + self.prior_df * prior.within_var, df + self.prior_df
+        own = df
+        within_prior = self._within_prior(cls, prior)
+        if within_prior is not None:
+            ss, df = ss + self.prior_df * within_prior, df + self.prior_df
         level, level_df = _level(h, prior, self.prior_df)
         if h is not None and h.levels and len(h.levels) > 1:
             sources.append(f"the levels of {len(h.levels)} earlier runs")
         if not df and level is None:
             return None
-        if prior is not None:
+        if prior is not None or cls in self.pooled:
             sources.append(f"the {cls} prior")
         within = ss / df if df else level
         within_df = df if df else level_df
@@ -245,7 +262,7 @@ class EmpiricalNoise:
         run_var = max(0.0, level - within / mean_n) if level is not None else 0.0
         if run_var < self.run_floor ** 2:
             run_var, level_df = self.run_floor ** 2, math.inf
-        return CellNoise(math.sqrt(within), within_df, math.sqrt(run_var), level_df, "; ".join(sources))
+        return CellNoise(math.sqrt(within), within_df, math.sqrt(run_var), level_df, "; ".join(sources), own)
 
 
 def _level(h: CellHistory | None, prior: Prior | None, prior_df: float) -> tuple[float | None, float]:
