@@ -5,6 +5,7 @@ write_run)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -113,6 +114,12 @@ def test_two_machines_latest_runs_need_only_the_two_names(tmp_path: Path, capsys
         assert len(err) == 1 and message in err[0], err
 
 
+def _cell(header: str, line: str) -> tuple[str, ...]:
+    """(preset, workload, mode) of a row of the terminal table, read from the columns its header line lays out."""
+    cuts = [header.index(name) for name in ("preset", "workload", "mode", "evidence")]
+    return tuple(line[a:b].strip() for a, b in itertools.pairwise(cuts))
+
+
 def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
     _, (first, second, _) = repo
@@ -121,8 +128,8 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
     assert lines[0].startswith(f"compare {first[:8]} -> {second[:8]} on {MACHINE} · NVIDIA H100 80GB HBM3")
     assert lines[1] == ("Best baselines changed: 0 · significant regressions: 3 · improvements: 1 · "
                         "1 cell too noisy to judge")
-    assert lines[3].split() == ["before", "after", "ratio", "verdict", "preset", "workload", "mode"]
-    rows = {tuple(line.split()[-3:]): line for line in lines[4:4 + 213]}
+    assert lines[3].split() == ["before", "after", "ratio", "verdict", "preset", "workload", "mode", "evidence"]
+    rows = {_cell(lines[3], line): line for line in lines[4:4 + 213]}
     assert len(rows) == 213
     eager = rows[("prefill", "vlm_patch_embedding_conv2d", "eager")]
     assert eager.startswith("+") and f" 1.50x  {SLOWER} " in eager
@@ -159,7 +166,7 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     """Every cell the headline counts or names stays listed: the changes, and the cell too noisy to judge."""
     assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[-1] for line in lines[4:9]] == ["reduce-overhead", "eager", "eager", "max-autotune",
+    assert [_cell(lines[3], line)[2] for line in lines[4:9]] == ["reduce-overhead", "eager", "eager", "max-autotune",
                                                          "reduce-overhead"]
     assert lines[8].startswith("~") and lines[9] == ""
     counts = next(line for line in lines if line.startswith("41 instances and 213 cells: "))
