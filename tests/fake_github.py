@@ -2,7 +2,8 @@
 
 In-memory comments per (owner, repo, issue) and issues per repository, real pagination (per_page, page, Link with
 rel="next"/"last"), token check (401), 404 for unknown repos, issues and comments, 422 for empty or too long bodies,
-and a queue of injected faults answered before normal handling. Every request is recorded for assertions.
+and a queue of injected faults answered before normal handling (late, dropped, or with the body dripped a byte at a
+time). `endless` makes every listing link a next page, forever. Every request is recorded for assertions.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Fault:
     drop: bool = False  # close the connection without answering
     raw: bytes | None = None
     method: str | None = None  # only for the next request with this method
+    drip: float = 0.0  # seconds between the bytes of the body, sent after the headers
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class FakeGitHub:
         self.token = token
         self.issues: set[tuple[str, str, int]] = set(repos) or {("octo", "widgets", 7)}
         self.faults: list[Fault] = []
+        self.endless = False  # every listing links a next page
         self.requests: list[Recorded] = []
         self._comments: dict[int, dict[str, Any]] = {}  # id -> comment, with its issue key under "_issue"
         self._next_id = 1000
@@ -194,8 +197,8 @@ class FakeGitHub:
         page = max(1, int(query.get("page", ["1"])[0]))
         last = max(1, math.ceil(len(items) / per_page))
         links = {"first": 1, "prev": page - 1} if page > 1 else {}
-        if page < last:
-            links |= {"next": page + 1, "last": last}
+        if page < last or self.endless:
+            links |= {"next": page + 1, "last": max(last, page + 1)}
         extra = "".join(f"&{k}={v[0]}" for k, v in sorted(query.items()) if k not in ("per_page", "page"))
         link = ", ".join(f'<{self.url}{path}?per_page={per_page}&page={n}{extra}>; rel="{rel}"'
                          for rel, n in links.items())
@@ -207,8 +210,8 @@ class FakeGitHub:
         items = [_public(c) for c in self._comments.values() if c["_issue"] == (owner, repo, issue)]
         last = max(1, math.ceil(len(items) / per_page))
         links = {"first": 1, "prev": page - 1} if page > 1 else {}
-        if page < last:
-            links |= {"next": page + 1, "last": last}
+        if page < last or self.endless:
+            links |= {"next": page + 1, "last": max(last, page + 1)}
         link = ", ".join(f'<{self.url}{path}?per_page={per_page}&page={n}>; rel="{rel}"' for rel, n in links.items())
         return _Response(200, items[(page - 1) * per_page : page * per_page], {"Link": link} if link else {})
 
@@ -269,7 +272,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if fault and fault.drip:
+                for k in range(len(payload)):
+                    self.wfile.write(payload[k : k + 1])
+                    self.wfile.flush()
+                    time.sleep(fault.drip)
+            else:
+                self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
 

@@ -168,7 +168,7 @@ def test_every_command_the_workflow_runs_parses_with_the_real_command_line() -> 
                 used.add(namespace.command)
                 if namespace.command in ("run", "pr"):
                     assert args[args.index("--workload") + 1] == "$NAMESPACE.*", shlex.join(args)
-    assert used == {"run", "merge", "compare", "issue", "publish", "pr"}
+    assert used == {"run", "results", "track", "issue", "publish", "pr"}
 
 
 # ---------------------------------------------------------------------------------------------------- where runs go

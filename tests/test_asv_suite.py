@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "tracker.cli"]
 FAST = ["--warmup-ms", "5", "--rep-ms", "50"]
 BENCH = r"baselines\.Baseline\.track_(latency|compile_time)\('tiny', 'diff_cfg_blend', 'eager'\)"
+pytestmark = pytest.mark.slow  # every test here runs asv or `compile-baselines run` end to end
 
 
 @pytest.fixture

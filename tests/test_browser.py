@@ -19,9 +19,9 @@ from test_publish import h100_results, make_results
 
 from tracker.publish import site as publish
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(  # slow: asv publish and a browser, end to end
     not Path(CHROMIUM).is_file(),
-    reason=f"Chromium not found at {CHROMIUM}: install it (Debian: apt-get install -y chromium) to run this test")
+    reason=f"Chromium not found at {CHROMIUM}: install it (Debian: apt-get install -y chromium) to run this test")]
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

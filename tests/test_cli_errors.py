@@ -130,3 +130,17 @@ def test_run_on_the_cpu_refuses_gpus_before_measuring(tmp_path: Path, capsys: py
     assert cli.main(argv) == 2
     assert "--gpus picks CUDA devices" in _one_error_line(capsys.readouterr().err, "run")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--replicates", "0"], ["run", "--replicates", "-1"], ["run", "--replicates", "1.5"], ["run", "-j", "-1"],
+    ["compare", "--confirm", "-j", "-2"], ["pr", "--base", "HEAD", "--head", "HEAD", "-j", "-4"],
+])
+def test_counts_below_their_least_are_usage_errors_before_anything_is_written(
+        tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "r"
+    with pytest.raises(SystemExit) as e:
+        cli.main([*argv, "--results-dir", str(results)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and ("give a number >=" in err or "is not a number" in err)
+    assert not results.exists() and not list(tmp_path.iterdir())

@@ -1,7 +1,9 @@
 """What a comparison says about its own rule: the terminal footer and the comment's fine print name the way each cell
-was judged (one compile a side: samples and fixed bands; several compiles: the compiles and the replicated floor),
-with the numbers of the comparison's ChangeRule; a change on fewer compiles than the rule asks is unconfirmed, in
-the headline and listed, never counted.
+was judged (against its own noise: the noise test; where its noise is unknown, or under ChangeRule(test="bands"),
+the fixed bands: one compile a side by samples and bands, several compiles by the compiles and the replicated
+floor), with the numbers of the comparison's ChangeRule; a change on fewer compiles than the rule asks is
+unconfirmed, in the headline and listed, never counted. The bands' words are pinned under test="bands", which judges
+every cell by them.
 
 The runs are a real H100 run (tests/fixtures/h100-aa2, h100-d: three compiles in most cells of the autotuned modes
 and in those its confirmation re-measured, one elsewhere) rewritten by test_compare.write_run with the same number
@@ -16,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_compare import H100, MACHINE, fake_commit, write_run
+from test_compare import BASE, H100, MACHINE, fake_commit, write_run
 
 from tracker.analyse.compare import UNCONFIRMED, ChangeRule, Comparison, compare_runs, launch_floor
 from tracker.publish.comparetable import render_table
@@ -25,7 +27,9 @@ from tracker.publish.prcomment import headline, render_comment
 
 SLOWER_CELL = ("prefill", "llm_rmsnorm", "eager")  # ~500 us, GPU-bound: judged by the plain bands
 # Numbers no default has, so a text that restates the defaults instead of reading the rule fails.
-RULE = ChangeRule(min_change=0.11, replicated_change=0.07, replicated_autotuned_small_change=0.13, launch_jitter=0.3)
+RULE = ChangeRule(test="bands", min_change=0.11, replicated_change=0.07, replicated_autotuned_small_change=0.13,
+                  launch_jitter=0.3)
+NOISE_RULE = ChangeRule(alpha=0.03, floor=0.02, launch_jitter=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,17 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_run(rd, fake_commit("one-head"), {SLOWER_CELL: 1.5}, hours=2, compiles=1)
     write_run(rd, fake_commit("three-base"), {}, hours=3, compiles=3)
     write_run(rd, fake_commit("three-head"), {SLOWER_CELL: 1.5}, hours=4, compiles=3)
+    return rd
+
+
+@pytest.fixture(scope="module")
+def as_measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture's runs and a copy of h100-d's with the slower cell, every cell with the compiles h100-d measured
+    (three in some, one elsewhere), in a directory of their own: h100-d's run has no history there, so the noise test
+    judges the cells of three compiles a side where their compiles alone resolve the bands, the bands the rest."""
+    rd = tmp_path_factory.mktemp("rule-text-measured") / "results"
+    shutil.copytree(H100, rd)
+    write_run(rd, fake_commit("measured-head"), {SLOWER_CELL: 1.5})
     return rd
 
 
@@ -94,13 +109,43 @@ def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_listed_and
     assert headline(c).endswith(f"{len(unconfirmed)} unconfirmed (not counted)")
     comment = render_comment(c, only_changed=True)  # listed even without the every-cell details
     assert comment.splitlines()[2] == f"### compile-baselines: {headline(c)}"
-    assert ("Unconfirmed, not counted (moved beyond the band on fewer than 3 compiles at head; a re-measurement "
+    assert ("Unconfirmed, not counted (moved beyond its noise on fewer than 3 compiles at head; a re-measurement "
             "confirms or clears them): llm_rmsnorm prefill eager (1.50\u00d7, compiles 3 → 1).") in comment
     table = render_table(c)
-    assert any(line.startswith("?") and line.endswith("eager") and UNCONFIRMED in line for line in table.splitlines())
+    assert any(line.startswith("?") and " llm_rmsnorm " in line and " eager " in line and UNCONFIRMED in line
+               for line in table.splitlines())
     assert "1 unconfirmed, not counted (?)" in table
     # one side with several compiles: judged on them, against the fixed band; and the confirmation is said
     (line,) = footer(c)
     assert "(13% autotuned and small or host-bound, the fixed band where one side has one)" in line
     assert "a change found on fewer than 3 compiles at head is unconfirmed: listed, not counted" in line
     assert "a change found on fewer than 3 compiles at head is unconfirmed" in fine_print(c)
+
+
+def test_cells_judged_against_their_own_noise_say_so_with_the_rules_numbers(as_measured: Path) -> None:
+    c = compare_runs(as_measured, BASE[:8], fake_commit("measured-head")[:8], MACHINE, rule=NOISE_RULE)
+    tested = [x for x in c.cells if x.ci is not None]
+    assert tested and all(x.compiles == (3, 3) for x in tested)
+    assert any(x.ci is None and x.compiles == (1, 1) for x in c.cells)  # unknown noise: the bands
+    lines = footer(c)
+    assert lines[0] == ("a cell changed when its compiles' mean moved beyond its own noise (t-test, the cells selected "
+                        "together at 3% false alarms a comparison, modes together) and beyond 2% and one compile's "
+                        "spread")
+    assert lines[1].startswith("a cell of one compile a side of unknown noise changed when p < 0.01")
+    assert lines[-1].endswith(f"every change also beyond 0.3x the launch floor ({jitter_us(c):.2f} us) beyond the "
+                              "faster side's slowest compile; spread over 20%: too noisy")
+    text = fine_print(c)
+    assert text.startswith("<sub>A cell changed when its compiles' mean moved beyond its own noise (compile to compile "
+                           "and run to run, from this comparison, the cell's history and its class), the comparison's "
+                           "cells selected together so that unchanged code raises an alarm in under 3% of comparisons "
+                           "(Benjamini-Hochberg, an instance's modes together where its source changed), and beyond "
+                           "its minimum change (2%, and one compile's spread); a cell measured in one compile a side "
+                           "of unknown noise changed when Mann-Whitney U")
+    assert comparison_json(c)["rule"]["test"] == "noise"
+
+
+def test_under_the_bands_no_cell_is_judged_against_its_noise_and_the_text_never_says_so(as_measured: Path) -> None:
+    c = compare_runs(as_measured, BASE[:8], fake_commit("measured-head")[:8], MACHINE, rule=RULE)
+    assert all(x.ci is None and x.noise in ("fixed bands", None) for x in c.cells)
+    assert not any("own noise" in line for line in footer(c)) and "own noise" not in fine_print(c)
+    assert comparison_json(c)["rule"]["test"] == "bands"

@@ -83,6 +83,7 @@ def _measured(workload: str, mode: str, cache: Path) -> list:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_two_cold_compiles_in_fresh_processes_agree_and_eager_has_none(tmp_path):
     a = _measured("diff_cfg_blend", "default", tmp_path / "cache-a")
     b = _measured("diff_cfg_blend", "default", tmp_path / "cache-b")

@@ -83,3 +83,157 @@ def test_json_nested_too_deep_is_one_clear_error(fake, waits):
     fake.inject(Fault(200, raw=b"[" * 100_000 + b"]" * 100_000))
     with pytest.raises(GitHubError, match="non-JSON"):
         client.list_issue_comments(OWNER, REPO, PR)
+
+
+# -- every call ends by its deadline, every listing by its page cap -------------------------------------------
+
+CALLS = {
+    "list comments": lambda c: c.list_issue_comments(OWNER, REPO, PR),
+    "create comment": lambda c: c.create_issue_comment(OWNER, REPO, PR, "x" * 400),
+    "update issue": lambda c: c.update_issue(OWNER, REPO, c._made.number, body="y" * 400),
+    "list issues": lambda c: c.list_issues(OWNER, REPO),
+}
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+def test_a_server_dripping_its_body_fails_at_the_deadline(fake, waits, call):
+    """Headers at once, then a byte every 50 ms: no read ever waits past the 0.5 s timeout, so only a deadline on
+    the whole call ends it."""
+    client = GitHubClient(fake.url, fake.token, timeout=0.5, deadline=1.0, sleep=waits.append, write_interval=0)
+    for k in range(8):
+        fake.add_comment(OWNER, REPO, PR, f"comment {k} " + "z" * 100)
+    client._made = client.create_issue("octo", "widgets", "t", "b")  # type: ignore[attr-defined]
+    fake.inject(Fault(drip=0.05))
+    started = time.monotonic()
+    with pytest.raises(GitHubError, match=r"sent no complete answer within the 1 s deadline") as error:
+        CALLS[call](client)
+    assert time.monotonic() - started < 2.5
+    assert "\n" not in str(error.value) and fake.token not in str(error.value)
+
+
+def test_a_body_dripped_within_the_deadline_is_read_whole(fake, waits):
+    client = GitHubClient(fake.url, fake.token, timeout=0.5, deadline=5.0, sleep=waits.append)
+    fake.add_comment(OWNER, REPO, PR, "hello")
+    fake.inject(Fault(drip=0.002))
+    (comment,) = client.list_issue_comments(OWNER, REPO, PR)
+    assert comment.body == "hello"
+
+
+@pytest.mark.parametrize("listing", ["list comments", "list issues"])
+def test_a_next_link_that_never_ends_stops_at_the_page_cap(fake, waits, listing):
+    client = GitHubClient(fake.url, fake.token, sleep=waits.append, max_pages=5)
+    fake.endless = True
+    with pytest.raises(GitHubError, match="still sent a next page after 5 pages while listing") as error:
+        CALLS[listing](client)
+    assert len(fake.calls("GET")) == 5 and "\n" not in str(error.value)
+
+
+def test_the_comment_command_stops_an_endless_listing_in_one_line(fake, tmp_path, capsys):
+    from tracker.github.client import MAX_PAGES
+    from tracker.github.comment import comment_main
+
+    body = tmp_path / "c.md"
+    body.write_text("hi")
+    fake.endless = True
+    env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
+    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"after {MAX_PAGES} pages" in err
+    assert len(fake.calls("GET")) == MAX_PAGES and not fake.calls("POST")
+
+
+# -- redirects ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("write", ["create comment", "update issue"])
+def test_a_redirected_write_says_what_happened_and_is_not_followed(fake, waits, status, write):
+    client = GitHubClient(fake.url, fake.token, sleep=waits.append, write_interval=0)
+    client._made = client.create_issue("octo", "widgets", "t", "b")  # type: ignore[attr-defined]
+    moved = f"{fake.url}/repos/octo/renamed/issues/{PR}/comments"
+    fake.inject(Fault(status, {"message": "Moved Permanently"}, headers={"Location": moved},
+                      method="POST" if write == "create comment" else "PATCH"))
+    before = len(fake.requests)
+    with pytest.raises(GitHubError) as error:
+        CALLS[write](client)
+    message = str(error.value)
+    assert f"with {status} " in message and f"to {moved}" in message and "renamed or moved" in message
+    assert error.value.status == status and len(fake.requests) == before + 1  # nothing sent to the new place
+    assert fake.comments() == [] or write == "update issue"
+
+
+def test_a_redirected_read_on_the_same_host_is_followed(fake, waits):
+    client = GitHubClient(fake.url, fake.token, sleep=waits.append)
+    fake.add_comment(OWNER, REPO, PR, "here")
+    target = f"{fake.url}/repos/{OWNER}/{REPO}/issues/{PR}/comments?per_page=100"
+    fake.inject(Fault(301, None, headers={"Location": target}, method="GET"))
+    assert [c.body for c in client.list_issue_comments(OWNER, REPO, PR)] == ["here"]
+
+
+# -- the token and the repository name, refused before any request -------------------------------------------
+
+BAD_TOKENS = {"a line break inside": "ghp_abc\nghp_def", "a space": "ghp_abc def", "a non-Latin-1 character":
+              "ghp_abc\u2603", "a Latin-1 accent": "ghp_caf\u00e9", "a NUL": "ghp_abc\x00", "a tab": "ghp\tabc"}
+
+
+@pytest.mark.parametrize("how", list(BAD_TOKENS))
+@pytest.mark.parametrize("command", ["comment", "issue"])
+def test_a_token_no_github_token_looks_like_is_refused_naming_github_token(fake, tmp_path, capsys, how, command):
+    from tracker.github.comment import comment_main
+    from tracker.github.tracking import issue_main
+
+    body = tmp_path / "c.md"
+    body.write_text("hi")
+    env = {"GITHUB_TOKEN": BAD_TOKENS[how], "GITHUB_API_URL": fake.url}
+    code = (comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env) if command == "comment"
+            else issue_main(f"{OWNER}/{REPO}", "title", str(body), env))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"compile-baselines {command}: error: GITHUB_TOKEN holds" in err
+    assert BAD_TOKENS[how] not in err and fake.requests == []
+
+
+def test_a_token_with_a_trailing_newline_is_the_token(fake, waits):
+    from tracker.github.client import from_env
+
+    client = from_env({"GITHUB_TOKEN": fake.token + "\n", "GITHUB_API_URL": fake.url}, sleep=waits.append)
+    assert client is not None and client.list_issue_comments(OWNER, REPO, PR) == []
+
+
+BAD_REPOS = ["octo/..", "octo/.", "../widgets", "octo/a b", "-octo/widgets", "octo-/widgets", "octo/wid/gets",
+             "o" * 40 + "/widgets", "octo/" + "w" * 101, "octo/wid%2egets", "octo/wid\u00e9gets", "octo/widgets\n",
+             "/widgets", "octo/"]
+
+
+@pytest.mark.parametrize("repo", BAD_REPOS)
+@pytest.mark.parametrize("command", ["comment", "issue", "pr"])
+def test_a_repository_name_github_cannot_have_is_refused_before_any_request(fake, tmp_path, capsys, repo, command):
+    from tracker import cli
+
+    body = tmp_path / "c.md"
+    body.write_text("hi")
+    argv = {"comment": ["comment", f"--repo={repo}", "--pr", str(PR), "--body-file", str(body)],
+            "issue": ["issue", f"--repo={repo}", "--title", "t", "--body-file", str(body)],
+            "pr": ["pr", "--base", "HEAD", "--head", "HEAD", f"--repo={repo}", "--pr", str(PR)]}[command]
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("GITHUB_TOKEN", fake.token)
+        m.setenv("GITHUB_API_URL", fake.url)
+        assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--repo must be OWNER/NAME" in err and fake.requests == []
+
+
+@pytest.mark.parametrize("repo", ["octo/.github", "octo/a.b", "octo/...x", "a/b", "o-c-t-o/w_i-d.g3ts",
+                                  "o" * 39 + "/" + "w" * 100])
+def test_repository_names_github_allows_are_taken(repo):
+    from tracker.github.client import parse_repo
+
+    assert parse_repo(repo) == tuple(repo.split("/"))
+
+
+def test_pr_refuses_a_malformed_token_before_it_measures(fake, capsys, monkeypatch):
+    from tracker import cli
+
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_abc\nghp_def")
+    monkeypatch.setenv("GITHUB_API_URL", fake.url)
+    assert cli.main(["pr", "--base", "HEAD", "--head", "HEAD", "--repo", f"{OWNER}/{REPO}", "--pr", str(PR)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GITHUB_TOKEN holds" in err and "pr: base" not in err

@@ -145,6 +145,7 @@ def test_each_gpu_has_its_own_lock_timing_cores_and_device_and_the_compilers_sha
     assert default_jobs("cuda", 2) == 32 and default_jobs("cuda", 1) == 16
 
 
+@pytest.mark.slow
 def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: Path) -> None:
     cells = [CellId("tiny", w, "eager") for w in ("llm_rmsnorm", "diff_cfg_blend", "rl_dpo_loss", "rl_grpo_loss")]
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=2, device="cpu", gpus=("0", "1"),

@@ -337,6 +337,7 @@ def test_the_report_lays_a_sweep_out_as_one_table(example: dict[str, str]) -> No
     assert html.count('<tr data-preset="') == 3
 
 
+@pytest.mark.slow
 def test_the_example_s_h100_run_shows_where_the_best_mode_changes_along_its_sweep(example: dict[str, str],
                                                                                  tmp_path: Path) -> None:
     """The real H100 run of examples/kernel-repo (tests/fixtures/h100-example/PROVENANCE.md): the summary names a

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from tracker import metrics
+from tracker.errors import ToolError
+from tracker.publish import preflight
 from tracker.publish import site as publish
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey
@@ -186,6 +188,7 @@ def test_tampered_vendor_file_is_refused(tmp_path: Path) -> None:
 
 # --- the published site ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_published_pages_load_nothing_from_elsewhere(site: Path) -> None:
     for page in site.glob("*.html"):
         html = page.read_text(encoding="utf-8")
@@ -196,6 +199,7 @@ def test_published_pages_load_nothing_from_elsewhere(site: Path) -> None:
     assert (site / "vendor" / "bootstrap-3.1.1" / "fonts" / "glyphicons-halflings-regular.woff").is_file()
 
 
+@pytest.mark.slow
 def test_history_comes_from_the_results(site: Path) -> None:
     """Commits unknown to git (this fixture's) are plotted, in date order."""
     index = json.loads((site / "index.json").read_text())
@@ -207,6 +211,7 @@ def test_history_comes_from_the_results(site: Path) -> None:
     assert points == {0, 1}
 
 
+@pytest.mark.slow
 def test_report_and_asv_link_both_ways(site: Path) -> None:
     index = (site / "index.html").read_text(encoding="utf-8")
     assert publish.REPORT_LINK in index
@@ -222,6 +227,7 @@ def test_refuses_to_publish_over_or_into_the_results(results_dir: Path) -> None:
         publish.publish_main(results_dir, None, results_dir / "site")
 
 
+@pytest.mark.slow
 def test_html_dir_is_relative_to_the_config(results_dir: Path, tmp_path: Path) -> None:
     """Without --out the site goes to asv.conf.json's html_dir, read relative to the config file as asv does."""
     import shutil
@@ -234,6 +240,7 @@ def test_html_dir_is_relative_to_the_config(results_dir: Path, tmp_path: Path) -
     assert (tmp_path / "conf" / ".asv" / "html" / "report" / "index.html").is_file()
 
 
+@pytest.mark.slow
 def test_a_stale_benchmarks_json_leaving_out_graphs_is_warned_about(results_dir: Path, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
@@ -248,6 +255,7 @@ def test_a_stale_benchmarks_json_leaving_out_graphs_is_warned_about(results_dir:
     assert asvfiles.METRIC_BENCHMARKS["compile_time"] in err and "stale?" in err
 
 
+@pytest.mark.slow
 def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_path: Path) -> None:
     """A suite newer than its results (kernels under test not yet run): asv's grid would 404 on them."""
     import shutil
@@ -265,7 +273,7 @@ def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_
 
 def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
-    with pytest.raises(publish.PublishError, match="holds no asv results"):
+    with pytest.raises(ToolError, match="no asv result files in "):
         publish.publish_main(tmp_path / "results", None, tmp_path / "site")
 
 
@@ -281,6 +289,7 @@ def h100_results(tmp: Path) -> Path | None:
     return copy / found[0].relative_to(H100_FIXTURE)
 
 
+@pytest.mark.slow
 def test_publishes_the_h100_fixture(tmp_path: Path) -> None:
     results_dir = h100_results(tmp_path)
     if results_dir is None:
@@ -294,6 +303,7 @@ def test_publishes_the_h100_fixture(tmp_path: Path) -> None:
         "p-preset": ["'prefill'"], "p-workload": ["'llm_rmsnorm'"], "p-mode": modes}
 
 
+@pytest.mark.slow
 def test_asv_graphs_open_on_what_an_eager_and_default_run_measured(tmp_path: Path) -> None:
     # the committed CPU run (tiny preset, llm_rmsnorm and diff_cfg_blend, eager and default): asv alone would open
     # on prefill/decode/tiny x llm_rmsnorm/llm_layernorm x eager, one series of six with data
@@ -307,6 +317,7 @@ def test_asv_graphs_open_on_what_an_eager_and_default_run_measured(tmp_path: Pat
     assert html.index(publish.SELECTION_SCRIPT_ID) < html.index("asv.js")  # runs before asv reads the URL
 
 
+@pytest.mark.slow
 def test_builds_with_no_network_and_twice(monkeypatch: pytest.MonkeyPatch, results_dir: Path, tmp_path: Path) -> None:
     """Building never reaches for the network (a socket fails here), and publishing again over the same output
     (asv empties it first) adds the report link once."""
@@ -321,4 +332,4 @@ def test_builds_with_no_network_and_twice(monkeypatch: pytest.MonkeyPatch, resul
     assert publish.publish_main(results_dir, None, out) == 0
     assert (out / "index.html").read_text().count("nav-li-baseline-report") == 1
     assert (out / "index.html").read_text().count(publish.SELECTION_SCRIPT_ID) == 1
-    assert os.path.isfile(out / "report" / "index.html")
+    assert os.path.isfile(out / "report" / "index.html") and (out / preflight.MARKER).is_file()

@@ -62,6 +62,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return e
 
 
+@pytest.mark.slow
 def test_concurrent_recorders_into_one_results_dir_lose_no_cell(tmp_path: Path, env: dict[str, str]) -> None:
     res, go = tmp_path / "results", tmp_path / "go"
     host = json.dumps(host_info("cpu").as_dict())
@@ -170,7 +171,8 @@ RUN = ["run", "--preset", "tiny", "--workload", "diff_cfg_blend", "--mode", "eag
        "--warmup-ms", "5", "--rep-ms", "50", "--commit", COMMIT]
 
 
-@pytest.mark.parametrize("name", ["../../outside", "..", ".hidden", "a/b", ""])
+@pytest.mark.parametrize("name", ["../../outside", *(pytest.param(n, marks=pytest.mark.slow)  # a CLI process each
+                                                     for n in ("..", ".hidden", "a/b", ""))])
 def test_run_refuses_a_machine_name_that_is_not_one_folder_before_measuring(tmp_path: Path, env: dict[str, str],
                                                                              name: str) -> None:
     out = run_cli([*RUN, "--results-dir", str(tmp_path / "r" / "results"), "--machine", name], env)
@@ -223,6 +225,7 @@ def test_save_into_an_unwritable_place_is_one_error_and_leaves_nothing_behind(tm
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["box"]
 
 
+@pytest.mark.slow
 def test_run_from_another_directory_with_relative_paths_records_where_it_was_told(tmp_path: Path,
                                                                                   env: dict[str, str]) -> None:
     out = run_cli([*RUN, "--results-dir", "res", "--cells-dir", "cells", "--machine", "box"], env, cwd=tmp_path)
@@ -258,6 +261,7 @@ def test_asv_discovery_imports_the_suite_from_its_checkout_installed_or_not(tmp_
     assert seen[-1] == str(ROOT) and "ASV_PYTHONPATH" not in os.environ
 
 
+@pytest.mark.slow
 def test_a_run_whose_environment_cannot_discover_the_suite_fails_before_measuring(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # on the H100 such a run measured for 874 s and failed at the end, in asv's discovery
@@ -278,7 +282,7 @@ def test_a_run_whose_environment_cannot_discover_the_suite_fails_before_measurin
 def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Path, machine: str, commit: str) -> None:
     root = tmp_path / "cells"
     store = CellStore(root, RunKey(machine, commit, ".."))
-    store.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "..", "status": "ok"})
+    store.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "..", "status": "skipped", "reason": "a test"})
     store.set_launch_floor(3.0)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(root in p.parents for p in written)

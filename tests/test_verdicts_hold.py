@@ -58,6 +58,7 @@ def test_an_aa_pair_of_full_h100_runs_reports_no_change() -> None:
     assert not c.changed
 
 
+@pytest.mark.slow
 def test_the_same_pair_judged_on_one_compile_a_cell_raises_false_alarms() -> None:
     # tools/verdict_trials.py rebuilds each run from its cells' first compiles: the tracker before replicates
     out = subprocess.run([sys.executable, "tools/verdict_trials.py", "aa", str(AA), "--commit", AA_COMMIT,
@@ -154,6 +155,7 @@ def runs(tmp: Path, *fixtures: Path) -> Path:
     return tmp / "results"
 
 
+@pytest.mark.slow
 def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candidates_compiled_afresh(
         tmp_path: Path) -> None:
     results = runs(tmp_path, AA2, AA3)
@@ -177,15 +179,32 @@ def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candid
     assert len(own) == 1 and fresh - own
 
 
+@pytest.fixture(scope="module")
+def forking_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return runs(tmp_path_factory.mktemp("forking"), AA2, AA3, AA4)
+
+
+FALSE_ALARM_D_F = (
+    "issue 28: d -> f raises an improvement on unchanged code: prefill vlm_contrastive_nce_loss reduce-overhead, "
+    "d's one compile 40.83 us against f's four (38.05-38.56 us), -6.3% (95% CI -9.4..-3.1%), p = 0.0004, judged "
+    "on '4 compiles of this comparison' alone: no history, no class prior, so the run-to-run spread of runs on two "
+    "machines is taken at the 1% run_floor; c, e and g drew 38.05, 36.9-38.21 and 38.98 us: d's compile is the "
+    "outlier, a run-to-run move the bands (25% under 50 us) covered")
+
+
+@pytest.mark.parametrize("base, base_commit, head", [
+    pytest.param("h100-d", AA2_COMMIT, "h100-f", id="d-f",
+                 marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARM_D_F)),
+    pytest.param("h100-e", AA3_COMMIT, "h100-f", id="e-f"), pytest.param("h100-f", AA4_COMMIT, "h100-g", id="f-g")])
 def test_runs_of_the_forking_runner_against_each_other_and_two_earlier_runs_report_no_change_once_confirmed(
-        tmp_path: Path) -> None:
-    results = runs(tmp_path, AA2, AA3, AA4)
-    for base, base_commit, head in (("h100-d", AA2_COMMIT, "h100-f"), ("h100-e", AA3_COMMIT, "h100-f"),
-                                    ("h100-f", AA4_COMMIT, "h100-g")):
-        c = compare_runs(results, base_commit, AA4_COMMIT, base, head_machine=head,
-                         rule=ChangeRule(confirm=(0, confirm.COMPILES)))
-        assert len(c.cells) == 213 and len(c.instances) == 41 and not c.changed
-        assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+        forking_runs: Path, base: str, base_commit: str, head: str) -> None:
+    c = compare_runs(forking_runs, base_commit, AA4_COMMIT, base, head_machine=head,
+                     rule=ChangeRule(confirm=(0, confirm.COMPILES)))
+    assert len(c.cells) == 213 and len(c.instances) == 41 and not c.changed
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+
+
+def test_the_forking_runners_candidates_were_measured_again_at_head() -> None:
     # each comparison's candidates were measured again at head, in three fresh compiles each
     f = CellStore.of_run(AA4.parent / "cells", RunKey("h100-f", AA4_COMMIT, "2.11.0+cu130"))
     assert max(r["replicate"] for r in f.replicates("decode", "llm_label_smoothed_ce_loss", "max-autotune")) == 6
@@ -220,7 +239,12 @@ def test_a_host_bound_slowdown_of_one_to_three_more_launches_is_reported_and_its
 def test_a_no_op_pr_with_base_and_head_measured_at_once_reports_no_change() -> None:
     c = compare_runs(INTERLEAVED, INTERLEAVED_BASE, "0307fa02", "h100-n6", rule=PR_RULE)
     assert len(c.cells) == 20 and not c.changed
-    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed, c.noisy) == ([], [], [], [], [])
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+    # one 5 us host-bound cell of one compile a side moved -15% (samples spread 17%) within the upper half of its
+    # 27% band: too noisy to judge, not counted
+    (noisy,) = c.noisy
+    assert (noisy.workload, noisy.mode, noisy.compiles, noisy.noise) == ("rl_dpo_loss", "default", (1, 1),
+                                                                       "fixed bands")
     # its first pass moved 4 cells, which both sides measured again until each had three compiles
     assert sorted(x.compiles for x in c.cells if x.compiles != (1, 1)) == [(3, 3)] * 4
 
@@ -284,10 +308,12 @@ def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_and_not_co
 
 def test_candidates_include_cells_beyond_the_floor_only_confirmation_can_judge() -> None:
     c = compare_runs(PLANT, PLANT_BASE, PLANT_HEAD, "h100-p", rule=ChangeRule())
-    floor_only = [x for x in c.cells if x.verdict == SAME and x.ratio and abs(math.log(x.ratio)) > math.log1p(0.05)
-                  and x.compiles == (1, 1) and min(x.base_ms, x.head_ms) >= 0.05]
+    floor_only = [x for x in c.cells if x.verdict == SAME and x.ratio and x.compiles == (1, 1)
+                  and abs(math.log(x.ratio)) > math.log1p(c.rule.floor) and min(x.base_ms, x.head_ms) >= 0.05]
     assert floor_only  # e.g. the ViT MLP's decode cells, +4-5% on one compile
     assert {(x.preset, x.workload, x.mode) for x in floor_only} <= set(confirm.candidates(c))
+    # and the cells too noisy to judge (the ViT MLP's decode reduce-overhead, +5% within its 10% band)
+    assert c.noisy and {(x.preset, x.workload, x.mode) for x in c.noisy} <= set(confirm.candidates(c))
 
 
 # ---------------------------------------------------------------------------------------------------- replicates

@@ -1,15 +1,15 @@
-"""The GitHub Actions workflows: security properties, the CLI contract their steps use, the
-results-branch and tracking scripts run for real against local git repositories, and the linters."""
+"""The GitHub Actions workflows: security properties, the CLI contract their steps use, each step one command (the
+git plumbing and the searches are Python, tested in test_resultsbranch.py and test_track.py), and the linters."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ def load(name: str) -> dict[str, Any]:
 
 
 WORKFLOWS = {name: load(name) for name in WORKFLOW_NAMES}
+REUSABLE = load("kernel-repo")  # its own security properties: test_adopt.py
 
 
 def jobs() -> list[tuple[str, str, dict[str, Any]]]:
@@ -101,7 +102,7 @@ def test_every_job_declares_permissions_and_each_write_is_used() -> None:
         scripts = "\n".join(run_scripts(job))
         uses = " ".join(s.get("uses", "") for s in job.get("steps", []))
         why = {
-            "contents": "push origin" in scripts,
+            "contents": "compile-baselines results store" in scripts,
             "pull-requests": bool(re.search(r"compile-baselines (pr|comment)\b|/labels/", scripts)),
             "issues": "compile-baselines issue" in scripts,
             "pages": "actions/deploy-pages@" in uses,
@@ -273,6 +274,14 @@ CONTRACT = {
     "report": Command({"--out": 1, "--results-dir": 1}, frozenset({"--out"})),
     "publish": Command({"--out": 1}),
     "issue": Command({"--repo": 1, "--title": 1, "--body-file": 1}, frozenset({"--repo", "--title", "--body-file"})),
+    "results fetch": Command({"--branch": 1, "--remote": 1, "--machine": 1, "--commit": 1, "--results-dir": 1},
+                             frozenset({"--branch"})),
+    "results store": Command({"--branch": 1, "--remote": 1, "--note": 1}, frozenset({"--branch"}), positional=True),
+    "results previous": Command({"--machine": 1, "--commit": 1, "--branch": 1, "--remote": 1, "--results-dir": 1},
+                                frozenset({"--machine"})),
+    "track": Command({"--out": 1, "--commit": 1, "--machine": "+", "--results-dir": 1, "--confirmed-only": 0,
+                      "--attribute": 0, "--allow-cross-versions": 0, "--fail-on": 1}, frozenset({"--out"}),
+                     choices={"--fail-on": ("best-change", "never")}),
 }
 
 
@@ -282,6 +291,8 @@ def cli_invocations(script: str) -> list[list[str]]:
     for line in script.replace("\\\n", " ").splitlines():
         if "compile-baselines" not in line or line.lstrip().startswith("#"):
             continue
+        if captured := re.fullmatch(r'\s*\w+="\$\((.*)\)"\s*', line):  # var="$(command ...)": its output kept
+            line = captured.group(1)
         lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         tokens = list(lexer)
@@ -296,9 +307,15 @@ def cli_invocations(script: str) -> list[list[str]]:
     return found
 
 
+def command_name(args: list[str]) -> str:
+    """The (sub)command `args` call: `compare`, or `results store`."""
+    return " ".join(args[:2]) if " ".join(args[:2]) in CONTRACT else args[0] if args else ""
+
+
 def check_against_contract(args: list[str]) -> None:
-    assert args and args[0] in CONTRACT, f"unknown subcommand: {args[:1]}"
-    command, seen, positional, i = CONTRACT[args[0]], set(), 0, 1
+    name = command_name(args)
+    assert name in CONTRACT, f"unknown subcommand: {args[:1]}"
+    command, seen, positional, i = CONTRACT[name], set(), 0, len(name.split())
     while i < len(args):
         flag, value = args[i], None
         if flag.startswith("--") and "=" in flag:
@@ -307,7 +324,7 @@ def check_against_contract(args: list[str]) -> None:
             positional += 1
             i += 1
             continue
-        assert flag in command.flags, f"{args[0]}: {flag} is not in the contract"
+        assert flag in command.flags, f"{name}: {flag} is not in the contract"
         arity, i = command.flags[flag], i + 1
         values = [value] if value is not None else []
         if arity == 1 and value is None:
@@ -322,168 +339,101 @@ def check_against_contract(args: list[str]) -> None:
             assert value is None, f"{args[0]}: {flag} takes no value"
         for v in values:
             if flag in command.choices and "$" not in v:
-                assert v in command.choices[flag], f"{args[0]}: {flag} {v}"
+                assert v in command.choices[flag], f"{name}: {flag} {v}"
         seen.add(flag)
-    assert command.required <= seen, f"{args[0]}: missing {sorted(command.required - seen)}"
-    assert (positional > 0) == command.positional, f"{args[0]}: positional arguments {positional}"
+    assert command.required <= seen, f"{name}: missing {sorted(command.required - seen)}"
+    assert (positional > 0) == command.positional, f"{name}: positional arguments {positional}"
+
+
+def all_steps() -> list[tuple[str, str, dict[str, Any]]]:
+    """The steps of our workflows and of the reusable one a kernel repository calls."""
+    reusable = [("kernel-repo", job_id, step) for job_id, job in REUSABLE["jobs"].items()
+                for step in job.get("steps", [])]
+    return steps() + reusable
 
 
 def test_workflow_steps_use_only_the_cli_contract() -> None:
     used = set()
-    for wf_name, job_id, step in steps():
+    for wf_name, job_id, step in steps():  # the reusable workflow's are parsed by the CLI itself: test_adopt.py
         for args in cli_invocations(step.get("run", "")):
             try:
                 check_against_contract(args)
             except AssertionError as e:
                 raise AssertionError(f"{wf_name}/{job_id}: {shlex.join(['compile-baselines', *args])}: {e}") from e
-            used.add(args[0])
-    assert {"run", "merge", "compare", "issue", "publish", "pr"} <= used
+            used.add(command_name(args))
+    assert {"run", "compare", "issue", "publish", "pr", "results previous", "results fetch", "results store",
+            "track"} <= used
 
 
 def test_the_contract_check_catches_mistakes() -> None:
     for bad in (["bench"], ["run", "--preset"], ["compare", "--base", "a"], ["compare", "--base", "a", "--head",
-                "b", "--fail-on", "sometimes"], ["publish", "--results-dir", "x"], ["merge", "--results-dir", "d"]):
+                "b", "--fail-on", "sometimes"], ["publish", "--results-dir", "x"], ["merge", "--results-dir", "d"],
+                ["results", "store", "--branch", "b"], ["results", "push", "--branch", "b"], ["track"]):
         with pytest.raises(AssertionError):
             check_against_contract(bad)
     assert cli_invocations('x=1; compile-baselines compare --base "$A" \\\n --head "$B" || rc=$?') == [
         ["compare", "--base", "$A", "--head", "$B"]]
+    assert cli_invocations('p="$(compile-baselines results previous --machine "$M")"\necho "c=$p"') == [
+        ["results", "previous", "--machine", "$M"]]
+    check_against_contract(["results", "store", "d1", "d2", "--branch", "b"])
 
 
-# --- the results-branch and tracking scripts, run for real -------------------------------------------------
+_GIT = re.compile(r"(^|[\s;|&(`]|\$\()git\s")
+_SHELL_LOGIC = re.compile(r"(^|[\s;])(for|while|until|if|case)\s")
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+def test_each_step_is_one_command_and_git_is_run_by_the_commands_only() -> None:
+    # The plumbing of the results branch and the searches of the history are Python (tracker/store/resultsbranch.py,
+    # tracker/publish/nightly.py), so that another CI system runs the same commands: a step calls one of them. The
+    # set-up steps (a virtual environment, the label gh removes) are no command of ours.
+    for wf_name, job_id, step in all_steps():
+        lines = [line for line in step.get("run", "").splitlines() if not line.lstrip().startswith("#")]
+        where = f"{wf_name}/{job_id}: {step.get('name')}"
+        assert len(cli_invocations("\n".join(lines))) <= 1, f"{where}: more than one command"
+        assert not any(_GIT.search(line) for line in lines), f"{where}: runs git"
+        if cli_invocations("\n".join(lines)):
+            assert not any(_SHELL_LOGIC.search(line) for line in lines), f"{where}: a loop or a branch around it"
 
 
-def write_exe(path: Path, text: str) -> None:
-    path.write_text(text)
-    path.chmod(0o755)
+def step_with(workflow: dict[str, Any], job_id: str, command: str) -> dict[str, Any]:
+    found = [s for s in workflow["jobs"][job_id]["steps"] if f"compile-baselines {command}" in s.get("run", "")]
+    assert len(found) == 1, f"{job_id}: one step runs {command}"
+    return found[0]
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> tuple[Path, Path]:
-    """A bare `origin` and a clone of it with three commits on main, as actions/checkout leaves it."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    origin, work = tmp_path / "origin.git", tmp_path / "work"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(tmp_path, "clone", "-q", str(origin), str(work))
-    for i in range(3):
-        (work / "f.txt").write_text(str(i))
-        git(work, "add", "f.txt")
-        git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"c{i}")
-    git(work, "push", "-q", "origin", "HEAD:main")
-    return origin, work
+def test_the_bench_job_confirms_against_the_previous_run_and_stores_tonights_whatever_the_branch_says() -> None:
+    nightly = WORKFLOWS["nightly"]
+    previous, fetch = step_with(nightly, "bench", "results previous"), step_with(nightly, "bench", "results fetch")
+    confirm = step_with(nightly, "bench", "compare")
+    # a results branch that cannot be read costs the confirmation, never the night's measurements
+    assert previous["continue-on-error"] is True and fetch["continue-on-error"] is True
+    assert fetch["if"] == f"steps.{previous['id']}.outputs.commit != ''"
+    assert confirm["if"] == f"steps.{fetch['id']}.outcome == 'success'"
+    assert "--confirm" in confirm["run"] and "$PREVIOUS" in confirm["run"] and "$PREVIOUS" in fetch["run"]
+    steps_ = nightly["jobs"]["bench"]["steps"]
+    upload = next(i for i, s in enumerate(steps_) if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert steps_.index(confirm) < upload  # the confirming compiles travel with tonight's results
 
 
-def run_step(script: str, cwd: Path, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    bin_dir = tmp_path / "bin"
-    full_env = {
-        **os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path / "temp"),
-        "GITHUB_OUTPUT": str(tmp_path / "github_output"), "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_EVENT_NAME": "schedule", "GITHUB_RUN_ID": "1", "GIT_TERMINAL_PROMPT": "0",
-        **WORKFLOWS["nightly"]["env"], **env,
-    }
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("workflow", [WORKFLOWS["nightly"], REUSABLE], ids=["nightly", "kernel-repo"])
+def test_the_tracking_issue_is_posted_when_track_wrote_its_body(workflow: dict[str, Any]) -> None:
+    track, issue = step_with(workflow, "track", "track "), step_with(workflow, "track", "issue")
+    written = cli_invocations(track["run"])[0]
+    posted = cli_invocations(issue["run"])[0]
+    out = written[written.index("--out") + 1]
+    assert posted[posted.index("--body-file") + 1] == out
+    assert issue["if"] == f"hashFiles('{out}') != ''"
 
 
-@pytest.fixture
-def fake_bin(tmp_path: Path) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (tmp_path / "temp").mkdir()
-    write_exe(bin_dir / "sleep", "#!/bin/sh\nexit 0\n")  # no back-off waits in tests
-    return bin_dir
-
-
-def test_store_creates_the_results_branch_then_merges_again_after_a_push_race(
-        repo: tuple[Path, Path], fake_bin: Path, tmp_path: Path) -> None:
-    origin, work = repo
-    script = step_named("nightly", "store", "Merge into the results branch")["run"]
-    incoming = tmp_path / "temp" / "incoming" / "results-stable" / "h100-torch-stable"
-    incoming.mkdir(parents=True)
-    (incoming / "aaaa1111-existing.json").write_text("{}")
-    # merge: copy the sources into the destination; on its first call in a run where RACE is set,
-    # another writer pushes to the branch first, so the store's push is rejected once.
-    write_exe(fake_bin / "compile-baselines", f"""#!/usr/bin/env bash
-set -e
-[[ $1 == merge ]]; shift
-dest="${{@: -1}}"; srcs=("${{@:1:$#-2}}")
-for s in "${{srcs[@]}}"; do cp -r "$s"/. "$dest"/; done
-if [[ -n $RACE && ! -e {tmp_path}/raced ]]; then
-  touch {tmp_path}/raced
-  git clone -q -b "$RESULTS_BRANCH" {origin} {tmp_path}/other
-  echo other > {tmp_path}/other/other.json
-  git -C {tmp_path}/other add other.json
-  git -C {tmp_path}/other -c user.name=o -c user.email=o@o commit -qm other
-  git -C {tmp_path}/other push -q origin HEAD:"$RESULTS_BRANCH"
-fi
-""")
-    first = run_step(script, work, tmp_path, {"GH_TOKEN": "t", "RACE": ""})
-    assert first.returncode == 0, first.stdout + first.stderr
-    assert "creating it" in first.stdout
-    tree = git(origin, "ls-tree", "-r", "--name-only", "asv-results").split()
-    assert tree == ["h100-torch-stable/aaaa1111-existing.json"]  # an orphan: none of main's files
-    assert git(origin, "log", "-1", "--format=%an", "asv-results") == "github-actions[bot]"
-
-    (incoming / "bbbb2222-existing.json").write_text("{}")
-    second = run_step(script, work, tmp_path, {"GH_TOKEN": "t", "RACE": "1"})
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert "rejected (attempt 1 of 5)" in second.stdout
-    tree = git(origin, "ls-tree", "-r", "--name-only", "asv-results").split()
-    assert tree == ["h100-torch-stable/aaaa1111-existing.json", "h100-torch-stable/bbbb2222-existing.json",
-                    "other.json"]
-    assert git(origin, "rev-list", "--count", "asv-results") == "3"
-
-    third = run_step(script, work, tmp_path, {"GH_TOKEN": "t", "RACE": ""})
-    assert third.returncode == 0 and "No new results" in third.stdout
-    assert git(origin, "rev-list", "--count", "asv-results") == "3"
-
-
-def test_track_compares_each_machine_with_its_previous_measured_commit(
-        repo: tuple[Path, Path], fake_bin: Path, tmp_path: Path) -> None:
-    _, work = repo
-    script = step_named("nightly", "track", "Compare with the previous measured commit")["run"]
-    c0, c1, c2 = git(work, "rev-list", "--reverse", "HEAD").split()
-    results = work / ".asv" / "results"
-    for machine, commits in {"h100-torch-stable": (c0, c2), "h100-torch-nightly": (c0, c1, c2),
-                             "h100-torch-new": (c2,), "h100-torch-retired": (c0,)}.items():
-        (results / machine).mkdir(parents=True)
-        (results / machine / "machine.json").write_text("{}")
-        for c in commits:
-            (results / machine / f"{c[:8]}-existing-py.json").write_text("{}")
-    # compare: the best baseline changed on the stable machine only
-    write_exe(fake_bin / "compile-baselines", f"""#!/usr/bin/env bash
-echo "$*" >> {tmp_path}/calls
-while (( $# )); do case $1 in --machine) m=$2;; --out) out=$2;; esac; shift; done
-[[ $m == h100-torch-stable ]] || exit 0
-echo "llm_rmsnorm: max-autotune -> default" > "$out"; exit 3
-""")
-    done = run_step(script, work, tmp_path, {})
-    assert done.returncode == 0, done.stdout + done.stderr
-    calls = sorted((tmp_path / "calls").read_text().splitlines())
-    flags = "--format md --fail-on best-change --allow-cross-versions"
-    assert calls == sorted([
-        # night to night: only changes confirmed on the GPU (the bench job's compare --confirm) count
-        f"compare --base {c1} --head {c2} --machine h100-torch-nightly {flags} --confirmed-only --attribute "
-        f"--out {tmp_path}/temp/compare-h100-torch-nightly.md",
-        f"compare --base {c0} --head {c2} --machine h100-torch-stable {flags} --confirmed-only --attribute "
-        f"--out {tmp_path}/temp/compare-h100-torch-stable.md",
-        # tonight's commit across PyTorch lines: each other machine against the first
-        f"compare --base {c2} --head {c2} --machine h100-torch-new --head-machine h100-torch-nightly {flags} "
-        f"--out {tmp_path}/temp/versions-h100-torch-nightly.md",
-        f"compare --base {c2} --head {c2} --machine h100-torch-new --head-machine h100-torch-stable {flags} "
-        f"--out {tmp_path}/temp/versions-h100-torch-stable.md",
-    ])
-    assert "changed=true" in (tmp_path / "github_output").read_text()
-    body = (tmp_path / "temp" / "issue.md").read_text()
-    assert "## h100-torch-stable" in body and "max-autotune -> default" in body and "nightly" not in body
-
-    write_exe(fake_bin / "compile-baselines", "#!/bin/sh\necho 'error: corrupt results' >&2; exit 1\n")
-    failed = run_step(script, work, tmp_path, {})
-    assert failed.returncode != 0 and "compare failed" in failed.stdout
+def test_ci_runs_every_test_the_slow_ones_included() -> None:
+    # `-m "not slow"` is a contributor's shortcut (README); the CI job runs .ci/run, which runs tools/test.sh
+    assert "bash .ci/run" in WORKFLOWS["ci"]["jobs"]["test"]["steps"][-1]["run"]
+    assert "bash tools/test.sh" in (ROOT / ".ci" / "run").read_text()
+    pytest_lines = [line for line in (ROOT / "tools" / "test.sh").read_text().splitlines() if "pytest" in line
+                    and not line.lstrip().startswith("#")]
+    options = [line.split("pytest", 1)[1] for line in pytest_lines]  # what pytest gets: no marker selection
+    assert options and not any(re.search(r"\s-m\b|not slow", o) for o in options), options
+    assert "-m" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
 
 
 # --- the linters --------------------------------------------------------------------------------------------
@@ -503,39 +453,3 @@ def test_workflows_pass_the_linters() -> None:
     done = subprocess.run([str(ROOT / ".ci" / "lint-workflows")], cwd=ROOT, env={**os.environ, "PATH": path},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_bench_confirms_against_the_stored_previous_run_of_its_machine(
-        repo: tuple[Path, Path], fake_bin: Path, tmp_path: Path) -> None:
-    origin, work = repo
-    script = step_named("nightly", "bench", "Confirm what moved since the previous measured commit")["run"]
-    c0, _, c2 = git(work, "rev-list", "--reverse", "HEAD").split()
-    write_exe(fake_bin / "compile-baselines", f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/calls\n')
-    tonight = tmp_path / "temp" / "results" / "h100-torch-stable"
-    tonight.mkdir(parents=True)
-    (tonight / f"{c2[:8]}-existing-py.json").write_text("{}")
-
-    first = run_step(script, work, tmp_path, {"CHANNEL": "stable"})  # the very first night: no results branch
-    assert first.returncode == 0 and "nothing to confirm against" in first.stdout, first.stdout + first.stderr
-    assert not (tmp_path / "calls").exists()
-
-    # the results branch holds c0's run of this machine (c1 was not measured) and another machine's
-    stored = tmp_path / "stored"
-    git(tmp_path, "clone", "-q", str(origin), str(stored))
-    git(stored, "checkout", "-q", "--orphan", "asv-results")
-    git(stored, "rm", "-rqf", ".")
-    for machine in ("h100-torch-stable", "h100-torch-nightly"):
-        (stored / machine).mkdir()
-        (stored / machine / f"{c0[:8]}-existing-py.json").write_text(f'{{"machine": "{machine}"}}')
-        (stored / machine / "machine.json").write_text("{}")
-    git(stored, "add", "-A")
-    git(stored, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
-    git(stored, "push", "-q", "origin", "asv-results")
-
-    done = run_step(script, work, tmp_path, {"CHANNEL": "stable"})
-    assert done.returncode == 0, done.stdout + done.stderr
-    # the previous run is put beside tonight's, and the head's moved cells are measured again against it
-    assert json.loads((tonight / f"{c0[:8]}-existing-py.json").read_text()) == {"machine": "h100-torch-stable"}
-    assert (tmp_path / "calls").read_text().splitlines() == [
-        f"compare --results-dir {tmp_path}/temp/results --base {c0} --head {c2} --machine h100-torch-stable "
-        "--allow-cross-versions --confirm -j 0 --format table"]

@@ -12,12 +12,13 @@ import socket
 import sys
 import textwrap
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON, TESTS
-from tracker.errors import InputError, ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
 from workloads.names import MODES
 
@@ -26,10 +27,6 @@ FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS,
 
 
 EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for `yes | head -1`'s yes: 141
-
-
-class UsageError(Exception):
-    """A user mistake: one clear line, exit code 2."""
 
 
 def _conf_path(args: argparse.Namespace) -> Path:
@@ -155,8 +152,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         cells = runner.shard(cells, *shard)
     if not cells:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
-    if args.jobs is not None and args.jobs < 0:
-        raise UsageError(f"-j takes a number of cells at once, or 0 for the default, not {args.jobs}")
     gpus: tuple[str, ...] = ()
     if device == "cuda":
         from tracker.runner import gpus as host_gpus
@@ -357,10 +352,39 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote(args: argparse.Namespace) -> Any:
+    from tracker.github.gitauth import git_env
+    from tracker.store.gitbranch import Remote
+
+    return Remote(project_repo(), args.remote, git_env(os.environ))
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from tracker.store import resultsbranch
+
+    if args.action == "fetch":
+        return resultsbranch.fetch_main(_remote(args), args.branch, Path(_results_dir(args)), args.machine,
+                                        args.commit, project_repo())
+    if args.action == "store":
+        return resultsbranch.store_main(_remote(args), args.branch, [Path(s) for s in args.sources], args.note)
+    if args.branch:
+        return resultsbranch.previous_main(args.machine, args.commit, project_repo(), remote=_remote(args),
+                                           branch=args.branch)
+    return resultsbranch.previous_main(args.machine, args.commit, project_repo(), results_dir=Path(_results_dir(args)))
+
+
+def cmd_track(args: argparse.Namespace) -> int:
+    from tracker.publish.nightly import NightOptions, track_main
+
+    options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
+    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
     "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue, "init": cmd_init,
+    "results": cmd_results, "track": cmd_track,
 }
 
 
@@ -379,6 +403,7 @@ def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
 
 
 POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
+AT_LEAST_ONE = _number(int, 1, False)
 
 
 DESCRIPTION = """\
@@ -396,7 +421,7 @@ everyday use:
 
 `compile-baselines COMMAND --help` has every option of a command.
 exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the command line or its inputs,
-3 compare/pr --fail-on held, 130 interrupted, 141 the reader of the output went away (`run | head`)."""
+3 compare/pr/track --fail-on held, 130 interrupted, 141 the reader of the output went away (`run | head`)."""
 
 
 RESULTS_HELP = ("asv results directory (default: .asv/results of the kernel repository it runs in or "
@@ -497,7 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = command("run", "measure cells (a fresh process each) and record them as asv results, then print the summary",
                 "compile-baselines run --workload llm_rmsnorm llm_layernorm -j 4\n"
                 "compile-baselines run --commit v1.2 --date 2026-11-23", more=(
-                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."))
+                    " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."
+                    " Exit status: 0 when the cells were measured and recorded (failed cells too: a failure is data),"
+                    " 1 when nothing was recorded (every cell skipped, e.g. prefill on a CPU host) or the run failed,"
+                    " 2 for a mistake in the arguments."))
     r.add_argument("--preset", nargs="+",
                    help="default: tiny on CPU, prefill+decode on CUDA (and plugins' presets likewise; see `list`)")
     r.add_argument("--workload", nargs="+", metavar="WORKLOAD",
@@ -510,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--date", type=_date(), metavar="WHEN",
                    help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
                         "offset is given) or ms since the epoch (default: from git, else now)")
-    r.add_argument("-j", "--jobs", type=int,
+    r.add_argument("-j", "--jobs", type=COUNT,
                    help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU)")
     r.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
     r.add_argument("--gpus", metavar="SPEC",
@@ -522,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
-    r.add_argument("--replicates", type=COUNT, default=None, metavar="N",
+    r.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
                    help="fresh compiles per cell of the autotuned modes (max-autotune, max-autotune-no-cudagraphs), "
                         "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
                         "CPU; a cell already measured gets the replicates it lacks)")
@@ -532,7 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     timing(r)
 
     g = command("merge", "combine the results directories of shards into one",
-                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results")
+                "compile-baselines merge shard1/results shard2/results --results-dir .asv/results",
+                more=" A measurement wins over a failure; merging the same shards again changes nothing (a retried "
+                     "step is safe); a directory merged into itself is refused.")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
     g.add_argument("--results-dir", help="destination (default: as for run)")
     g.add_argument("--cells-dir", nargs="+", metavar="DIR",
@@ -606,7 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--confirmed-only", action="store_true",
                    help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest as "
                         "unconfirmed")
-    d.add_argument("-j", "--jobs", type=int, help="with --confirm: cells at once (default as for run)")
+    d.add_argument("-j", "--jobs", type=COUNT, help="with --confirm: cells at once (default as for run)")
     d.add_argument("--history", nargs="+", default=[], metavar="DIR",
                    help="results directories whose runs of the same GPU and torch tell each cell's noise, beside the "
                         "head machine's own earlier runs (docs/verdicts.md)")
@@ -622,7 +652,10 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines rm --commit 1a2b3c4d          # lists what it would remove\n"
                 "compile-baselines rm --commit HEAD --machine h100 --yes\n"
                 "compile-baselines rm --torch 2.9 --until 2026-06-30 --yes",
-                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be.")
+                more=" Selectors combine (all must hold). Without --yes nothing is removed: it lists what would be. A "
+                     "blank selector, or one that matches no run, is refused (exit 2); a path that cannot be written "
+                     "is refused before anything is moved (exit 1). What an interrupted rm left is rolled back or "
+                     "finished by the next rm --yes or run.")
     reading(x)
     x.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1")
     x.add_argument("--machine", help="asv machine name")
@@ -641,7 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--head", required=True, help="head ref")
     q.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
     q.add_argument("--pr", type=int, help="pull request number (with --repo)")
-    q.add_argument("-j", "--jobs", type=int,
+    q.add_argument("-j", "--jobs", type=COUNT,
                    help="cells at once, both sides together (default: run's); from 2 on, base and head run at once, "
                         "half each, their timings alternating on the GPU")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
@@ -686,17 +719,74 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--force", action="store_true", help="overwrite files that exist")
 
     u = command("publish", "asv publish (renders with no network) plus the report next to it",
-                "compile-baselines publish --out site")
+                "compile-baselines publish --out site",
+                more=" The output directory is replaced whole, so it must be new, empty, or a site publish wrote "
+                     "(marked by its .compile-baselines-site file).")
     reading(u)
     u.add_argument("--out", help="output directory (default: .asv/html of the kernel repository it runs in, else "
-                                 "asv.conf.json's html_dir)")
+                                 "asv.conf.json's html_dir): new, empty, or a site publish wrote")
+
+    b = command("results", "fetch results from a git branch, store results on it, find a machine's previous run",
+                "compile-baselines results store shard1/results shard2/results --branch asv-results\n"
+                "compile-baselines results previous --branch asv-results --machine h100-torch-stable\n"
+                "compile-baselines results fetch --branch asv-results --machine h100-torch-stable --commit C "
+                "--results-dir R", more=(
+                    " The branch holds a results directory (one folder per machine) and is read from and pushed to "
+                    "a remote of the repository, with git's credentials or GITHUB_TOKEN (docs/runner.md)."))
+    actions = b.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, summary: str, example: str) -> argparse.ArgumentParser:
+        p = actions.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                               epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--remote", default="origin", help="the git remote the branch is on (default: origin)")
+        return p
+
+    bf = action("fetch", "copy results from the branch into a results directory: all, a machine's or one run's",
+                "compile-baselines results fetch --branch asv-results --machine h100-torch-stable --commit 1a2b3c4d")
+    bf.add_argument("--branch", required=True, help="the branch the results are on (none yet: nothing fetched)")
+    bf.add_argument("--machine", help="only this machine's results")
+    bf.add_argument("--commit", help="only the runs of this commit (a hash, a prefix or a git ref), with their "
+                                     "machine.json")
+    bf.add_argument("--results-dir", help="where to (default: as for run); its machine.json and benchmarks.json "
+                                          "files are kept")
+    bs = action("store", "merge results into the branch's tip and push it; merged again on the new tip after a "
+                "push race", "compile-baselines results store .asv/results --branch asv-results --note 'nightly'")
+    bs.add_argument("sources", nargs="+", help="asv results directories to store (as `merge` combines them)")
+    bs.add_argument("--branch", required=True, help="the branch to store on (created when it does not exist)")
+    bs.add_argument("--note", help="added to the commit message in parentheses, e.g. which CI run stored them")
+    bp = action("previous", "print the nearest earlier first-parent commit with a run of the machine (or nothing)",
+                "compile-baselines results previous --branch asv-results --machine h100-torch-stable")
+    bp.add_argument("--machine", required=True, help="asv machine name (one per kind of GPU and PyTorch line)")
+    bp.add_argument("--commit", default="HEAD", help="the commit to look back from (default: HEAD)")
+    bp.add_argument("--branch", help="the runs on this branch (default: those in --results-dir)")
+    reading(bp)
+
+    t = command("track", "compare each machine measured at a commit with its previous run, and the machines with "
+                "each other", "compile-baselines track --out issue.md --confirmed-only --attribute", more=(
+                    " What the nightly's tracking issue says: the comparisons in which a best baseline changed, one "
+                    "section each, are written to --out; without any, --out is removed (docs/runner.md)."))
+    reading(t)
+    t.add_argument("--out", required=True, help="the tracking issue's body (written only when a best baseline changed)")
+    t.add_argument("--commit", default="HEAD", help="the commit measured (default: HEAD)")
+    t.add_argument("--machine", nargs="+", help="only these machines (default: every machine measured at the commit)")
+    t.add_argument("--confirmed-only", action="store_true",
+                   help="against the previous run, count only changes measured again at head (after compare --confirm)")
+    t.add_argument("--attribute", action="store_true",
+                   help="against the previous run: when the commit and torch both changed, which one moved each change")
+    t.add_argument("--allow-cross-versions", action="store_true",
+                   help="against the previous run: torch or the GPU may differ (the machines are always compared "
+                        "across versions)")
+    t.add_argument("--fail-on", choices=("best-change", "never"), default="never",
+                   help="exit 3 when a best baseline changed")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code = COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
@@ -706,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CLOSED_PIPE
-    except (UsageError, InputError, KeyError, ValueError, FileNotFoundError) as e:
+    except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
         print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # a file where a directory should be, a read-only directory, a full disk
@@ -714,12 +804,32 @@ def main(argv: list[str] | None = None) -> int:
               + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"compile-baselines {args.command}: interrupted; finished cells are kept, run again to resume",
-              file=sys.stderr)
+        print(f"compile-baselines {args.command}: interrupted"
+              + INTERRUPTED.get(args.command, ""), file=sys.stderr)
         return 130
     except ToolError as e:
         print(f"compile-baselines {args.command}: error: {e}", file=sys.stderr)
         return 1
+
+
+# What an interrupt leaves behind, per command that writes (the others leave nothing to resume).
+_MEASURED = "; finished cells are kept, run again to resume"
+INTERRUPTED = {
+    "run": _MEASURED, "pr": _MEASURED, "compare": _MEASURED,
+    "rm": "; the runs listed as removed are gone, the others untouched: rm again finishes or rolls back the one it "
+          "was removing",
+    "merge": "; the files listed as merged are complete, the others untouched: merge again to finish (merging the "
+             "same input twice gives the same result)",
+}
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Our own warnings (a plugin skipped, say) as one line, as the commands print theirs; others as Python would."""
+    if category.__module__.split(".")[0] in ("tracker", "workloads"):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _message(e: BaseException) -> Any:

@@ -1,12 +1,12 @@
-"""The one base class of the errors the CLI reports as one line (exit 1) instead of a traceback:
-bad input files, failed services, refused operations. Each module subclasses it for its own errors; InputError
-marks those that are the user's mistake (exit 2)."""
+"""The base classes of the errors the CLI reports as one line instead of a traceback: `ToolError` (exit 1) for bad
+input files, failed services and refused operations, `UsageError` (exit 2) for a mistake in the command's
+arguments, or in what they ask of the inputs (results of several machines and no --machine). Each module subclasses
+them for its own errors."""
 
 
 class ToolError(Exception):
     pass
 
 
-class InputError(ToolError):
-    """A mistake in what was asked for that only the inputs reveal (results of several machines and no --machine):
-    one line like every ToolError, but exit 2, as a mistake in the command line."""
+class UsageError(ToolError):
+    """A mistake in the command line (a blank selector, one that matches nothing): one clear line, exit code 2."""

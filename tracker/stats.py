@@ -40,6 +40,10 @@ from typing import Any
 import numpy as np
 
 SAMPLES_KEPT = 1000
+# The latencies a measurement can give, in ms per call: from a nanosecond (below any timer's resolution) to a day (a
+# call that long never finishes a cell's timing within any time limit). A value outside (negative, zero, NaN,
+# infinite, or 1e308) is no measurement; kept out, it also keeps every ratio of two latencies a finite float.
+LATENCY_MS = (1e-6, 86_400_000.0)
 
 
 def _missing(x: Any) -> bool:

@@ -112,8 +112,10 @@ class Registry:
             except WorkloadClash as clash:  # raised by a Workload it declares: not a broken plugin, a clash
                 self._clash = WorkloadClash(f"{clash} ({source})")
                 raise self._clash from None
-            except Exception as exc:  # a broken plugin must not take the suite down
-                why = f"{type(exc).__name__}: {exc}"
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # a broken plugin, even one that exits on import, must not take us down
+                why = _why(exc)
                 self.plugin_errors[ep.name] = why
                 warnings.warn(f"workload plugin {ep.name!r} ({ep.value}) skipped: {why}", PluginWarning,
                               stacklevel=3)
@@ -145,6 +147,12 @@ class Registry:
 def _dist_name(ep: metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     return dist.metadata["Name"] if dist is not None else ""
+
+
+def _why(exc: BaseException) -> str:
+    """A plugin's failure in one line: its exception's type and first line (sys.exit(3) is "SystemExit: 3")."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracker.stats import HostBound, NoiseModel, too_noisy
+from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel, too_noisy
 from tracker.store.results import CELL_KEYS, RUN_KEYS
 from workloads.kernels.registry import candidate_name
 from workloads.names import DECODE_INVARIANT, MODES
@@ -66,8 +66,8 @@ def _matrix(codes: np.ndarray, modes: np.ndarray, values: np.ndarray, n: int) ->
     return out
 
 
-def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
-                   host: HostBound | None = None) -> pd.DataFrame:
+def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: HostBound | None = None,
+                   max_spread: float = TOO_NOISY_SPREAD) -> pd.DataFrame:
     """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok) with its
     compiles (count, median, slowest), runner-up and margin, tie set (modes within noise of the winner, fastest
     first), host-bound flag and failed modes."""
@@ -82,7 +82,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
     inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
     mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.store.results)
     # A cell too noisy to judge ranks nothing: no win, no geomean, no margin (tracker.analyse.unstable lists it)
-    ok = (t["status"] == "ok").to_numpy() & ~too_noisy(t["median_ms"], t["q25"], t["q75"])
+    ok = (t["status"] == "ok").to_numpy() & ~too_noisy(t["median_ms"], t["q25"], t["q75"], max_spread)
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
     hi = _matrix(codes[ok], mode_idx[ok], t["ci_high"].to_numpy()[ok], n)
@@ -126,10 +126,13 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None,
 
 
 def _empty_instances() -> pd.DataFrame:
-    cols = [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us", "winner", "winner_ms", "winner_compiles",
-            "winner_compiles_median_ms", "winner_compiles_max_ms", "runner_up", "runner_up_ms", "margin_pct", "ties",
-            "tie", "host_bound", "failed_modes", *(f"ms_{m}" for m in MODES)]
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    """instance_table's columns, with their dtypes (numbers as floats, flags as bools), for a run of no instance."""
+    numbers = ["launch_us", "winner_ms", "winner_compiles", "winner_compiles_median_ms", "winner_compiles_max_ms",
+               "runner_up_ms", "margin_pct", *(f"ms_{m}" for m in MODES)]
+    cols = {c: object for c in [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "winner", "runner_up", "ties",
+                                "failed_modes"]}
+    cols |= dict.fromkeys(numbers, float) | {"tie": bool, "host_bound": bool}
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
 
 
 def _figures(inst: pd.DataFrame) -> pd.DataFrame:
@@ -171,9 +174,10 @@ def _domain_wins(inst: pd.DataFrame) -> pd.DataFrame:
     return counts.rename(columns={"winner": "mode"})
 
 
-def analyse(table: pd.DataFrame, noise: NoiseModel | None = None, host: HostBound | None = None) -> Analysis:
+def analyse(table: pd.DataFrame, noise: NoiseModel | None = None, host: HostBound | None = None,
+            max_spread: float = TOO_NOISY_SPREAD) -> Analysis:
     noise, host = noise or NoiseModel(), host or HostBound()
-    inst = instance_table(table, noise, host)
+    inst = instance_table(table, noise, host, max_spread)
     return Analysis(inst, _figures(inst), _domain_wins(inst), noise, host, _kernel_table(table, inst, noise, host))
 
 

@@ -396,8 +396,8 @@ def _modes_only(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _instances_of(t: pd.DataFrame, rule: ChangeRule) -> dict[tuple[str, str], Any]:
-    return {(str(r.preset), str(r.workload)): r
-            for r in instance_table(_modes_only(t), rule.noise, rule.host).itertuples(index=False)}
+    return {(str(r.preset), str(r.workload)): r for r in
+            instance_table(_modes_only(t), rule.noise, rule.host, rule.max_spread).itertuples(index=False)}
 
 
 def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, head_info: RunInfo,
@@ -467,6 +467,17 @@ def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels
     return cells, instances, kernels
 
 
+def _disturbed(rule: ChangeRule, *cells: CellChange | None) -> bool:
+    """Whether any of `cells` was disturbed while measured (its samples spread beyond the rule's limit): then its
+    median decides nothing, the ranking of modes included."""
+    return any(x is not None and (x.spread or 0.0) > rule.max_spread for x in cells)
+
+
+def _unranked(key: tuple[str, str], side: dict) -> bool:
+    """An instance whose side has cells measured ok, none of them quiet enough to rank (too noisy to judge)."""
+    return any(k[:2] == key and k[2] in MODES and r.status == "ok" for k, r in side.items())
+
+
 def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, judged: _Judged,
               rule: ChangeRule, launch: float) -> InstanceChange:
     bw, hw = b.winner if isinstance(b.winner, str) else None, h.winner if isinstance(h.winner, str) else None
@@ -474,15 +485,18 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     common = {"base_ties": tuple(b.ties), "head_ties": tuple(h.ties), "base_ms": base_ms, "head_ms": head_ms,
               "host_bound": bool(h.host_bound if hw else b.host_bound)}
     if bw is None or hw is None:
-        changed = bw != hw
-        reason = "no mode measured ok at " + ("base" if bw is None else "head") if changed else "no mode measured ok"
-        return InstanceChange(*key, bw, hw, ratio=None, p_value=None, threshold=None, latency_verdict=UNKNOWN,
-                              mode_changed=changed,
+        noisy = (bw is None and _unranked(key, bc)) or (hw is None and _unranked(key, hc))
+        changed = bw != hw and not noisy
+        reason = ("its cells are too noisy to rank at " + ("base" if bw is None else "head") if noisy else
+                  "no mode measured ok at " + ("base" if bw is None else "head") if changed else
+                  "no mode measured ok")
+        return InstanceChange(*key, bw, hw, ratio=None, p_value=None, threshold=None,
+                              latency_verdict=NOISY if noisy else UNKNOWN, mode_changed=changed,
                               best_changed=changed, reason=reason, **common)
     old, new = cells[(*key, bw)], cells.get((*key, hw))
     v = _latency(key, b, h, bc, hc, judged, rule, launch)
     latency = {"ratio": v.ratio, "p_value": v.p_value, "threshold": v.threshold, "verdict": v.verdict, "ci": v.ci}
-    if bw != hw and NOISY in (old.verdict, new.verdict if new else None) and v.verdict in (SLOWER, FASTER):
+    if bw != hw and _disturbed(rule, old, new) and v.verdict in (SLOWER, FASTER):
         # A disturbed measurement of either winner decides which mode wins, and so the best latency.
         latency["verdict"] = NOISY
     mode_changed = bw != hw and bw not in h.ties
@@ -529,10 +543,11 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
     threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
     if abs(math.log(change)) < math.log1p(threshold):
         verdict = SAME
+    elif cell.verdict in (SLOWER, FASTER) or best.verdict in (SLOWER, FASTER):
+        verdict = NOISY if _disturbed(rule, cell) or (best.spread or 0.0) > rule.max_spread else \
+            GAINED if change > 1 else LOST
     elif NOISY in (cell.verdict, best.verdict):
         verdict = NOISY
-    elif cell.verdict in (SLOWER, FASTER) or best.verdict in (SLOWER, FASTER):
-        verdict = GAINED if change > 1 else LOST
     else:
         verdict = SAME
     return KernelChange(*key[:2], name, sb, sh, change, verdict)
@@ -543,7 +558,7 @@ def _figures(base: pd.DataFrame, head: pd.DataFrame, common: list[tuple[str, str
     """Wins and geomeans per preset and mode, over the instances both runs measured (else they mislead)."""
     def figures(t: pd.DataFrame) -> dict[str, Any]:
         t = t[pd.MultiIndex.from_frame(t[["preset", "workload"]].astype(str)).isin(common)]
-        f = analyse(t, rule.noise, rule.host).figures
+        f = analyse(t, rule.noise, rule.host, rule.max_spread).figures
         return {str(r["preset"]): r for _, r in f.iterrows()}
 
     fb, fh = figures(base), figures(head)

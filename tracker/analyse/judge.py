@@ -6,13 +6,13 @@ recorded latency the best of them). Two tests decide, by `ChangeRule.test`:
 `noise` (the default). The change is the difference of the two sides' mean log latency over their compiles; its
 noise is the cell's own (tracker.analyse.noise: compile-to-compile and run-to-run spread, from this comparison's
 compiles, the cell's history and its class's prior). Its t statistic gives a p-value. A comparison tests some 200
-cells at once, so the cells are selected together (`select`): Benjamini-Hochberg over families at `alpha`, a family
+cells at once, so the cells are selected together (`select`): Benjamini-Hochberg at `alpha` over families, a family
 being one cell, or all modes of one instance where the instance's own source changed (one code change moving all its
-modes by a few percent is strong evidence together where each mode alone is weak; Stouffer's Z), and the cells of a
-selected family at alpha x (families selected / families) (Benjamini & Bogomolov 2014). A selected cell changed when
-it also moved beyond its minimum change: `floor` (1%), a quarter of the launch floor in time (`launch_jitter`:
-host-bound cells draw times a fraction of a launch apart whatever their code), and one compile's spread; and the
-user's `factor`.
+modes by a few percent is strong evidence together where each mode alone is weak: the better of Stouffer's Z and
+Simes' test, `family_p`), then in a selected family the modes that moved its way, Benjamini-Hochberg at alpha among
+them. A selected cell changed when it also moved beyond its minimum change: `floor` (1%), a quarter of the launch
+floor in time (`launch_jitter`: host-bound cells draw times a fraction of a launch apart whatever their code), and
+one compile's spread; and the user's `factor`.
 
 `bands` (the rule before the noise model, and the fallback where too little is known of a cell's noise to resolve
 changes as small as the bands do: no history and one compile a side, or two short a history): fixed relative bands
@@ -155,7 +155,7 @@ def judge_bands(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_u
     Where either side was measured in several compiles, the slower side's best must lie beyond the faster side's
     slowest compile by the band (the replicated floor when both sides have several, the single-compile band
     otherwise), and by a quarter launch floor in time; the samples' p-value does not decide. Without compiles the
-    bands and the p-value decide, the quarter launch floor counted from the faster median. A move beyond half the
+    bands and the p-value decide, the quarter launch floor counted from the faster median; a move beyond half the
     band whose samples differ is too noisy to judge, not the same."""
     ratio = float(h.median_ms / b.median_ms)
     fast = min(b.median_ms, h.median_ms)
@@ -175,7 +175,9 @@ def judge_bands(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_u
     if abs(math.log(ratio)) < math.log1p(threshold):
         # Beyond half its band on samples that differ, a cell's move is more than its class's typical noise and less
         # than its worst: neither the same nor a change that can be told
-        half = abs(math.log(ratio)) > math.log1p(threshold / 2) and p is not None and p < rule.p_value
+        # (one compile a side, where the samples decide; a move within the user's factor is the same, as asked)
+        half = (not several and abs(math.log(ratio)) > math.log1p(threshold / 2) and p is not None
+                and p < rule.p_value and (rule.factor is None or abs(math.log(ratio)) > math.log(rule.factor)))
         verdict = NOISY if half else SAME
     elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
         verdict = NOISY
@@ -264,22 +266,29 @@ def family_p(ps: Sequence[float], signs: Sequence[float]) -> float:
 
 
 def select(evidence: dict[Any, Evidence], families: Sequence[Sequence[Any]], alpha: float) -> Selection:
-    """Benjamini-Bogomolov: Benjamini-Hochberg over the families' p-values (`family_p`), then within each selected
-    family Benjamini-Hochberg at alpha x R / F."""
-    fams = [[k for k in f if k in evidence] for f in families]
-    fams = [f for f in fams if f]
+    """Benjamini-Hochberg over the families' p-values (`family_p`) at alpha. A family of one cell is selected or
+    not; in a selected family of several (an instance's modes, its source changed), the cells that moved the
+    family's way are selected by Benjamini-Hochberg at alpha among themselves: the claim that the instance changed
+    is the comparison's, controlled over all families; which of its modes moved is said within it (looser than
+    Benjamini and Bogomolov's alpha x R / F, which among 200 families leaves no mode of a clearly changed instance)."""
+    fams = [f for f in ([k for k in fam if k in evidence] for fam in families) if f]
     if not fams:
         return Selection(frozenset(), alpha, 0)
     fp = [family_p([evidence[k].p_value for k in f], [evidence[k].log_change for k in f]) for f in fams]
     chosen = stats.bh_select(fp, alpha)
-    r, n = sum(chosen), len(fams)
-    level = alpha * max(r, 1) / n
-    cells = set()
+    cutoff = alpha * max(sum(chosen), 1) / len(fams)
+    cells: set[Any] = set()
     for fam, yes in zip(fams, chosen, strict=True):
-        if yes:
-            inner = stats.bh_select([evidence[k].p_value for k in fam], level)
-            cells |= {k for k, ok in zip(fam, inner, strict=True) if ok}
-    return Selection(frozenset(cells), level, n)
+        if not yes:
+            continue
+        if len(fam) == 1:
+            cells |= set(fam)
+            continue
+        way = math.copysign(1.0, sum(evidence[k].log_change / evidence[k].se for k in fam if evidence[k].se > 0))
+        along = [k for k in fam if evidence[k].log_change * way > 0]
+        inner = stats.bh_select([evidence[k].p_value for k in along], alpha)
+        cells |= {k for k, ok in zip(along, inner, strict=True) if ok}
+    return Selection(frozenset(cells), cutoff, len(fams))
 
 
 def resolution(e: Evidence, families: int, rule: ChangeRule) -> float:

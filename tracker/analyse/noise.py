@@ -15,8 +15,9 @@ Both are read per cell, from what is known of it:
   measured three times a side is not judged on four degrees of freedom alone (a moderated estimate, as limma's for
   gene expression: Smyth 2004).
 
-Runs not measured together are never taken to differ by less than `run_floor` (1%) in level: a machine's day moves
-some cells together by a few percent, more than a short history shows (the A/A pairs of docs/verdicts.md).
+Runs not measured together are never taken to differ by less than a floor in level (`run_floor`, 1% for GPU-bound
+cells; 2% small, 3% host-bound): a machine's day moves some cells together by a few percent, more than a short
+history shows (the A/A pairs of docs/verdicts.md).
 
 Where nothing at all is known of a cell's noise (no history, one compile a side), `EmpiricalNoise.noise` returns
 None and the fixed bands judge it (tracker.analyse.bands).
@@ -218,8 +219,10 @@ class EmpiricalNoise:
     history: History = field(default_factory=History)
     prior_df: float = 4.0
     # Two runs on other days or machines differ by more than their histories show: a machine's day (clocks, another
-    # host) moves some cells together by a few percent. The run-to-run spread is never taken under this.
+    # host) moves some cells together by a few percent. The run-to-run spread of a cell is never taken under its
+    # size's floor (GPU-bound, small, host-bound: the A/A pairs' spread, docs/verdicts.md)
     run_floor: float = 0.01
+    run_floors: tuple[tuple[str, float], ...] = (("small", 0.02), ("host-bound", 0.03))
     # The compile variances of the comparison's own cells measured in several compiles, by class (`pooling`)
     pooled: dict[str, list[float]] = field(default_factory=dict)
 
@@ -260,8 +263,9 @@ class EmpiricalNoise:
         within_df = df if df else level_df
         mean_n = float(np.mean(h.counts)) if h is not None and h.counts else 1.0
         run_var = max(0.0, level - within / mean_n) if level is not None else 0.0
-        if run_var < self.run_floor ** 2:
-            run_var, level_df = self.run_floor ** 2, math.inf
+        floor = max([self.run_floor, *(f for size, f in self.run_floors if cls.endswith(size))])
+        if run_var < floor ** 2:
+            run_var, level_df = floor ** 2, math.inf
         return CellNoise(math.sqrt(within), within_df, math.sqrt(run_var), level_df, "; ".join(sources), own)
 
 

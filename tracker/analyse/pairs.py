@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracker.errors import InputError, ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.stats import float_or_none
 from tracker.store.commits import match_ref
 from tracker.store.results import (
@@ -33,7 +33,7 @@ class CompareError(ToolError):
     pass
 
 
-class MachineNeeded(CompareError, InputError):
+class MachineNeeded(CompareError, UsageError):
     """The runs asked for are on several machines and none was named: an input mistake (exit 2)."""
 
 

@@ -2,10 +2,13 @@
 tracking issue needs, with retries.
 
 Transient failures (5xx, timeouts, connection errors) are retried with capped exponential backoff within a
-deadline, so a server that never answers fails in under a minute. Rate limits wait what GitHub's REST guide asks:
-Retry-After or X-RateLimit-Reset when sent, else at least a minute, doubling while the limit persists; a wait
-longer than `max_wait` fails at once, saying so. Writes are spaced by a second, as the guide asks of
-mutating requests. Failures a retry cannot fix (401, 403 without rate limiting, 404, 410, 422, an answer of the
+deadline, so a server that never answers fails in under a minute. The deadline bounds each call whole, the body
+included: a server that sends its headers and then drips its body fails at the deadline, not when a read stalls.
+A listing follows at most `max_pages` pages. A write is never redirected (an answer of 3xx says where it would
+have gone: a renamed repository, or a GITHUB_API_URL that is not the API root). Rate limits wait what GitHub's
+REST guide asks: Retry-After or X-RateLimit-Reset when sent, else at least a minute, doubling while the limit
+persists; a wait longer than `max_wait` fails at once, saying so. Writes are spaced by a second, as the guide asks
+of mutating requests. Failures a retry cannot fix (401, 403 without rate limiting, 404, 410, 422, an answer of the
 wrong shape) raise at once. Every failure is one `GitHubError` line saying what failed and what to do; the
 token never appears in it.
 """
@@ -22,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
 from tracker.errors import ToolError
 
@@ -29,6 +33,8 @@ DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 SECONDARY_LIMIT_WAIT = 60.0  # GitHub: "wait at least one minute before retrying", then exponentially longer
 WRITE_INTERVAL = 1.0  # GitHub: "wait at least one second between each" POST, PATCH, PUT or DELETE
+MAX_PAGES = 100  # 10,000 comments or issues at 100 a page: far more than one PR or repository's open issues
+MAX_BODY_BYTES = 64 * 2**20  # an answer larger than this is no answer of the endpoints we call
 HINT_PR = "check --repo, --pr and the token's repository access"
 HINT_REPO = "check --repo and the token's repository access"
 
@@ -90,9 +96,11 @@ class GitHubClient:
         clock: Callable[[], float] = time.time,
         deadline: float = 45.0,
         write_interval: float = WRITE_INTERVAL,
+        max_pages: int = MAX_PAGES,
     ) -> None:
-        """`timeout`: seconds for one answer; `deadline`: seconds one call may spend on attempts and backoff
-        (rate-limit waits GitHub asks for are bounded by `max_wait` each, not by the deadline)."""
+        """`timeout`: seconds for one answer to start and between its reads; `deadline`: seconds one call may spend
+        on attempts (each answer read whole) and backoff (rate-limit waits GitHub asks for are bounded by `max_wait`
+        each, not by the deadline); `max_pages`: pages one listing may follow."""
         self.api_url = api_url.rstrip("/")
         self._token = token
         self.session = session or requests.Session()
@@ -104,6 +112,7 @@ class GitHubClient:
         self.clock = clock
         self.deadline = deadline
         self.write_interval = write_interval
+        self.max_pages = max_pages
         self._last_write: float | None = None  # time.monotonic() of the last mutating request
 
     def __repr__(self) -> str:  # never show the token
@@ -162,6 +171,10 @@ class GitHubClient:
         while next_url:
             if next_url in seen:  # a server that links a page to itself would loop forever
                 raise GitHubError(f"GitHub pagination loops at {_path(next_url)} while listing {listing}{what}")
+            if len(seen) == self.max_pages:  # a `next` link that never ends
+                raise GitHubError(f"GitHub still sent a next page after {self.max_pages} pages while listing "
+                                  f"{listing}{what} ({len(items)} items so far); refusing to read more: is "
+                                  "GITHUB_API_URL a GitHub REST API root?")
             seen.add(next_url)
             response = self._request("GET", next_url, what, hint=hint)
             items += _json_list(response, what)
@@ -186,19 +199,9 @@ class GitHubClient:
         for attempt in range(attempts):
             started = time.monotonic()
             try:
-                try:
-                    if method != "GET":
-                        self._space_writes()
-                    response = self.session.request(method, url, headers=headers, json=payload,
-                                                    timeout=(min(5.0, self.timeout), self.timeout))
-                except requests.Timeout:
-                    raise _Retry(f"no response within {self.timeout:g} s") from None
-                except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-                    raise _Retry(f"connection failed ({type(exc).__name__})") from None
-                except requests.RequestException as exc:  # a malformed URL: retrying cannot help
-                    raise self._error(
-                        f"cannot call GitHub at {self.api_url} ({type(exc).__name__}): check GITHUB_API_URL"
-                    ) from None
+                if method != "GET":
+                    self._space_writes()
+                response = self._answer(method, url, headers, payload, call, self.deadline - spent)
                 self._check(response, call, what, hint, limited)
                 return response
             except _Retry as retry:
@@ -217,6 +220,35 @@ class GitHubClient:
                 self.sleep(wait)
         raise AssertionError("unreachable")
 
+    def _answer(self, method: str, url: str, headers: dict[str, str], payload: dict[str, Any] | None, call: str,
+                budget: float) -> requests.Response:
+        """One attempt: the answer, its body read whole within `budget` seconds (GitHubError past it: the call's
+        deadline is spent), or _Retry for what a retry may fix. Only GETs follow redirects."""
+        stop = time.monotonic() + max(budget, 0.001)
+        wait = max(min(self.timeout, budget), 0.001)
+        try:
+            response = self.session.request(method, url, headers=headers, json=payload, stream=True,
+                                            timeout=(min(5.0, wait), wait), allow_redirects=method == "GET")
+            _read_body(response, stop)
+        except _Late:
+            raise self._error(f"GitHub {call} sent no complete answer within the {self.deadline:g} s deadline (a "
+                              "stalled or very slow server); GitHub or the network may be down: retry the job later"
+                              ) from None
+        except _TooLarge:
+            raise self._error(f"GitHub {call} answered with more than {MAX_BODY_BYTES // 2**20} MiB; is "
+                              "GITHUB_API_URL a GitHub REST API root?") from None
+        except requests.Timeout:
+            raise _Retry(f"no response within {wait:g} s") from None
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError) as exc:
+            raise _Retry(f"connection failed ({type(exc).__name__})") from None
+        except requests.RequestException as exc:  # a malformed URL: retrying cannot help
+            raise self._error(
+                f"cannot call GitHub at {self.api_url} ({type(exc).__name__}): check GITHUB_API_URL") from None
+        except (OSError, ValueError) as exc:  # a socket error or a bad header while reading the body
+            raise _Retry(f"connection failed ({type(exc).__name__})") from None
+        return response
+
     def _space_writes(self) -> None:
         now = time.monotonic()
         if self._last_write is not None and now - self._last_write < self.write_interval:
@@ -227,6 +259,12 @@ class GitHubClient:
                limited_before: int = 0) -> None:
         """Return if the response succeeded, raise _Retry if worth retrying, GitHubError otherwise."""
         status = response.status_code
+        if 300 <= status < 400:
+            where = response.headers.get("Location")
+            raise self._error(
+                f"GitHub answered {call} with {status} {response.reason} ({'to ' + where if where else 'no Location'})"
+                ": a write is not redirected; the repository may have been renamed or moved (use its new OWNER/NAME), "
+                "or GITHUB_API_URL is not the API root", status)
         if status < 400:
             return
         message = _github_message(response)
@@ -288,25 +326,76 @@ class GitHubClient:
         return GitHubError(message, status)
 
 
-_REPO = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/([A-Za-z0-9._-]+)$")
+# GitHub's rules: an owner of up to 39 letters, digits and single hyphens, not at either end; a repository of up to 100
+# letters, digits, '.', '-' and '_', never '.' or '..' (names of dots alone name a directory, not a repository).
+_REPO = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?)/([A-Za-z0-9._-]{1,100})")
+_TOKEN = re.compile(r"[\x21-\x7e]+")  # printable ASCII without spaces: what every kind of GitHub token is made of
 
 
 def parse_repo(repo: str) -> tuple[str, str] | None:
     """(owner, name) of an OWNER/NAME string as GitHub allows them, or None."""
-    match = _REPO.match(repo)
-    return (match[1], match[2]) if match else None
+    match = _REPO.fullmatch(repo)
+    if match is None or not match[2].strip("."):
+        return None
+    return match[1], match[2]
 
 
 def from_env(env: Mapping[str, str], **options: Any) -> GitHubClient | None:
-    """A client from GITHUB_TOKEN and GITHUB_API_URL (what Actions sets), or None when there is no token."""
+    """A client from GITHUB_TOKEN and GITHUB_API_URL (what Actions sets), or None when there is no token.
+    GitHubError for a token no GitHub token looks like (a line break inside, a space, a non-ASCII character): sent
+    as a header it would fail as an unrelated error, or not at all."""
     token = env.get("GITHUB_TOKEN", "").strip()
     if not token:
         return None
+    if not _TOKEN.fullmatch(token):
+        raise GitHubError("GITHUB_TOKEN holds a line break, a space or a character no GitHub token has (tokens are "
+                          "printable ASCII): set it to the token alone")
     return GitHubClient(env.get("GITHUB_API_URL") or DEFAULT_API_URL, token, **options)
 
 
 def _path(url: str) -> str:
     return urlsplit(url).path
+
+
+class _Late(Exception):
+    """Internal: the call's deadline passed while its answer was being read."""
+
+
+class _TooLarge(Exception):
+    """Internal: the answer passed MAX_BODY_BYTES."""
+
+
+def _read_body(response: requests.Response, stop: float) -> None:
+    """Read a streamed answer's body into it (`response.content`), at most one receive at a time and each limited
+    to the time left before `stop` (time.monotonic()), so a server that drips its body cannot hold the call past
+    it. _Late when it does, _TooLarge past MAX_BODY_BYTES."""
+    raw, chunks, size = response.raw, [], 0
+    while True:
+        left = stop - time.monotonic()
+        if left <= 0:
+            response.close()
+            raise _Late
+        sock = getattr(getattr(raw, "connection", None), "sock", None)
+        if sock is not None:
+            sock.settimeout(left)
+        try:  # urllib3 1.x has no read1: a read of a few KiB, each receive still limited by the read timeout
+            chunk = raw.read1(65536, decode_content=True) if hasattr(raw, "read1") else raw.read(
+                4096, decode_content=True)
+        except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
+            response.close()
+            raise (_Late if stop - time.monotonic() <= 0 else requests.Timeout) from None
+        except urllib3.exceptions.HTTPError as e:  # a connection reset, a broken chunk, a bad gzip stream
+            response.close()
+            raise requests.ConnectionError(str(e)) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            response.close()
+            raise _TooLarge
+    response._content = b"".join(chunks)  # what requests' own reading would have set
+    response._content_consumed = True
 
 
 def _json(response: requests.Response, what: str) -> Any:

@@ -95,7 +95,10 @@ def comment_main(
     owner, name = parsed
     if changed is None:
         changed = changed_in_body(body)
-    client = from_env(env)
+    try:
+        client = from_env(env)
+    except GitHubError as exc:  # a token no token looks like: a mistake in the job's settings
+        return _fail(str(exc), 2)
     try:
         outcome = upsert_comment(client, owner, name, pr, body, only_on_change, changed)
     except BodyTooLargeError as exc:

@@ -244,6 +244,11 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
         raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
     target = _target(repo, pr)
     env = os.environ if env is None else env
+    if target is not None:
+        try:
+            from_env(env)  # a malformed token fails now, not after the measuring
+        except GitHubError as e:
+            raise ValueError(str(e)) from None
     repo_dir, results = Path(repo_dir).resolve(), Path(results_dir).resolve()
     machine = machine or socket.gethostname()
     base, head = _resolve(base_ref, repo_dir), _resolve(head_ref, repo_dir)

@@ -66,7 +66,11 @@ def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) ->
         return _fail(f"cannot read the issue body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
     owner, name = parsed
     try:
-        outcome = upsert_issue(from_env(env), owner, name, title, body)
+        client = from_env(env)
+    except GitHubError as exc:  # a token no token looks like: a mistake in the job's settings
+        return _fail(str(exc), 2)
+    try:
+        outcome = upsert_issue(client, owner, name, title, body)
     except GitHubError as exc:
         return _fail(str(exc), 1)
     if outcome.action == "printed":

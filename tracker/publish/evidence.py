@@ -19,7 +19,12 @@ def ms(x: float | None, micro: str = "µs", dash: str = DASH) -> str:
     """A latency in ms as it is shown: µs below a millisecond, 3 significant digits."""
     if x is None:
         return dash
-    return f"{x * 1000:.3g} {micro}" if x < 1 else f"{x:.3g} ms"
+    return f"{_digits(x * 1000)} {micro}" if x < 1 else f"{_digits(x)} ms"
+
+
+def _digits(x: float) -> str:
+    """3 significant digits, trailing zeros kept (3.50, not 3.5), no trailing point (100, not 100.)."""
+    return f"{x:#.3g}".rstrip(".")
 
 
 def change(ratio: float) -> str:
@@ -36,13 +41,13 @@ def interval(ci: tuple[float, float], level: float = 0.95) -> str:
     return f"{level:.0%} CI {lo}..{hi}%"
 
 
-def compiles(n: tuple[int, int] | None) -> str:
+def compiles(n: tuple[int, int] | None, arrow: str = "→") -> str:
     if n is None:
         return ""
     base, head = n
     if base == head:
         return f"{head} compile{'s' if head != 1 else ''} a side"
-    return f"{base} → {head} compiles"
+    return f"{base} {arrow} {head} compiles"
 
 
 def cell_evidence(x: CellChange, micro: str = "µs", arrow: str = "→", level: float = 0.95) -> str:
@@ -51,11 +56,11 @@ def cell_evidence(x: CellChange, micro: str = "µs", arrow: str = "→", level: 
         return ""
     if x.ci is not None and x.means_ms is not None:
         means = f"{ms(x.means_ms[0], micro)} {arrow} {ms(x.means_ms[1], micro)}"
-        parts = [means, f"{change(x.ratio)} ({interval(x.ci, level)})", compiles(x.compiles)]
+        parts = [means, f"{change(x.ratio)} ({interval(x.ci, level)})", compiles(x.compiles, arrow)]
         return ", ".join(p for p in parts if p)
     band = f"band ±{x.threshold:.0%}" if x.threshold is not None else ""
     p = "" if x.p_value is None else ("p < 0.001" if x.p_value < 0.001 else f"p = {x.p_value:.3f}")
-    return ", ".join(s for s in (change(x.ratio), band, p, compiles(x.compiles)) if s)
+    return ", ".join(s for s in (change(x.ratio), band, p, compiles(x.compiles, arrow)) if s)
 
 
 def latency_evidence(i: InstanceChange, level: float = 0.95) -> str:

@@ -2,7 +2,8 @@
 
 asv 0.6.6's pages load jQuery, flot, Bootstrap and others from CDNs; self-hosted runners are often firewalled
 and our CI has no network. The same files, vendored from npm with their licenses (tracker/publish/vendor/), are copied
-into the site and the tags pointed at them. The report goes to `<out>/report/`, linked both ways.
+into the site and the tags pointed at them. The report goes to `<out>/report/`, linked both ways. Before anything
+is written, tracker.publish.preflight checks the output directory (never a user's own folder) and the results.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from tracker.errors import ToolError
 from tracker.paths import ASV_CONF
+from tracker.publish import preflight
 from tracker.publish.filesite import make_file_readable
 
 VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
@@ -327,8 +329,7 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
 
     from tracker.store import asvfiles
 
-    if not any(results_dir.glob("*/machine.json")):
-        raise PublishError(f"{results_dir} holds no asv results: run `compile-baselines run` or pass --results-dir")
+    preflight.check_results(results_dir)
     conf = asvfiles.load_conf(config)
     conf.results_dir = str(results_dir)
     if not (results_dir / "benchmarks.json").is_file():
@@ -339,7 +340,7 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
     try:
         Publish.run(conf, pull=False)
     except UserError as e:
-        raise PublishError(f"asv publish failed: {e}") from None
+        raise PublishError(f"asv publish failed: {' '.join(str(e).split())}") from None
 
 
 def _write_benchmark_list(conf: Any) -> None:
@@ -422,7 +423,9 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
         raise PublishError(f"output {site} would replace the results in {results}: asv publish empties it first")
     if site.is_relative_to(results):
         raise PublishError(f"output {site} is inside the results directory {results}: choose another --out")
+    preflight.check_output(site)
     run_asv_publish(results, site, config_path)
+    preflight.mark(site)
     for warning in graphs_left_out(results, site, drop_benchmarks_without_results(site)):
         print(f"publish: warning: {warning}", file=sys.stderr)
     make_offline(site)

@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from tracker.analyse.best import analyse
-from tracker.errors import InputError
+from tracker.errors import UsageError
 from tracker.publish.summary_json import summary_json
 from tracker.publish.target import Target, target_text
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
@@ -311,14 +311,14 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, ma
               repo_dir: Path | None = None) -> tuple[list[RunFile], list[str]]:
     """The files of the requested run: the given commit (all torch versions; a hash prefix, or a git ref resolved in
     `repo_dir`), else the latest run's commit, on `machine`. Without `machine`, the runs asked for must be of one
-    machine (InputError naming them otherwise). ResultsError when there is nothing to show."""
+    machine (UsageError naming them otherwise). ResultsError when there is nothing to show."""
     runs, warnings = list_runs(results_dir)
     if commit is not None:
         commit = match_ref(commit, [r.commit for r in runs], repo_dir)
     chosen = select_runs(runs, machine, commit, warnings)
     machines = sorted({r.machine for r in chosen})
     if machine is None and len(machines) > 1:
-        raise InputError(f"results of several machines ({', '.join(machines)})"
+        raise UsageError(f"results of several machines ({', '.join(machines)})"
                          + (f" for commit {commit[:12]}" if commit else "") + ": pass --machine")
     if commit is None:
         latest = chosen[-1]  # list_runs sorts by date
@@ -332,12 +332,17 @@ def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, 
     files, warnings = pick_runs(results_dir, commit, machine, repo_dir)
     loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
     analysis = analyse(loaded.table, noise, host)
-    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table)
+    return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table, files)
 
 
-def _nothing_ok(table: Any) -> list[str]:
-    """A run with no cell measured ok is a result, but an empty summary must not hide it: what failed, and why."""
-    if table.empty or (table["status"] == "ok").any():
+def _nothing_ok(table: Any, files: list[RunFile]) -> list[str]:
+    """A run with no cell measured ok is a result, but an empty summary must not hide it: what failed, and why; or
+    that its files hold no cell at all (every one skipped, as asv records it, or not run)."""
+    if table.empty:
+        names = ", ".join(sorted({f"{r.machine} {r.commit[:8]}" for r in files}))
+        return [f"no cell measured ok: the run ({names}) holds no measured or failed cell (every cell skipped or not "
+                "run; `compile-baselines rm` drops it)"]
+    if (table["status"] == "ok").any():
         return []
     failed = table[table["status"] == "failed"]
     reasons = failed["reason"].astype(str).str.slice(0, 120).value_counts()

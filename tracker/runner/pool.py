@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tracker import stats
+from tracker.errors import ToolError
 from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
@@ -30,7 +31,7 @@ from tracker.paths import REPO_ROOT
 from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 from tracker.runner.gpus import GpuSlots
 from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, GPU_INDEX
-from tracker.store import asvfiles
+from tracker.store import asvfiles, remove
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
 from workloads import catalog
 from workloads import registry as workload_registry
@@ -356,10 +357,12 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
            else (err.strip().splitlines() or [f"exit status {status}"])[-1])
     result = store.replicate(cell.preset, cell.workload, cell.mode, job.replicate)
-    if result is None:  # the worker died before storing (crash, kill): that is the measurement's result
+    if result is None:  # the worker died before storing (crash, kill), or stored what no measurement gives
+        unusable = store.unusable(cell.preset, cell.workload, cell.mode, job.replicate)
         result = {"preset": cell.preset, "workload": cell.workload, "mode": cell.mode, "device": cfg.device or "",
-                  "status": FAILED, "reason": f"worker process failed: {why[:300]}", "samples_ms": [],
-                  "replicate": job.replicate}
+                  "status": FAILED, "samples_ms": [], "replicate": job.replicate,
+                  "reason": f"its measurement is not usable: {unusable}" if unusable
+                  else f"worker process failed: {why[:300]}"}
         store.put(result)
     return result
 
@@ -516,6 +519,11 @@ def _finish(job: Job, result: dict[str, Any] | None, done: dict[Job, dict[str, A
             progress.cell_done(job, result)
 
 
+class NothingMeasured(ToolError):
+    """Every cell of a run was skipped (the presets need a GPU this host lacks, say): a run with nothing in it is
+    not recorded, since it would stand as the latest run while holding no measurement."""
+
+
 @dataclass
 class RunOutcome:
     cells: dict[CellId, dict[str, Any]]
@@ -527,13 +535,18 @@ class RunOutcome:
 
 
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
-    """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit)."""
+    """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit). What an
+    interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should."""
     start = time.monotonic()
+    for line in remove.finish_interrupted(conf.results_dir, cfg.store_root):
+        print(line, file=out, flush=True)
     server = ForkServer()
     server.start_in_background()  # it imports while asv discovers the suite
     try:
         discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
         store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
+        for path, why in store.damaged():
+            print(f"warning: {path}: {why}; not used, its cell is measured again", file=out, flush=True)
         total = planned(cells, cfg, store)
         done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
         counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
@@ -548,6 +561,11 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())
+    if cell_list and all(c.get("status") == "skipped" for c in cell_list):
+        cells_were = "the one cell was" if len(cell_list) == 1 else f"all {len(cell_list)} cells were"
+        raise NothingMeasured(f"{cells_were} skipped ({cell_list[0].get('reason')}): "
+                              f"nothing was recorded in {conf.results_dir}; pick cells this host can measure (`list` "
+                              "names the presets)")
     host = asvfiles.host_of(cell_list)
     if host is None:  # every cell was skipped: describe this host
         host = host_info(cfg.device).as_dict()

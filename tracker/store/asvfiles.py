@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import platform
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -323,12 +324,23 @@ def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_m
     return results
 
 
+def sweep_scratch(results_dir: Path) -> None:
+    """Delete the scratch files a writer killed mid-write left in `results_dir` (a scratch tree of a result file, a
+    write probe, a temporary file of an atomic write), which the nightly would otherwise commit. Only while holding
+    `results_lock`: every writer makes its scratch files under it, so any found then is a dead writer's."""
+    for tree in results_dir.glob("*/.staging-*"):
+        shutil.rmtree(tree, ignore_errors=True)
+    for scratch in (*results_dir.glob(".probe-*"), *results_dir.glob(".*.tmp")):
+        scratch.unlink(missing_ok=True)
+
+
 def save_results(conf: Any, results: Any, entry: dict[str, str], benchmarks: dict[str, Any] | None = None) -> Path:
     """Save the result file and the machine's machine.json (and `benchmarks.json`, asv's suite description, when
     given) atomically: asv writes in place, so write into a scratch tree and rename the files over.
 
     The caller holds `results_lock` from reading the file to here. The scratch tree is unique to this writer and
-    lies inside the machine's folder, where nothing that lists result files (`*/*.json`) looks into it."""
+    lies inside the machine's folder, where nothing that lists result files (`*/*.json`) looks into it; what a
+    killed writer left there is swept first (`sweep_scratch`)."""
     from asv.benchmarks import Benchmarks
     from asv.machine import Machine
     from asv.util import write_json
@@ -338,6 +350,7 @@ def save_results(conf: Any, results: Any, entry: dict[str, str], benchmarks: dic
     final_dir = Path(conf.results_dir)
     machine_dir = final_dir / entry["machine"]
     try:
+        sweep_scratch(final_dir)
         machine_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=machine_dir, prefix=".staging-") as tmp:
             results.save(tmp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import socket
@@ -22,7 +23,7 @@ from typing import Any
 
 from tracker import metrics
 from tracker.errors import ToolError
-from tracker.stats import TOO_NOISY_SPREAD, relative_spread, set_aside, thin
+from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
 from tracker.store import atomic
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
@@ -138,14 +139,38 @@ class CellStore:
         return self.dir / preset / workload / f"{_safe(mode)}{suffix}.json"
 
     def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
-        """One measurement (one process, one compile) of a cell, or None when absent or unreadable (then it is
-        measured again)."""
+        """One measurement (one process, one compile) of a cell, or None when absent, unreadable or damaged
+        (`problem`): then it is measured again."""
         try:
             with open(self.path(preset, workload, mode, replicate), encoding="utf-8") as f:
                 data = json.load(f)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
-        return data if isinstance(data, dict) and data.get("status") else None
+        return None if problem(data, (preset, workload, mode, replicate)) else data
+
+    def unusable(self, preset: str, workload: str, mode: str, replicate: int = 1) -> str | None:
+        """Why the stored measurement cannot be used (`problem`), or None when it can or none is stored."""
+        try:
+            data = json.loads(self.path(preset, workload, mode, replicate).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, RecursionError) as e:
+            return f"not readable JSON ({e})"
+        return problem(data, (preset, workload, mode, replicate))
+
+    def damaged(self) -> list[tuple[Path, str]]:
+        """Every stored measurement that cannot be used, with why (`problem`): `run` says so and measures it again."""
+        out = []
+        for p in sorted(self.dir.glob("*/*/*.json")):
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as e:
+                out.append((p, f"not readable JSON ({e})"))
+                continue
+            why = problem(data)
+            if why:
+                out.append((p, why))
+        return out
 
     def replicates(self, preset: str, workload: str, mode: str) -> list[dict[str, Any]]:
         """Every stored measurement of a cell, replicate 1 first; it stops at the first one missing."""
@@ -211,20 +236,77 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     gross outlier, tracker.stats.set_aside). Its compile_s is the first
     replicate's, the one cold compile: the further compiles reuse the first's Triton binaries
     (tracker.runner.pool.cache_dirs). Failed replicates are left out while one is ok; when none is, the first
-    stands (its reason is the cell's)."""
-    ok = [c for c in replicates if c.get("status") == "ok" and isinstance(c.get("median_ms"), (int, float))]
+    stands (its reason is the cell's).
+
+    A replicate with a value no measurement gives (`problem`: a latency that is negative, zero, NaN or infinite,
+    samples that are not numbers) never stands for the cell, nor counts among its compiles: it is left out like a
+    failed one, and said in `rejected` ("replicate 2: median_ms -1.0 is not ..."). When none is usable, the cell is
+    failed with that reason."""
+    rejected = [f"replicate {c.get('replicate') or 1 if isinstance(c, dict) else i + 1}: {why}"
+                for i, c in enumerate(replicates) if (why := problem(c))]
+    usable = [c for c in replicates if not problem(c)]
+    ok = [c for c in usable if c["status"] == "ok"]
     if not ok:
-        return dict(replicates[0])
+        out = dict(usable[0]) if usable else _failed(replicates[0], rejected[0])
+        if rejected:
+            out["rejected"] = rejected
+        return out
     clean = [c for c in ok if not _too_noisy(c)] or ok
     best = min(clean, key=lambda c: c["median_ms"])
     out = dict(best)
     out["compiles_ms"] = [c["median_ms"] for c in ok]
     out["compiles_kept_ms"] = set_aside(out["compiles_ms"])[0]
-    first = next((c for c in replicates if int(c.get("replicate") or 1) == 1), None)
-    if first is not None and first.get("status") == "ok":
+    first = next((c for c in replicates if (c.get("replicate") or 1) == 1), None)
+    if first is not None and first.get("status") == "ok" and not problem(first):
         out["compile_s"] = first.get("compile_s")
     out["replicates_failed"] = len(replicates) - len(ok)
+    if rejected:
+        out["rejected"] = rejected
     return out
+
+
+def _failed(record: Any, why: str) -> dict[str, Any]:
+    """A damaged measurement as the failed cell it stands for."""
+    keys = ("preset", "workload", "mode", "device", "replicate")
+    out = {k: record[k] for k in keys if isinstance(record, dict) and k in record}
+    return {**out, "status": "failed", "reason": f"damaged record: {why}", "samples_ms": []}
+
+
+STATUSES = ("ok", "failed", "skipped")  # tracker.measure.harness's
+
+
+def _latency(value: Any) -> bool:
+    """A latency some measurement could give: a finite positive number of ms within LATENCY_MS."""
+    return type(value) in (int, float) and LATENCY_MS[0] <= value <= LATENCY_MS[1]
+
+
+def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str | None:
+    """Why a stored measurement cannot be used, or None: not an object; another cell's (`where`: the preset,
+    workload, mode and replicate its path names); a status that is not ok, failed or skipped; a failure or skip
+    without its reason; an ok one whose latency (median_ms, samples_ms) is not a positive finite number of ms
+    within LATENCY_MS, or whose compile time (required), launch floor, quantiles or peak memory is not a non-negative
+    number."""
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}, not a measurement"
+    if where is not None:
+        named = (record.get("preset"), record.get("workload"), record.get("mode"), record.get("replicate") or 1)
+        if named != where:
+            return f"it records {'/'.join(map(str, named))}, not the cell its path names"
+    status = record.get("status")
+    if status not in STATUSES:
+        return f"status {status!r} is not one of {', '.join(STATUSES)}"
+    if status != "ok":
+        return None if isinstance(record.get("reason"), str) else f"a {status} measurement without its reason"
+    if not _latency(record.get("median_ms")):
+        return f"median_ms {record.get('median_ms')!r} is not a latency (a positive, finite number of ms)"
+    samples = record.get("samples_ms")
+    if not isinstance(samples, list) or not samples or not all(map(_latency, samples)):
+        return "samples_ms is not a list of latencies (positive, finite numbers of ms)"
+    for key in ("compile_s", "launch_us", "peak_mem_bytes", "p25_ms", "p99_ms"):
+        value = record.get(key)
+        if (value is not None or key == "compile_s") and not (type(value) in (int, float) and 0 <= value < math.inf):
+            return f"{key} {value!r} is not a non-negative number"
+    return None
 
 
 def _too_noisy(cell: dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ merge into it loses nothing. The cell store records of the shards (failure reaso
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import defaultdict
@@ -19,13 +20,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.store import asvfiles, atomic
-from tracker.store.cells import CellStore, NameRefused, RunKey, check_commit, check_machine_name, default_cells_dir
+from tracker.store.cells import (
+    CellStore,
+    NameRefused,
+    RunKey,
+    check_commit,
+    check_machine_name,
+    default_cells_dir,
+    problem,
+)
 
 
 class MergeError(ToolError):
     pass
+
+
+class MergeRefused(UsageError):
+    """A merge the command line asks for that makes no sense (a directory into itself): exit 2, nothing written."""
 
 
 def _result_files(results_dir: Path) -> list[Path]:
@@ -81,33 +94,62 @@ def _machine_entry(path: Path, results: Any) -> dict[str, str]:
     return {k: str(v) for k, v in entry.items()}
 
 
-def _absorb(into: Any, other: Any) -> None:
-    """Copy into `into` every cell that `other` ran, through Results.add_result; a failure in `other` never
-    replaces a measurement in `into`."""
-    from asv.runner import BenchmarkResult
+_Entry = tuple[Any, Any, Any]  # one parameter combination of a benchmark's row: (value, samples, statistics)
 
+
+def _row(results: Any, name: str) -> dict[tuple[str, ...], _Entry]:
+    """A benchmark's recorded entries by parameter combination, exactly as stored (asv writes a row of nothing but
+    null as one null)."""
+    params = results._benchmark_params.get(name) or []
+    keys = list(itertools.product(*params)) if params else [()]
+
+    def column(stored: Any) -> list[Any]:
+        return list(stored) if isinstance(stored, list) and len(stored) == len(keys) else [None] * len(keys)
+
+    values, samples, stats = (column(getattr(results, f"_{c}").get(name)) for c in ("results", "samples", "stats"))
+    return {k: (values[i], samples[i], stats[i]) for i, k in enumerate(keys)}
+
+
+def _union(a: list[list[str]], b: list[list[str]]) -> list[list[str]]:
+    """The parameter grid holding both (per dimension: a's values, then b's new ones)."""
+    if a == b or not a:
+        return [list(d) for d in b]
+    return [list(dict.fromkeys([*x, *y])) for x, y in zip(a, b, strict=True)]
+
+
+def _absorb(into: Any, other: Any) -> None:
+    """Copy into `into` every cell that `other` ran, exactly as `other` recorded it (value, samples, statistics: a
+    copy, never recomputed from the thinned samples). A failure in `other` never replaces a measurement in `into`;
+    absorbing a file that `into` already holds changes nothing."""
     for name in other.get_all_result_keys():
-        params = other._benchmark_params.get(name) or []
         version = other._benchmark_version.get(name)
         if name in into._benchmark_version and into._benchmark_version[name] != version:
             raise MergeError(f"benchmark {name} has version {version} in one shard and "
                              f"{into._benchmark_version[name]} in another; re-run one of them; nothing was merged")
-        values = other.get_result_value(name, params)
-        samples = other.get_result_samples(name, params)
-        stats = other.get_result_stats(name, params)
-        kept = into.get_result_value(name, params) if name in into._results else None
-        if not params:
-            values, samples, stats, kept = [values], [samples], [stats], None if kept is None else [kept]
-        selected = {i for i, v in enumerate(values)
-                    if _ran(v) and not (v is None and kept is not None and _ok(kept[i]))}
-        if not selected:
-            continue
-        number = [(s or {}).get("number") if isinstance(s, dict) else None for s in stats]
-        result = [True if samples[i] is not None else values[i] for i in range(len(values))]
-        bench = {"name": name, "version": version, "params": params}
-        into.add_result(bench, BenchmarkResult(result=result, samples=list(samples), number=number, errcode=0,
-                                               stderr="", profile=None),
-                        selected_idx=selected if params else None, record_samples=True)
+        theirs = _row(other, name)
+        mine = _row(into, name) if name in into._results else {}
+        mine_params, their_params = into._benchmark_params.get(name) or [], other._benchmark_params.get(name) or []
+        if len(mine_params) != len(their_params) and name in into._results:
+            raise MergeError(f"benchmark {name} has other parameters in one shard than in another; nothing was merged")
+        params = _union(mine_params, their_params) if name in into._results else their_params
+        merged = []
+        for key in (itertools.product(*params) if params else [()]):
+            kept, new = mine.get(key, (math.nan, None, None)), theirs.get(key, (math.nan, None, None))
+            take = _ran(new[0]) and not (new[0] is None and _ok(kept[0]))
+            merged.append(new if take else kept)
+        _store_row(into, name, params, version, merged)
+        for mine_at, theirs_at in ((into._started_at, other._started_at), (into._duration, other._duration)):
+            times = [t for t in (mine_at.get(name), theirs_at.get(name)) if t is not None]
+            if times:  # the later start and the longer duration: the same whatever the order
+                mine_at[name] = max(times)
+
+
+def _store_row(results: Any, name: str, params: list[list[str]], version: Any, entries: list[_Entry]) -> None:
+    for i, column in enumerate(("results", "samples", "stats")):
+        values = [e[i] for e in entries]
+        getattr(results, f"_{column}")[name] = None if all(v is None for v in values) else values
+    results._benchmark_params[name] = params
+    results._benchmark_version[name] = version
 
 
 @dataclass
@@ -155,10 +197,12 @@ def _carry_cells(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path)
         for root in sources:
             source = CellStore.of_run(root, key)
             for cell in source.all() if source is not None else []:
-                if not isinstance(cell, dict) or not all(isinstance(cell.get(k), str)
-                                                         for k in ("preset", "workload", "mode", "status")):
+                if problem(cell) or not all(isinstance(cell.get(k), str) for k in ("preset", "workload", "mode")):
+                    continue  # a damaged record stays behind: the destination measures its cell again
+                replicate = cell.get("replicate") or 1
+                if not isinstance(replicate, int) or replicate < 1:
                     continue
-                have = dest.get(cell["preset"], cell["workload"], cell["mode"])
+                have = dest.replicate(cell["preset"], cell["workload"], cell["mode"], replicate)
                 if have is None or (have.get("status") != "ok" and cell["status"] == "ok"):
                     dest.put(cell)
 
@@ -168,7 +212,12 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
     """Merge the result files of `sources` (and what `dest` already holds) into `dest`; the files written.
 
     The cell store records of the merged runs are copied from `cells_dirs` (default: the store beside each
-    source) to `dest_cells` (default: the store beside `dest`), where failure reasons are read from."""
+    source) to `dest_cells` (default: the store beside `dest`), where failure reasons are read from. Merging the
+    same sources again gives the same files; a source that is `dest` itself is refused (MergeRefused)."""
+    for src in sources:
+        if src.resolve() == dest.resolve():
+            raise MergeRefused(f"{src} is the destination itself: a results directory merged into itself changes "
+                               "nothing; name the shards' directories; nothing was merged")
     groups = _read_sources(sources)
     asvfiles.check_writable(dest)
     written = []
@@ -211,4 +260,4 @@ def _benchmarks_json(sources: list[Path]) -> str | None:
     return None
 
 
-__all__ = ["MergeError", "merge_results"]
+__all__ = ["MergeError", "MergeRefused", "merge_results"]

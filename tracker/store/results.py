@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -30,6 +29,7 @@ import pandas as pd
 
 from tracker import metrics
 from tracker.errors import ToolError
+from tracker.stats import LATENCY_MS
 from tracker.store.asvfiles import CANDIDATE_CLASSES, HOST_BENCHMARK, MODE_CLASSES
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
@@ -247,10 +247,23 @@ def _floats(values: Any, n: int) -> np.ndarray:
     return np.array(values, dtype=float)  # None -> NaN
 
 
-def _impossible(values: np.ndarray, positive: bool) -> np.ndarray:
-    """Where a value is a number no measurement gives: infinite, negative, or (`positive`) zero. NaN is asv's n/a."""
+# No value of ours reaches this in its unit (a compile of 30,000 years, a million GiB); one above it is no
+# measurement, and keeping such values out keeps every product and ratio of two values a finite float.
+ABSURD = 1e12
+
+
+def _impossible(values: np.ndarray, positive: bool, upper: float = ABSURD) -> np.ndarray:
+    """Where a value is a number no measurement gives: infinite, negative, (`positive`) zero or above `upper`. NaN
+    is asv's n/a."""
     with np.errstate(invalid="ignore"):
-        ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
+        ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0)) & (values <= upper)
+    return ~ok & ~np.isnan(values)
+
+
+def _impossible_latency(values: np.ndarray) -> np.ndarray:
+    """Where a latency (ms a call) is outside what a measurement gives (tracker.stats.LATENCY_MS)."""
+    with np.errstate(invalid="ignore"):
+        ok = (values >= LATENCY_MS[0]) & (values <= LATENCY_MS[1])
     return ~ok & ~np.isnan(values)
 
 
@@ -285,7 +298,7 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
     result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
     failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
     median = _floats(result, n)
-    bad = _impossible(median, positive=True)
+    bad = _impossible_latency(median)
     arrays = {sampled.column: np.where(bad, np.nan, median), IMPOSSIBLE: np.where(bad, median, np.nan)}
     arrays.update({out: _floats(_column(row, columns, f"stats_{key}"), n) for out, key in _STATS.items()})
     arrays["status"] = np.where(failed | bad, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8)
@@ -294,17 +307,20 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
         same_grid = other is not None and _column(other, columns, "params") == _column(row, columns, "params")
         values = _column(other, columns, "result") if same_grid else None
         arrays[metric.column] = _floats(values, n) if isinstance(values, list) else np.full(n, np.nan)
-    for column in (*_STATS, *(m.column for m in metrics.unsampled())):
-        wrong = _impossible(arrays[column], positive=False) | (bad & ~np.isnan(arrays[column]))
+    units = {**{k: sampled.unit for k in _STATS if k != "n_samples"}, "n_samples": "unit",
+             **{m.column: m.unit for m in metrics.unsampled()}}
+    for column, unit in units.items():
+        upper = LATENCY_MS[1] if unit == "ms" else ABSURD
+        wrong = _impossible(arrays[column], positive=False, upper=upper) | (bad & ~np.isnan(arrays[column]))
         if wrong.any():
             if not bad[wrong].all():
-                notes.append(f"{int(wrong.sum())} {column} value(s) negative or infinite, read as n/a")
+                notes.append(f"{int(wrong.sum())} {column} value(s) negative, infinite or absurd, read as n/a")
             arrays[column] = np.where(wrong, np.nan, arrays[column])
     return arrays
 
 
 def _good_samples(x: Any) -> bool:
-    return isinstance(x, list) and all(type(v) in (int, float) and 0 < v < math.inf for v in x)
+    return isinstance(x, list) and all(type(v) in (int, float) and LATENCY_MS[0] <= v <= LATENCY_MS[1] for v in x)
 
 
 def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[str, np.ndarray], present: np.ndarray,
@@ -375,7 +391,8 @@ def _launch_us(data: dict[str, Any]) -> float:
     columns = {c: i for i, c in enumerate(data["result_columns"])}
     value = _column(row, columns, "result")
     value = value[0] if isinstance(value, list) and value else value
-    return float(value) if isinstance(value, int | float) else float("nan")
+    usable = type(value) in (int, float) and 0 < value <= LATENCY_MS[1] * 1000  # us
+    return float(value) if usable else float("nan")
 
 
 def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Path]], problems: _Problems) -> None:

@@ -159,8 +159,10 @@ class Registry:
             for ep in _entry_points(self.group):
                 try:
                     self.add(ep.load())
-                except Exception as exc:  # a broken plugin must not take the suite down
-                    why = f"{type(exc).__name__}: {exc}"
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # a broken plugin, even one that exits on import, must not take us down
+                    why = _why(exc)
                     self.plugin_errors[ep.name] = why
                     warnings.warn(f"kernel plugin {ep.name!r} ({ep.value}) skipped: {why}", PluginWarning,
                                   stacklevel=3)
@@ -185,6 +187,12 @@ class Registry:
         except KeyError:
             known = ", ".join(c.name for c in self.candidates(workload)) or "none"
             raise KeyError(f"unknown candidate {name!r} for {workload}; registered: {known}") from None
+
+
+def _why(exc: BaseException) -> str:
+    """A plugin's failure in one line: its exception's type and first line (sys.exit(3) is "SystemExit: 3")."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:

@@ -1,0 +1,69 @@
+"""tracker.publish.evidence: a verdict's evidence in the reader's unit. The cells are constructed: their numbers are
+the issue's example (a GEMM cell's compiles' means 3.50 and 3.73 ms), not a measurement of this test."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tracker.analyse.compare import CellChange, InstanceChange
+from tracker.publish.evidence import DASH, cell_evidence, change, compiles, interval, latency_evidence, ms
+
+
+def cell(**kw: object) -> CellChange:
+    fields: dict = {"preset": "prefill", "workload": "llm_swiglu_mlp", "mode": "max-autotune-no-cudagraphs",
+                    "base_ms": 3.46, "head_ms": 3.73, "ratio": 3.73 / 3.50, "p_value": 1e-5, "threshold": 0.012,
+                    "spread": 0.01, "verdict": "slower", "compiles": (3, 3), "ci": (1.049, 1.083),
+                    "means_ms": (3.50, 3.73), "noise": "6 compiles of this comparison"} | kw
+    return CellChange(**fields)
+
+
+def test_a_cell_judged_against_its_noise_says_means_change_interval_and_compiles() -> None:
+    assert cell_evidence(cell(means_ms=(3.46, 3.73), ratio=3.73 / 3.46, ci=(1.061, 1.096))) == (
+        "3.46 ms → 3.73 ms, +7.8% (95% CI +6.1..+9.6%), 3 compiles a side")
+    assert cell_evidence(cell(means_ms=(0.2701, 0.2784), ratio=0.2784 / 0.2701, ci=(1.02, 1.04)), micro="us",
+                         arrow="->") == "270 us -> 278 us, +3.1% (95% CI +2.0..+4.0%), 3 compiles a side"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28: evidence.ms formats 3 significant digits with 'g', which drops a "
+                   "trailing zero: '3.5 ms → 3.73 ms', not the docstring's '3.50 ms → 3.73 ms'")
+def test_the_issues_example_reads_as_the_module_says() -> None:
+    assert cell_evidence(cell()) == "3.50 ms → 3.73 ms, +6.6% (95% CI +4.9..+8.3%), 3 compiles a side"
+
+
+def test_a_cell_of_unknown_noise_says_its_band_and_p_value() -> None:
+    bands = cell(ci=None, means_ms=None, ratio=1.5, threshold=0.1, p_value=1e-9, compiles=(1, 1), noise="fixed bands")
+    assert cell_evidence(bands) == "+50.0%, band ±10%, p < 0.001, 1 compile a side"
+    assert cell_evidence(cell(ci=None, means_ms=None, ratio=0.97, threshold=0.25, p_value=0.0312, compiles=(1, 1))) \
+        == "-3.0%, band ±25%, p = 0.031, 1 compile a side"
+    no_samples = cell(ci=None, means_ms=None, ratio=0.83, threshold=0.1, p_value=None, compiles=(1, 1))
+    assert cell_evidence(no_samples) == "-17.0%, band ±10%, 1 compile a side"
+
+
+def test_a_cell_not_judged_on_its_times_has_no_evidence() -> None:
+    assert cell_evidence(cell(ratio=None, head_ms=None, verdict="now fails", ci=None, compiles=None)) == ""
+
+
+def test_changes_intervals_and_compiles_in_words() -> None:
+    assert [change(x) for x in (1.066, 0.5, 3.0, 1.0)] == ["+6.6%", "-50.0%", "+200%", "+0.0%"]
+    assert change(math.inf) == "+∞%" and change(math.nan) == DASH  # never "inf" or "nan" in a comment
+    assert interval((0.95, math.inf)) == "95% CI -5.0..+∞%"
+    assert interval((1.049, 1.083), level=0.9) == "90% CI +4.9..+8.3%"
+    assert [compiles(n) for n in ((1, 1), (3, 3), (1, 3), None)] == ["1 compile a side", "3 compiles a side",
+                                                                     "1 → 3 compiles", ""]
+    assert [ms(x) for x in (0.0925, 1.5, 12.0, None)] == ["92.5 µs", "1.5 ms", "12 ms", DASH]
+
+
+def test_a_best_latency_says_its_interval_or_its_band() -> None:
+    def inst(**kw: object) -> InstanceChange:
+        fields: dict = {"preset": "prefill", "workload": "llm_swiglu_mlp", "base_best": "default",
+                        "head_best": "default", "base_ties": ("default",), "head_ties": ("default",), "base_ms": 3.46,
+                        "head_ms": 3.73, "ratio": 1.078, "p_value": 1e-5, "threshold": 0.012,
+                        "latency_verdict": "slower", "mode_changed": False, "best_changed": True,
+                        "reason": "best latency slower", "host_bound": False, "ci": (1.061, 1.096)} | kw
+        return InstanceChange(**fields)
+
+    assert latency_evidence(inst()) == "+7.8% (95% CI +6.1..+9.6%)"
+    assert latency_evidence(inst(ci=None, ratio=0.833, threshold=0.3)) == "-16.7%, band ±30%"
+    assert latency_evidence(inst(ratio=None)) == ""

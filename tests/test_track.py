@@ -1,0 +1,142 @@
+"""`compile-baselines track`, the nightly's tracking step: each machine measured at a commit against its previous
+measured run, the PyTorch lines (one machine each) against each other, and the body of the tracking issue made of
+the comparisons in which a best baseline changed; none changed: no body."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitrepos import commit_all, origin_and_clone
+
+from tracker import cli
+from tracker.errors import ToolError
+from tracker.publish.comparison import compare_main
+from tracker.publish.nightly import NightOptions, Section, TrackError, body, track, track_main
+
+ROOT = Path(__file__).resolve().parent.parent
+# a PR's base and head on an H100, the head with changes planted in workloads/vlm.py that move best baselines
+PLANT = ROOT / "tests" / "fixtures" / "h100-plant-confirm" / "results"
+PLANT_BASE = "h100-p/45e09f3f-existing-py_opt_torch_.venv_bin_python3.json"
+PLANT_HEAD = "h100-p/9cbf8b1f-existing-py_opt_torch_.venv_bin_python3.json"
+
+
+def stub_runs(results: Path, runs: dict[str, tuple[str, ...]]) -> None:
+    for machine, commits in runs.items():
+        (results / machine).mkdir(parents=True)
+        (results / machine / "machine.json").write_text("{}")
+        for c in commits:
+            (results / machine / f"{c[:8]}-existing-py.json").write_text("{}")
+
+
+class FakeCompare:
+    """compare_main's stand-in: the calls it got (checked against compare_main's parameters), and a best-baseline
+    change on the machines in `changed`."""
+
+    def __init__(self, changed: set[str]) -> None:
+        self.changed, self.calls = changed, []
+
+    def __call__(self, **kwargs: Any) -> int:
+        inspect.signature(compare_main).bind(**kwargs)
+        self.calls.append({k: v for k, v in kwargs.items() if k not in ("results_dir", "repo_dir", "out")})
+        Path(kwargs["out"]).write_text(f"{kwargs['machine']} -> {kwargs.get('head_machine')}: max-autotune -> "
+                                       "default\n")
+        return 3 if kwargs["machine"] in self.changed and kwargs.get("head_machine") is None else 0
+
+
+def test_each_machine_against_its_previous_run_then_the_lines_against_the_first(tmp_path: Path) -> None:
+    _, work, (c0, c1, c2) = origin_and_clone(tmp_path)
+    results = tmp_path / "results"
+    stub_runs(results, {"h100-torch-stable": (c0, c2), "h100-torch-nightly": (c0, c1, c2), "h100-torch-new": (c2,),
+                        "h100-torch-retired": (c0,)})
+    compare, said = FakeCompare({"h100-torch-stable"}), []
+    sections = track(results, "HEAD", work, options=NightOptions(confirmed_only=True, attribute=True,
+                                                                 allow_cross_versions=True),
+                     compare=compare, say=said.append)
+    night = {"fmt": "md", "fail_on": "best-change", "allow_cross_versions": True, "confirm": (0, 3),
+             "attribute_changes": True}
+    lines = {"fmt": "md", "fail_on": "best-change", "base": c2, "head": c2, "machine": "h100-torch-new",
+             "allow_cross_versions": True}
+    assert compare.calls == [
+        # night to night (tonight's machines in name order); a machine first measured tonight has no previous run
+        {**night, "base": c1, "head": c2, "machine": "h100-torch-nightly"},
+        {**night, "base": c0, "head": c2, "machine": "h100-torch-stable"},
+        # tonight's commit across PyTorch lines: each other machine against the first
+        {**lines, "head_machine": "h100-torch-nightly"},
+        {**lines, "head_machine": "h100-torch-stable"},
+    ]
+    assert said == ["h100-torch-new: no earlier measured commit; nothing to compare",
+                    f"h100-torch-nightly: best baseline unchanged since {c1[:12]}",
+                    f"h100-torch-stable: best baseline changed since {c0[:12]}",
+                    f"h100-torch-new vs h100-torch-nightly: best baselines agree at {c2[:12]}",
+                    f"h100-torch-new vs h100-torch-stable: best baselines agree at {c2[:12]}"]
+    assert sections == [Section("h100-torch-stable", "h100-torch-stable -> None: max-autotune -> default\n")]
+    assert body(sections) == "## h100-torch-stable\n\nh100-torch-stable -> None: max-autotune -> default\n\n"
+
+
+def test_one_machine_of_a_kernel_repository_against_its_previous_run_only(tmp_path: Path) -> None:
+    _, work, (c0, _, c2) = origin_and_clone(tmp_path)
+    results = tmp_path / "results"
+    stub_runs(results, {"h100-torch-stable": (c0, c2), "h100-torch-nightly": (c2,)})
+    compare = FakeCompare(set())
+    assert track(results, c2, work, machines=["h100-torch-stable"], compare=compare, say=lambda _: None) == []
+    assert compare.calls == [{"fmt": "md", "fail_on": "best-change", "base": c0, "head": c2,
+                              "machine": "h100-torch-stable", "allow_cross_versions": False, "confirm": (0, 0),
+                              "attribute_changes": False}]
+
+
+def test_the_body_is_written_when_a_best_baseline_changed_and_removed_when_none_did(tmp_path: Path) -> None:
+    _, work, (c0, _, c2) = origin_and_clone(tmp_path, touch="workloads/vlm.py")
+    results = tmp_path / "results"
+    refile(PLANT / PLANT_BASE, results, c0)
+    refile(PLANT / PLANT_HEAD, results, c2)
+    out = tmp_path / "issue.md"
+    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, fail_on="best-change") == 3
+    direct = tmp_path / "direct.md"
+    assert compare_main(results, c0, c2, "h100-p", "md", "best-change", direct, repo_dir=work) == 3
+    assert out.read_text() == f"## h100-p\n\n{direct.read_text()}\n"
+    assert "Best baselines changed: " in out.read_text()
+    # the next night measures the same code again: nothing changed, and no stale body is left to post
+    refile(PLANT / PLANT_HEAD, results, next_commit(work))
+    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, fail_on="best-change") == 0
+    assert not out.exists()
+
+
+def refile(run: Path, results: Path, commit: str) -> None:
+    """A real result file filed under a commit of the test repository (its numbers untouched)."""
+    text = run.read_text()
+    old = json.loads(text)["commit_hash"]
+    target = results / run.parent.name / run.name.replace(old[:8], commit[:8], 1)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text.replace(old, commit))
+    (target.parent / "machine.json").write_text((run.parent / "machine.json").read_text())
+
+
+def next_commit(work: Path) -> str:
+    """One more commit on the clone's main, changing the same workload file."""
+    path = work / "workloads" / "vlm.py"
+    path.write_text(path.read_text() + "# again\n")
+    return commit_all(work, "c3")
+
+
+def test_a_comparison_that_fails_names_its_machine_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, work, (c0, _, c2) = origin_and_clone(tmp_path)
+    results = tmp_path / "results"
+    stub_runs(results, {"h100-torch-stable": (c0, c2)})
+
+    def broken(**kwargs: Any) -> int:
+        raise ToolError(f"{kwargs['results_dir']}/h100-torch-stable/x.json is not an asv result file")
+
+    with pytest.raises(TrackError, match=r"^h100-torch-stable: .*is not an asv result file$"):
+        track(results, c2, work, compare=broken, say=lambda _: None)
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(work))
+    assert cli.main(["track", "--results-dir", str(results), "--out", str(tmp_path / "issue.md")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("compile-baselines track: error: h100-torch-stable: ") and err.count("\n") == 1
+    assert not (tmp_path / "issue.md").exists()
+    assert cli.main(["track", "--results-dir", str(tmp_path / "none"), "--out", str(tmp_path / "issue.md")]) == 1
+    assert "results directory" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""`compile-baselines track`: what the nightly's tracking issue says.
+
+Every machine measured at a commit is compared (`compare --format md --fail-on best-change`) with its previous
+measured run (tracker.store.resultsbranch: the nearest first-parent ancestor with a run of that machine), and every
+other machine measured at the commit with the first, in name order (one machine per PyTorch line: the lines against
+each other at one commit). Each comparison in which a best baseline changed is one section of the issue's body,
+"## TITLE", a blank line, the comparison's markdown and a blank line; further sections (another search over the
+stored history, say) join the same body.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker.analyse.confirm import COMPILES
+from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
+from tracker.errors import ToolError
+from tracker.publish.comparison import compare_main
+from tracker.store import atomic
+from tracker.store.commits import resolve_ref
+from tracker.store.resultsbranch import previous_measured, stored_in_dir
+
+Compare = Callable[..., int]  # compare_main's signature: the comparison written to `out`; 0, or 3 on --fail-on
+
+
+class TrackError(ToolError):
+    pass
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    markdown: str
+
+
+@dataclass(frozen=True)
+class NightOptions:
+    """How each machine's run is compared with its previous one (compare's flags of the same names)."""
+
+    confirmed_only: bool = False  # count only changes measured again at head (after `compare --confirm`)
+    attribute: bool = False  # when the commit and torch both changed: which one moved each change
+    allow_cross_versions: bool = False  # torch (or the GPU) may differ between the two runs
+
+
+def body(sections: list[Section]) -> str:
+    return "".join(f"## {s.title}\n\n{s.markdown}\n" for s in sections)
+
+
+def measured_at(results_dir: Path, commit: str, machines: list[str] | None = None) -> list[str]:
+    """The machines (of `machines`, else all) with a run of `commit` in `results_dir`, in name order."""
+    names = machines if machines is not None else [p.name for p in results_dir.iterdir() if p.is_dir()]
+    return sorted(m for m in set(names) if commit[:8] in stored_in_dir(results_dir, m))
+
+
+def _changed(compare: Compare, title: str, **kwargs: Any) -> Section | None:
+    """The comparison's markdown as a section when a best baseline changed, None when none did."""
+    with tempfile.TemporaryDirectory(prefix="compile-baselines-track-") as tmp:
+        out = Path(tmp) / "comparison.md"
+        try:
+            code = compare(fmt="md", fail_on="best-change", out=out, **kwargs)
+        except ToolError as e:
+            raise TrackError(f"{title}: {e}") from None
+        if code not in (EXIT_OK, EXIT_FAIL_ON):
+            raise TrackError(f"{title}: compare failed (exit {code})")
+        return Section(title, out.read_text(encoding="utf-8")) if code == EXIT_FAIL_ON else None
+
+
+def track(results_dir: Path, commit: str, repo_dir: Path, machines: list[str] | None = None,
+          options: NightOptions = NightOptions(), compare: Compare = compare_main,
+          say: Callable[[str], object] = print) -> list[Section]:
+    """The sections of the tracking issue for `commit` (a hash or a git ref of `repo_dir`): one per comparison in
+    which a best baseline changed, each machine's with its previous run first, then the PyTorch lines'."""
+    head = resolve_ref(commit, repo_dir)
+    tonight = measured_at(results_dir, head, machines)
+    if not tonight:
+        say(f"no machine{' of ' + ', '.join(machines) if machines else ''} was measured at {head[:12]}: "
+            "nothing to compare")
+    sections = []
+    for machine in tonight:
+        prev = previous_measured(head, stored_in_dir(results_dir, machine), repo_dir)
+        if prev is None:
+            say(f"{machine}: no earlier measured commit; nothing to compare")
+            continue
+        found = _changed(compare, machine, results_dir=results_dir, base=prev, head=head, machine=machine,
+                         allow_cross_versions=options.allow_cross_versions, repo_dir=repo_dir,
+                         confirm=(0, COMPILES) if options.confirmed_only else (0, 0),
+                         attribute_changes=options.attribute)
+        say(f"{machine}: best baseline {'changed' if found else 'unchanged'} since {prev[:12]}")
+        sections += [found] if found else []
+    for other in tonight[1:]:
+        title = f"{tonight[0]} vs {other}"
+        found = _changed(compare, title, results_dir=results_dir, base=head, head=head, machine=tonight[0],
+                         head_machine=other, allow_cross_versions=True, repo_dir=repo_dir)
+        say(f"{title}: best baselines {'differ' if found else 'agree'} at {head[:12]}")
+        sections += [found] if found else []
+    return sections
+
+
+def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machines: list[str] | None,
+               options: NightOptions, repo_dir: Path, fail_on: str = "never") -> int:
+    """`compile-baselines track`: `out` holds the tracking issue's body when a best baseline changed, and does not
+    exist when none did (so that its presence says so). Exit 0, or 3 with --fail-on best-change when one changed."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise TrackError(f"results directory {root} does not exist: fetch the results first, or pass --results-dir")
+    sections = track(root, commit, repo_dir, machines, options)
+    if sections:
+        atomic.write_text(out, body(sections))
+        print(f"{len(sections)} comparison{'s' if len(sections) != 1 else ''} with a changed best baseline: "
+              f"wrote {out}")
+    else:
+        Path(out).unlink(missing_ok=True)
+        print(f"no best baseline changed: no {out}")
+    return EXIT_FAIL_ON if sections and fail_on == "best-change" else EXIT_OK
+
+
+__all__ = ["NightOptions", "Section", "TrackError", "body", "measured_at", "track", "track_main"]

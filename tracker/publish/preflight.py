@@ -1,0 +1,108 @@
+"""What `publish` checks before it writes anything: that the output directory is a site it may replace, and that the
+results describe themselves consistently (each machine's machine.json, the suite's benchmarks.json).
+
+asv publish empties its output directory before writing the site. A directory holding anything else (a user's
+notes, a thesis) is refused unless it carries MARKER, which every site `publish` writes gets, or is a site an earlier
+version of compile-baselines wrote (its index.html links the report). asv's pages show each machine's machine.json as
+the machine's description; one that no result file beside it agrees with would publish a contradiction (another GPU,
+another torch), so it is refused, as `merge` refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracker.errors import ToolError
+from tracker.store.asvfiles import VERSION_KEYS
+from tracker.store.results import list_runs
+
+MARKER = ".compile-baselines-site"  # in a site's root: publish may replace this directory
+_EARLIER_SITE = 'id="nav-li-baseline-report"'  # the report link every earlier site's index.html carries
+_MACHINE_KEYS = ("machine", *VERSION_KEYS)
+_REWRITE = "`compile-baselines merge RESULTS --results-dir NEW` writes one from the result files"
+
+
+class PreflightError(ToolError):
+    pass
+
+
+def check_output(site: Path) -> None:
+    """PreflightError unless `site` is absent, empty, or a site publish wrote (MARKER, or an earlier version's)."""
+    if not site.exists():
+        return
+    if not site.is_dir():
+        raise PreflightError(f"output {site} is a file, not a directory: choose another --out")
+    if not any(site.iterdir()) or (site / MARKER).is_file() or _earlier_site(site):
+        return
+    raise PreflightError(f"output {site} is not empty and is not a site compile-baselines wrote (no {MARKER}): "
+                         "publish replaces its output directory, so choose a new or empty one")
+
+
+def _earlier_site(site: Path) -> bool:
+    try:
+        return (site / "report" / "index.html").is_file() and _EARLIER_SITE in (site / "index.html").read_text(
+            encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def mark(site: Path) -> None:
+    """Mark `site` as one publish wrote (and may replace)."""
+    (site / MARKER).write_text("written by `compile-baselines publish`, which replaces this directory each time\n",
+                               encoding="utf-8")
+
+
+def check_results(results_dir: Path) -> None:
+    """PreflightError naming the file and what to do when a machine folder with result files has no readable
+    machine.json, when a machine.json agrees with none of the result files beside it, or when benchmarks.json (the
+    suite's description asv publishes from) cannot be read. No result file at all: ResultsError (list_runs's)."""
+    runs, _ = list_runs(results_dir)
+    for folder in sorted({r.path.parent for r in runs}):
+        entry = _machine_entry(folder / "machine.json")
+        params = [r.params for r in runs if r.path.parent == folder]  # oldest first
+        if not any(_agrees(entry, p) for p in params):
+            newest = params[-1]
+            differ = ", ".join(f"{k} {entry[k]} (the results: {newest.get(k)})" for k in _MACHINE_KEYS
+                               if k in entry and k in newest and str(entry[k]) != str(newest[k]))
+            raise PreflightError(f"{folder / 'machine.json'} contradicts every result file beside it ({differ}): "
+                                 f"asv's pages would show it; fix it, or delete it and merge ({_REWRITE})")
+    _check_benchmark_list(Path(results_dir) / "benchmarks.json")
+
+
+def _machine_entry(path: Path) -> dict[str, object]:
+    if not path.is_file():
+        raise PreflightError(f"{path} is missing: asv publish needs each machine's machine.json beside its result "
+                             f"files; restore it ({_REWRITE})")
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise PreflightError(f"{path} is not readable JSON ({e}): fix it, or delete it and merge ({_REWRITE})"
+                             ) from None
+    if not isinstance(entry, dict):
+        raise PreflightError(f"{path} is not an asv machine file: fix it, or delete it and merge ({_REWRITE})")
+    return entry
+
+
+def _agrees(entry: dict[str, object], params: dict[str, str]) -> bool:
+    return all(str(entry[k]) == str(params[k]) for k in _MACHINE_KEYS if k in entry and k in params)
+
+
+def _check_benchmark_list(path: Path) -> None:
+    """benchmarks.json, when present, must be asv's suite description (publish writes it when absent)."""
+    if not path.exists():
+        return
+    from asv.benchmarks import Benchmarks
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(data, dict) and data.get("version") == Benchmarks.api_version and all(
+            isinstance(v, dict) and "name" in v for k, v in data.items() if k != "version")
+        why = "" if ok else f"not asv's suite description, version {Benchmarks.api_version}"
+    except (OSError, ValueError, RecursionError) as e:
+        why = " ".join(str(e).split())
+    if why:
+        raise PreflightError(f"{path} cannot be read ({why}): delete it and publish again, which writes it anew")
+
+
+__all__ = ["MARKER", "PreflightError", "check_output", "check_results", "mark"]
