@@ -186,7 +186,7 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     md = capsys.readouterr().out
     assert md.startswith(MARKER) and "#### Significant cell changes" in md and "Every cell" not in md
     assert "<details><summary>Cells that moved (5): 3 slower or now failing, 1 faster or now ok, 1 too noisy" in md
-    assert "| llm_qk_norm | decode | reduce-overhead | 24 µs | 71.9 µs | 3.00\u00d7 |" in md
+    assert "| llm_qk_norm | decode | reduce-overhead | 24.0 µs | 71.9 µs | 3.00\u00d7 |" in md
 
 
 def test_factor_only_makes_verdicts_stricter(results: Path, repo: tuple[Path, list[str]],
