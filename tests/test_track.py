@@ -32,6 +32,10 @@ def stub_runs(results: Path, runs: dict[str, tuple[str, ...]]) -> None:
             (results / machine / f"{c[:8]}-existing-py.json").write_text("{}")
 
 
+def no_steps(results: Path, machine: str) -> None:
+    """The history's steps of stub result files: none (they hold no numbers)."""
+
+
 class FakeCompare:
     """compare_main's stand-in: the calls it got (checked against compare_main's parameters), and a best-baseline
     change on the machines in `changed`."""
@@ -55,7 +59,7 @@ def test_each_machine_against_its_previous_run_then_the_lines_against_the_first(
     compare, said = FakeCompare({"h100-torch-stable"}), []
     sections = track(results, "HEAD", work, options=NightOptions(confirmed_only=True, attribute=True,
                                                                  allow_cross_versions=True),
-                     compare=compare, say=said.append)
+                     compare=compare, say=said.append, steps=no_steps)
     night = {"fmt": "md", "fail_on": "best-change", "allow_cross_versions": True, "confirm": (0, 3),
              "attribute_changes": True}
     lines = {"fmt": "md", "fail_on": "best-change", "base": c2, "head": c2, "machine": "h100-torch-new",
@@ -82,7 +86,8 @@ def test_one_machine_of_a_kernel_repository_against_its_previous_run_only(tmp_pa
     results = tmp_path / "results"
     stub_runs(results, {"h100-torch-stable": (c0, c2), "h100-torch-nightly": (c2,)})
     compare = FakeCompare(set())
-    assert track(results, c2, work, machines=["h100-torch-stable"], compare=compare, say=lambda _: None) == []
+    assert track(results, c2, work, machines=["h100-torch-stable"], compare=compare, say=lambda _: None,
+                 steps=no_steps) == []
     assert compare.calls == [{"fmt": "md", "fail_on": "best-change", "base": c0, "head": c2,
                               "machine": "h100-torch-stable", "allow_cross_versions": False, "confirm": (0, 0),
                               "attribute_changes": False}]

@@ -264,13 +264,14 @@ CONTRACT = {
                        choices={"--format": ("table", "md", "json")}),
     "compare": Command({"--base": 1, "--head": 1, "--machine": 1, "--format": 1, "--fail-on": 1, "--out": 1,
                         "--head-machine": 1, "--allow-cross-versions": 0, "--attribute": 0, "--results-dir": 1,
-                        "--confirm": 0, "--confirmed-only": 0, "-j": 1},
+                        "--confirm": 0, "--confirmed-only": 0, "-j": 1, "--history": "+"},
                        frozenset({"--base", "--head"}),
                        choices={"--format": ("md", "json", "table"),
                                 "--fail-on": ("best-change", "regression", "never")}),
     "comment": Command({"--repo": 1, "--pr": 1, "--body-file": 1, "--only-on-change": 0},
                        frozenset({"--repo", "--pr", "--body-file"})),
-    "pr": Command({"--base": 1, "--head": 1, "--repo": 1, "--pr": 1}, frozenset({"--base", "--head"})),
+    "pr": Command({"--base": 1, "--head": 1, "--repo": 1, "--pr": 1, "--history": "+"},
+                  frozenset({"--base", "--head"})),
     "report": Command({"--out": 1, "--results-dir": 1}, frozenset({"--out"})),
     "publish": Command({"--out": 1}),
     "issue": Command({"--repo": 1, "--title": 1, "--body-file": 1}, frozenset({"--repo", "--title", "--body-file"})),
@@ -403,13 +404,19 @@ def step_with(workflow: dict[str, Any], job_id: str, command: str) -> dict[str, 
 
 def test_the_bench_job_confirms_against_the_previous_run_and_stores_tonights_whatever_the_branch_says() -> None:
     nightly = WORKFLOWS["nightly"]
-    previous, fetch = step_with(nightly, "bench", "results previous"), step_with(nightly, "bench", "results fetch")
+    previous = step_with(nightly, "bench", "results previous")
+    fetch, history = (s for s in nightly["jobs"]["bench"]["steps"]
+                      if "compile-baselines results fetch" in s.get("run", ""))
     confirm = step_with(nightly, "bench", "compare")
     # a results branch that cannot be read costs the confirmation, never the night's measurements
     assert previous["continue-on-error"] is True and fetch["continue-on-error"] is True
+    assert history["continue-on-error"] is True
     assert fetch["if"] == f"steps.{previous['id']}.outputs.commit != ''"
     assert confirm["if"] == f"steps.{fetch['id']}.outcome == 'success'"
     assert "--confirm" in confirm["run"] and "$PREVIOUS" in confirm["run"] and "$PREVIOUS" in fetch["run"]
+    # the cells' noise: the machine's whole history, fetched apart from tonight's results (which the store job keeps)
+    assert "$RUNNER_TEMP/history" in history["run"] and "--commit" not in history["run"]
+    assert '--history "$RUNNER_TEMP/history"' in confirm["run"]
     steps_ = nightly["jobs"]["bench"]["steps"]
     upload = next(i for i, s in enumerate(steps_) if s.get("uses", "").startswith("actions/upload-artifact"))
     assert steps_.index(confirm) < upload  # the confirming compiles travel with tonight's results

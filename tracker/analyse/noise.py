@@ -243,12 +243,12 @@ class EmpiricalNoise:
         for side in (base, head):
             if side.log_sd is not None:
                 ss, df = ss + (side.n - 1) * side.log_sd ** 2, df + side.n - 1
+        own = df
         if df:
             sources.append(f"{int(df) + 2} compiles of this comparison")
         if h is not None and h.within_df and min(h.counts) > 1:  # a cell given compiles only when it moved: biased
             ss, df = ss + h.within_ss, df + h.within_df
             sources.append(f"{h.within_df + len(h.levels)} compiles of {len(h.levels)} earlier runs")
-        own = df
         within_prior = self._within_prior(cls, prior)
         if within_prior is not None:
             ss, df = ss + self.prior_df * within_prior, df + self.prior_df

@@ -4,8 +4,10 @@ Every machine measured at a commit is compared (`compare --format md --fail-on b
 measured run (tracker.store.resultsbranch: the nearest first-parent ancestor with a run of that machine), and every
 other machine measured at the commit with the first, in name order (one machine per PyTorch line: the lines against
 each other at one commit). Each comparison in which a best baseline changed is one section of the issue's body,
-"## TITLE", a blank line, the comparison's markdown and a blank line; further sections (another search over the
-stored history, say) join the same body.
+"## TITLE", a blank line, the comparison's markdown and a blank line. Then, for each machine measured at the commit,
+the steps its stored history shows among its latest runs (tracker.analyse.nightsteps: a change that no
+night-to-night comparison called, found on the nights after it, with the night, commit and torch it happened at)
+are a section of their own when an instance's best latency stepped.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from tracker.analyse.confirm import COMPILES
+from tracker.analyse.nightsteps import BEST, Step, recent_steps
 from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
+from tracker.publish.evidence import change, ms
 from tracker.store import atomic
 from tracker.store.commits import resolve_ref
 from tracker.store.resultsbranch import previous_measured, stored_in_dir
@@ -70,11 +74,15 @@ def _changed(compare: Compare, title: str, **kwargs: Any) -> Section | None:
         return Section(title, out.read_text(encoding="utf-8")) if code == EXIT_FAIL_ON else None
 
 
+Steps = Callable[[Path, str], "Section | None"]  # (results_dir, machine) -> the section of its history's steps
+
+
 def track(results_dir: Path, commit: str, repo_dir: Path, machines: list[str] | None = None,
           options: NightOptions = NightOptions(), compare: Compare = compare_main,
-          say: Callable[[str], object] = print) -> list[Section]:
+          say: Callable[[str], object] = print, steps: Steps | None = None) -> list[Section]:
     """The sections of the tracking issue for `commit` (a hash or a git ref of `repo_dir`): one per comparison in
-    which a best baseline changed, each machine's with its previous run first, then the PyTorch lines'."""
+    which a best baseline changed, each machine's with its previous run first, then the PyTorch lines', then each
+    machine's steps (`steps`, default: its history's, tracker.analyse.nightsteps)."""
     head = resolve_ref(commit, repo_dir)
     tonight = measured_at(results_dir, head, machines)
     if not tonight:
@@ -98,7 +106,37 @@ def track(results_dir: Path, commit: str, repo_dir: Path, machines: list[str] | 
                          head_machine=other, allow_cross_versions=True, repo_dir=repo_dir)
         say(f"{title}: best baselines {'differ' if found else 'agree'} at {head[:12]}")
         sections += [found] if found else []
+    for machine in tonight:
+        found = (steps or steps_section)(results_dir, machine)
+        if found:
+            say(f"{machine}: a best latency stepped in its history's latest runs")
+            sections.append(found)
     return sections
+
+
+def steps_section(results_dir: Path, machine: str) -> Section | None:
+    """The steps of `machine`'s history, as a section, when an instance's best latency stepped."""
+    from tracker.store.results import load_results
+
+    steps = recent_steps(load_results(results_dir, machine=machine).table, machine)
+    if not any(s.mode == BEST for s in steps):
+        return None
+    return Section(f"{machine}: steps in its history", steps_markdown(steps))
+
+
+def steps_markdown(steps: list[Step]) -> str:
+    """The steps as the tracking issue shows them: best latencies first, then cells, largest first."""
+    rows = sorted(steps, key=lambda s: s.mode != BEST)
+    lines = ["Levels that changed and stayed changed over the latest nights (a step, found once the runs after it "
+             "agree; the night is the first run at the new level):", "",
+             "| Workload | Preset | Mode | Night | Commit | torch | Before | After | Change | p |",
+             "|---|---|---|---|---|---|---:|---:|---:|---:|"]
+    for s in rows:
+        mode = "**best latency**" if s.mode == BEST else s.mode
+        p = "<0.001" if s.p_value < 0.001 else f"{s.p_value:.3f}"
+        lines.append(f"| {s.workload} | {s.preset} | {mode} | {s.date[:16]} | `{s.commit[:8]}` | {s.torch} | "
+                     f"{ms(s.before_ms)} | {ms(s.after_ms)} | {change(s.ratio)} | {p} |")
+    return "\n".join(lines) + "\n"
 
 
 def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machines: list[str] | None,
@@ -119,4 +157,5 @@ def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machi
     return EXIT_FAIL_ON if sections and fail_on == "best-change" else EXIT_OK
 
 
-__all__ = ["NightOptions", "Section", "TrackError", "body", "measured_at", "track", "track_main"]
+__all__ = ["NightOptions", "Section", "TrackError", "body", "measured_at", "steps_markdown", "steps_section", "track",
+           "track_main"]
