@@ -248,7 +248,7 @@ def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_no
     change under 11% there, so a 10% move is neither the same nor a change, and not counted."""
     c = compare_runs(H100, BASE, BASE, EARLIER_MACHINE, head_machine=MACHINE)
     assert (c.best_changes, c.regressions, c.improvements) == ([], [], [])
-    rms = [x for x in c.cells if (x.preset, x.workload, x.mode) == ("decode", "llm_rmsnorm", MANCG)][0]
+    rms = cell(c, "decode", "llm_rmsnorm", MANCG)
     assert rms.verdict == SAME and rms.compiles == (1, 3)
     assert (round(rms.base_ms * 1000, 2), round(rms.head_ms * 1000, 2)) == (7.17, 4.99)
     (noisy,) = c.noisy
