@@ -22,7 +22,7 @@ import pytest
 
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
-from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED
+from tracker.analyse.verdicts import NOISY, SAME, SLOWER, UNCONFIRMED
 from tracker.runner.pool import CellId, Job, RunConfig, next_replicate, pending, planned
 from tracker.store.cells import CellStore, RunKey, combine
 
@@ -298,7 +298,7 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
     c = plant()
     by_cell = {(x.preset, x.workload, x.mode): x for x in c.cells}
     # +12.5% GEMM work in the ViT MLP: every mode's prefill cell (261-289 us) is slower, on three compiles a side
-    # (the autotuned modes': test_the_vit_mlps_autotuned_prefill_cells_are_judged_against_their_own_spread)
+    # (the autotuned modes': test_the_vit_mlps_autotuned_prefill_cells_are_never_the_same)
     for mode in ("eager", "default", "reduce-overhead"):
         cell = by_cell[("prefill", "vlm_vit_mlp_block", mode)]
         assert cell.verdict == SLOWER and cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2, mode
@@ -315,18 +315,20 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
 VIT_AUTOTUNED_SAME = (
     "issue 28: the ViT MLP's +12.5% GEMM plant, prefill max-autotune-no-cudagraphs: base 260.9-266.1 us, head "
     "294.8-302.0 us (3 compiles a side, every head compile 11% beyond every base compile, own spread 1.2%), +13.1% "
-    "(95% CI +0.3..+27.7%), p = 0.046, resolution 26%: 'same' (max-autotune: 288.7-302.3 -> 318.8-339.3 us, +11.8%, "
-    "'same'; as the PR flow judges them, jointly: too noisy). With no history its noise takes the autotuned "
-    "GPU-bound prior pooled from this comparison's 8 such "
-    "cells (median sd 8.9%), which the plant itself widened: the patch embedding's head compiles spread 29-65%. "
-    "The old rule said slower")
+    "(95% CI +0.3..+27.7%), p = 0.046, resolution 26%: 'same', a move under half the resolution (max-autotune: "
+    "288.7-302.3 -> 318.8-339.3 us, +11.8%, 'same'; as the PR flow judges them, jointly: too noisy). With no history "
+    "its noise takes the autotuned GPU-bound prior pooled from this comparison's 8 such cells (median sd 8.9%), which "
+    "the plant itself widened: the patch embedding's head compiles spread 29-65%. The old rule said slower")
 
 
 @pytest.mark.xfail(strict=True, reason=VIT_AUTOTUNED_SAME)
 @pytest.mark.parametrize("mode", ["max-autotune", "max-autotune-no-cudagraphs"])
-def test_the_vit_mlps_autotuned_prefill_cells_are_judged_against_their_own_spread(mode: str) -> None:
+def test_the_vit_mlps_autotuned_prefill_cells_are_never_the_same(mode: str) -> None:
+    # Slower, or too noisy to judge: autotuned cells can shift this much between runs of unchanged code (the A/A
+    # pair h100-c -> h100-d: decode vlm_vit_mlp_block max-autotune-no-cudagraphs, +10.4%, compiles not overlapping)
     cell = next(x for x in plant().cells if (x.preset, x.workload, x.mode) == ("prefill", "vlm_vit_mlp_block", mode))
-    assert cell.verdict == SLOWER and cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2
+    assert cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2
+    assert cell.verdict in (SLOWER, NOISY)
 
 
 def test_a_change_every_compile_shows_is_not_hidden_by_the_slower_sides_spread() -> None:
