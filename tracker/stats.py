@@ -149,10 +149,11 @@ def p_value(a: Sequence[float | None] | None, b: Sequence[float | None] | None,
 
 # ---------------------------------------------------------------------------------------------------- compiles
 
-# A compile at least this far from the other compiles of its cell (a factor of 1.5 in time) and far beyond their own
-# spread is a gross outlier: a process disturbed while it ran, or a compile of another machine state. Modes of one
-# cell's compiles (two generated codes a few tens of percent apart) stay well inside it.
-GROSS_OUTLIER = math.log(1.5)
+# A compile at least this far from the other compiles of its cell (a factor of 3 in time) and far beyond their own
+# spread is a gross outlier: a process disturbed while it ran (a loaded CPU host's oversubscribed threads). The states
+# of one cell's compiles stay inside it: two generated codes a few tens of percent apart, and max-autotune's launch
+# configs on a 9 us cell up to 2.3x apart.
+GROSS_OUTLIER = math.log(3.0)
 OUTLIER_SPREADS = 5.0
 
 
