@@ -19,6 +19,7 @@ from typing import Any
 from tracker.analyse.verdicts import FAIL_ON, TESTS
 from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT, project_repo
+from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
@@ -475,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     r.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
-                   help="fresh compiles per cell of the autotuned modes (max-autotune, max-autotune-no-cudagraphs), "
+                   help=f"fresh compiles per cell of the autotuned modes ({', '.join(AUTOTUNED_MODES)}), "
                         "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
                         "CPU; a cell already measured gets the replicates it lacks)")
     r.add_argument("--replicate-all-modes", action="store_true", help="--replicates applies to every mode")

@@ -37,7 +37,7 @@ from tracker.store import atomic, results
 from tracker.store.asvfiles import METRIC_BENCHMARKS
 from tracker.store.cells import RunKey
 from workloads import catalog
-from workloads.names import MODES
+from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -222,7 +222,7 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
     rows = []
     for workload in (w for w in catalog.workload_names() if w in set(sub["workload"].astype(str))):
         by_mode = {str(r["mode"]): r for r in sub[sub["workload"] == workload].to_dict("records")}
-        eager = by_mode.get("eager")
+        eager = by_mode.get(REFERENCE)
         eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
         v = verdicts.get(workload, {})
         winner, ties = v.get("winner"), tuple(v.get("ties") or ())
@@ -317,7 +317,7 @@ def version_view(a: analysis.Analysis, machine: str, preset: str) -> VersionView
             column[i] = r.winner if isinstance(r.winner, str) else None
     known = catalog.workload_names()
     order = sorted(winners, key=lambda w: known.index(w) if w in known else len(known))
-    geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in analysis.COMPILED
+    geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in COMPILED
                      if f"geomean_{m}" in hist)
     return VersionView(versions, commits, tuple((w, tuple(winners[w])) for w in order), geomeans)
 
@@ -374,6 +374,7 @@ def environment() -> Any:
     env.filters["ms"] = _fmt_ms
     env.filters["pct"] = _fmt_pct
     env.filters["x"] = _fmt_x
+    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD)
     return env
 
 

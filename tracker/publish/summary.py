@@ -20,9 +20,8 @@ from tracker.publish.target import Target, target_text
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
-from workloads.names import MODES
+from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
-COMPILED = tuple(m for m in MODES if m != "eager")
 # What the results can say about the compile times behind the break-even
 BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as this run measured them (the "
                    "results do not record whether the compile cache was cold or warm)")
@@ -30,7 +29,8 @@ BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as 
 FORMATS = ("table", "md", "json")
 WIDTH = 100
 WORKLOAD_COLUMN = 45  # where the winning workloads start in the text table
-SHORT = {"max-autotune-no-cudagraphs": "mancg", "reduce-overhead": "r-o", "max-autotune": "max-at"}
+# The modes the text table abbreviates, in its legend's order: the longest names first.
+_ABBREVIATED = sorted((m for m in REGISTRY if m.short != m.name), key=lambda m: -len(m.name))
 
 # Inline templates: the whole rendered text of this module, kept beside the code that fills it.
 TEXT = """\
@@ -159,7 +159,7 @@ Compile break-even: calls until the time saved per call vs eager repays the comp
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
                           trim_blocks=True, lstrip_blocks=True)
-_ENV.globals["short"] = lambda m: SHORT.get(m, m)
+_ENV.globals["short"] = short
 
 
 def _fmt_geomean(x: float | None) -> str:
@@ -194,8 +194,8 @@ def kernel_line(k: dict[str, Any], code: Any = str) -> str:
     if k["speedup_vs_best"] is None:
         return head + f"{k['median_ms']:.4g} ms, no baseline measured ok"
     parts = [f"{_faster(k['speedup_vs_best'])} best ({k['best_baseline']})"]
-    if k["speedup_vs_eager"] is not None and k["best_baseline"] != "eager":
-        parts.append(f"{_faster(k['speedup_vs_eager'])} eager")
+    if k["speedup_vs_eager"] is not None and k["best_baseline"] != REFERENCE:
+        parts.append(f"{_faster(k['speedup_vs_eager'])} {REFERENCE}")
     # why a speedup may not be a real one
     notes = [n for n, on in (("within noise", k.get("within_noise")), ("host-bound", k.get("host_bound"))) if on]
     return head + ", ".join(parts) + (f"; {', '.join(notes)}" if notes else "")
@@ -230,14 +230,14 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
     targets = {w: Target.from_json(t) for w, t in p.get("targets", {}).items()}
     return {"instances": p["instances"], "rows": rows, "domain_wins": p["domain_wins"], "md_lines": lines(str),
             "md_target_lines": [f"{w}: {target_text(t)}" for w, t in targets.items()],
-            "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, lambda m: SHORT.get(m, m))}")
+            "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, short)}")
                              for w, t in targets.items()],
             "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`") for k in kernels],
             "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                            break_on_hyphens=False) for k in kernels],
             "h2h": _h2h(p, side), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
-                                    break_on_hyphens=False) for line in lines(lambda m: SHORT.get(m, m))]}
+                                    break_on_hyphens=False) for line in lines(short)]}
 
 
 def _fill_keeping_units(line: str) -> str:
@@ -251,8 +251,8 @@ def _h2h(p: dict[str, Any], side: Any) -> str:
     """The head-to-head line: the study's figures where both modes measured ok on some instance, else says so."""
     n = p.get("head_to_head_instances", 0)
     if not n:
-        return "head-to-head default vs max-autotune-no-cudagraphs: not measured (no instance has both measured ok)"
-    return textwrap.fill(f"head-to-head over {n} instances: {side('default')} vs {side('max-autotune-no-cudagraphs')}",
+        return f"head-to-head {' vs '.join(HEAD_TO_HEAD)}: not measured (no instance has both measured ok)"
+    return textwrap.fill(f"head-to-head over {n} instances: {' vs '.join(side(m) for m in HEAD_TO_HEAD)}",
                          WIDTH - 2, subsequent_indent="    ", break_on_hyphens=False)
 
 
@@ -299,7 +299,7 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
     if fmt not in FORMATS:
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _ENV.from_string(TEXT if fmt == "table" else MARKDOWN)
-    legend = ", ".join(f"{v} = {k}" for k, v in SHORT.items())
+    legend = ", ".join(f"{m.short} = {m.name}" for m in _ABBREVIATED)
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
                            noise_note=_noise_note(noise or NoiseModel(), host or HostBound()))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.stats import float_or_none
+from workloads.modes import REFERENCE
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def target_text(t: Target, name: Callable[[str], str] = str, micro: str = "us") 
         return latency(x, micro)
 
     # eager compiles nothing: its replicates are fresh processes
-    one, many = ("process", "processes") if t.mode == "eager" else ("compile", "compiles")
+    one, many = ("process", "processes") if t.mode == REFERENCE else ("compile", "compiles")
     if t.compiles > 1:
         what = f"the best of {t.compiles} {many} of {name(t.mode)}"
         context = [f"median {ms(t.compiles_median_ms)}"]
