@@ -19,11 +19,11 @@ from typing import Any
 from tracker.analyse.verdicts import FAIL_ON, TESTS
 from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT, project_repo
+from tracker.publish.units import FORMATS
 from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
-FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
 
 
 def _conf_path(args: argparse.Namespace) -> Path:
@@ -502,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     reading(s)
     s.add_argument("--commit", help="a commit hash or prefix (default: the latest run)")
     s.add_argument("--machine", help="asv machine name (needed when several are present)")
-    s.add_argument("--format", choices=("table", "md", "json"), default="table",
+    s.add_argument("--format", choices=FORMATS, default="table",
                    help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 
     c = command("import-csv", "turn the study's results CSV into asv results",
@@ -540,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare torch versions: the base's, or its start (2.11 matches 2.11.0+cu130); with "
                         "--head-torch")
     d.add_argument("--head-torch", metavar="VERSION", help="compare torch versions: the head's; with --base-torch")
-    d.add_argument("--format", choices=FORMATS_COMPARE,
+    d.add_argument("--format", choices=FORMATS,
                    help="table: for a terminal (default on a terminal); md: the PR comment (default into a pipe or "
                         "--out); json: a stable shape for scripts")
     d.add_argument("--only-changed", action="store_true",
