@@ -2,10 +2,13 @@
 
 One measurement per cell feeds every metric of tracker.metrics, each an asv benchmark track_<metric>. asv
 runs each metric of each parameter combination in a fresh process (the study's isolation); the first of them
-measures and stores the cell, the others read it from the cell store. Cells the study does not measure
-(decode-invariant workloads in decode, a plugin's workload in a preset it does not declare,
-full-size presets on a CPU host) raise NotImplementedError in setup,
-which asv records as skipped.
+measures and stores the cell, the others read it from the cell store.
+
+`Baseline` is the study's grid, the same whatever is installed, so its asv history never changes shape. The
+installed plugins' workloads (docs/plugins.md) are `PluginBaseline`, over the plugins' own presets; it exists only
+when a plugin is installed. Cells the study does not measure (decode-invariant workloads in decode, a plugin's
+workload in a preset it does not declare, inputs too large for a CPU) raise NotImplementedError in setup, which asv
+records as skipped.
 """
 
 import statistics
@@ -14,8 +17,8 @@ from typing import Any
 
 from tracker.metrics import METRICS
 from tracker.store.cells import CellStore, RunKey, check_measured, default_root, metric_value, stored_form
-from workloads.catalog import preset_names, workload_names
-from workloads.names import MODES
+from workloads.catalog import plugin_preset_names, plugin_workload_names
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 
 def stored_or_measured(preset: str, workload: str, mode: str) -> dict:
@@ -48,14 +51,8 @@ def with_metric_tracks(cls: type) -> type:
     return cls
 
 
-@with_metric_tracks
-class Baseline:
-    # The study's presets and workloads, then the installed plugins' (workloads.catalog): a plugin's workload is
-    # a cell of this grid like the study's, n/a in the presets it does not declare.
-    params = (list(preset_names()), list(workload_names()), list(MODES))
+class _Cells:
     param_names = ["preset", "workload", "mode"]
-    # Pinned: editing this wrapper must not orphan history. Bump when the measured thing changes.
-    version = "1"
     timeout = 1800  # max-autotune compiles of the prefill GEMMs take minutes
     number = 1
     repeat = 1
@@ -63,6 +60,23 @@ class Baseline:
     def setup(self, preset: str, workload: str, mode: str) -> None:
         self.cell = stored_or_measured(preset, workload, mode)
         check_measured(self.cell)  # raises: skipped or failed, with the reason in asv's log
+
+
+@with_metric_tracks
+class Baseline(_Cells):
+    # The study's presets and workloads only: installing a plugin never changes this grid or its history.
+    params = (list(PRESET_NAMES), list(WORKLOAD_NAMES), list(MODES))
+    # Pinned: editing this wrapper must not orphan history. Bump when the measured thing changes.
+    version = "1"
+
+
+if plugin_workload_names():  # read at import (asv discovers parameters then); no plugin, no class
+
+    @with_metric_tracks
+    class PluginBaseline(_Cells):
+        # The installed plugins' workloads over their own presets (n/a where a workload does not declare one).
+        params = (list(plugin_preset_names()), list(plugin_workload_names()), list(MODES))
+        version = "1"
 
 
 class Host:

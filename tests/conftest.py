@@ -1,12 +1,21 @@
-"""Fixtures shared by the tests: the local fake of GitHub's REST API (tests/fake_github.py), and Ctrl-C."""
+"""Fixtures shared by the tests: the local fake of GitHub's REST API (tests/fake_github.py), Ctrl-C, and no plugin
+but those a test installs."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 
 import pytest
 from fake_github import FakeGitHub
+
+from workloads.names import ENV_PLUGINS
+
+# Before any test module asks for a workload, in this process and in every process the tests start: a kernel
+# repository installed beside the project (docs/plugins.md) would otherwise add its workloads, presets and
+# candidates to what the tests see. Tests that need a plugin install it (tests/plugin_fixture.py enables it).
+os.environ[ENV_PLUGINS] = ""
 
 
 @pytest.fixture

@@ -5,6 +5,10 @@ tests/fixtures/kernels_plugin/ checks in by hand, generated.
 
 Subprocesses see it through PYTHONPATH, and asv's own processes through ASV_PYTHONPATH (asv drops PYTHONPATH);
 an installed plugin needs neither.
+
+The tests load only the plugins they put in place: conftest sets COMPILE_BASELINES_PLUGINS to none, and these helpers
+add the entry points of what they install to it, so a kernel repository installed beside the project changes nothing
+the tests see.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from workloads import plugins
 from workloads.kernels import registry as kernel_registry
+from workloads.names import ENV_PLUGINS
 
 EXAMPLE_REPO = Path(__file__).resolve().parent.parent / "examples" / "kernel-repo"
 
@@ -34,6 +41,24 @@ def write_dist_info(project: Path, into: Path) -> Path:
     return dist
 
 
+def entry_point_names(path: Path) -> list[str]:
+    """The names of the entry points that the dist-infos in `path` declare."""
+    return [line.split("=", 1)[0].strip() for f in sorted(path.glob("*.dist-info/entry_points.txt"))
+            for line in f.read_text(encoding="utf-8").splitlines() if "=" in line and not line.startswith("[")]
+
+
+def enabled(*names: str) -> str:
+    """COMPILE_BASELINES_PLUGINS listing `names` beside those it lists now."""
+    now = [n for n in os.environ.get(ENV_PLUGINS, "").split(",") if n]
+    return ",".join(dict.fromkeys([*now, *names]))
+
+
+def on_sys_path(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """The packages and dist-infos in `path` importable, and their plugins loaded, for the test's duration."""
+    monkeypatch.syspath_prepend(str(path))
+    monkeypatch.setenv(ENV_PLUGINS, enabled(*entry_point_names(path)))
+
+
 def reset_registries() -> None:
     plugins.REGISTRY.reset()
     kernel_registry.REGISTRY.reset()
@@ -46,6 +71,8 @@ def installed(project: Path, tmp: Path, packages: tuple[str, ...]) -> Iterator[d
     write_dist_info(project, tmp)
     paths = [str(tmp), str(project)]
     sys.path[:0] = paths
+    allowed = os.environ.get(ENV_PLUGINS)
+    os.environ[ENV_PLUGINS] = enabled(*entry_point_names(tmp))
     reset_registries()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])}
     env["ASV_PYTHONPATH"] = env["PYTHONPATH"]
@@ -54,6 +81,10 @@ def installed(project: Path, tmp: Path, packages: tuple[str, ...]) -> Iterator[d
     finally:
         for p in paths:
             sys.path.remove(p)
+        if allowed is None:
+            os.environ.pop(ENV_PLUGINS, None)
+        else:
+            os.environ[ENV_PLUGINS] = allowed
         for name in [m for m in sys.modules if m.split(".")[0] in packages]:
             del sys.modules[name]
         reset_registries()

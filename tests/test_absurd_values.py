@@ -114,13 +114,14 @@ def test_a_run_whose_every_cell_is_skipped_records_nothing_and_says_so(tmp_path:
     before = sorted((p, p.read_bytes()) for p in results.rglob("*") if p.is_file())
     env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-m", "tracker.cli", "run", "--results-dir", str(results), "--preset",
-                          "prefill", "--workload", "llm_rmsnorm", "--mode", "eager", "--kernel", "none", "--commit",
-                          "b" * 40, "--device", "cpu"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          "prefill", "--workload", "llm_kl_divergence_loss", "--mode", "eager", "--kernel", "none",
+                          "--commit", "b" * 40, "--device", "cpu"], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert out.returncode == 1 and len(errors) == 1 and "Traceback" not in out.stderr, out.stderr
-    assert errors[0] == ("compile-baselines run: error: the one cell was skipped (preset prefill needs a CUDA device "
-                         f"(multi-GiB inputs)): nothing was recorded in {results}; pick cells this host can measure "
-                         "(`list` names the presets)")
+    assert errors[0] == ("compile-baselines run: error: the one cell was skipped (preset prefill: "
+                         "llm_kl_divergence_loss's inputs and outputs take 4.0 GiB, more than the 1 GiB a CPU "
+                         f"measures; measure it on a CUDA device): nothing was recorded in {results}; pick cells this "
+                         "host can measure (`list` names the presets)")
     assert sorted((p, p.read_bytes()) for p in results.rglob("*") if p.is_file()) == before
     assert cli.main(["summary", "--results-dir", str(results)]) == 0

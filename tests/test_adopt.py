@@ -45,7 +45,9 @@ def test_init_writes_a_repository_that_plugs_in_and_measures(tmp_path: Path) -> 
     s, written, hand_edit = init(repo, ref=REF)
     assert (s.namespace, s.package, hand_edit) == ("acme", "acme_kernels", None)
     assert sorted(p.relative_to(repo).as_posix() for p in written) == [
-        WORKFLOW, "acme_kernels/__init__.py", "acme_kernels/kernels.py", "acme_kernels/workloads.py", "pyproject.toml"]
+        WORKFLOW, ".gitignore", "acme_kernels/__init__.py", "acme_kernels/kernels.py", "acme_kernels/workloads.py",
+        "pyproject.toml"]
+    assert {".asv/", "build/", "*.egg-info/"} <= set((repo / ".gitignore").read_text().splitlines())
     with installed(repo, tmp_path / "site", ("acme_kernels",)):
         assert catalog.workload_names()[-1] == "acme.silu"
         assert "tokens=8192" in catalog.preset_names()
@@ -69,6 +71,18 @@ def test_init_never_overwrites_and_leaves_an_existing_pyproject_alone(tmp_path: 
     assert "lower-case letters" in capsys.readouterr().err
     assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", "main"]) == 1
     assert "full 40-hex commit hash" in capsys.readouterr().err
+
+
+def test_init_adds_to_an_existing_gitignore_what_it_lacks(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("build/\n*.log")
+    _, written, _ = init(tmp_path, "mine", REF)
+    lines = (tmp_path / ".gitignore").read_text().splitlines()
+    assert lines[:2] == ["build/", "*.log"] and lines.count("build/") == 1 and ".asv/" in lines
+    assert tmp_path / ".gitignore" in written
+    (tmp_path / ".gitignore").write_text(".asv/\nbuild/\n*.egg-info/\n__pycache__/\n")
+    _, written, _ = init(tmp_path, "mine", REF, force=True)
+    assert (tmp_path / ".gitignore").read_text() == ".asv/\nbuild/\n*.egg-info/\n__pycache__/\n"
+    assert tmp_path / ".gitignore" not in written
 
 
 def test_the_example_caller_is_what_init_writes_for_it() -> None:
@@ -155,3 +169,61 @@ def test_every_command_the_workflow_runs_parses_with_the_real_command_line() -> 
                 if namespace.command in ("run", "pr"):
                     assert args[args.index("--workload") + 1] == "$NAMESPACE.*", shlex.join(args)
     assert used == {"run", "results", "track", "issue", "publish", "pr"}
+
+
+# ---------------------------------------------------------------------------------------------------- where runs go
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_the_commands_work_for_the_kernel_repository_they_run_in(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a kernel repository (a pyproject.toml declaring compile_baselines entry points), its commits and its
+    .asv/ are the default; elsewhere, this checkout's; COMPILE_BASELINES_REPO names one from anywhere."""
+    from tracker import paths
+
+    repo = tmp_path / "acme"
+    init(repo, ref=REF)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "pyproject.toml").write_text("[project]\nname = 'other'\n")
+    monkeypatch.delenv(paths.ENV_PROJECT_REPO, raising=False)
+    assert paths.kernel_repo(repo / "acme_kernels") == repo.resolve()
+    assert paths.kernel_repo(tmp_path / "other") is None and paths.kernel_repo(tmp_path) is None
+    assert paths.project_repo(cwd=repo / "acme_kernels") == repo.resolve()
+    assert paths.project_repo(cwd=tmp_path / "other") == paths.REPO_ROOT
+    assert paths.project_repo({paths.ENV_PROJECT_REPO: str(repo)}, cwd=tmp_path) == repo.resolve()
+    monkeypatch.chdir(repo)
+    assert cli._results_dir(cli.build_parser().parse_args(["summary"])) == str(repo.resolve() / ".asv" / "results")
+
+
+def test_run_in_a_kernel_repository_without_a_commit_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "acme"
+    init(repo, ref=REF)
+    monkeypatch.chdir(repo)
+    assert cli.main(["run", "--workload", "llm_rmsnorm", "--mode", "eager", "--kernel", "none"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a git repository with a commit: commit your work there" in err[0], err
+    assert not (repo / ".asv").exists()
+
+
+def test_uncommitted_changes_are_those_of_tracked_files_at_the_checked_out_commit(tmp_path: Path) -> None:
+    from tracker.store.commits import uncommitted
+
+    init(tmp_path, "mine", REF)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "start")
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "out.txt").write_text("what pip install leaves")
+    (tmp_path / "notes.txt").write_text("untracked")
+    assert uncommitted(head, tmp_path) == []
+    with (tmp_path / "mine_kernels" / "kernels.py").open("a") as f:
+        f.write("# faster\n")
+    assert uncommitted(head, tmp_path) == ["mine_kernels/kernels.py"]
+    assert uncommitted("0" * 40, tmp_path) == []  # not the checked-out commit: its tree is not this one
+    assert _git(tmp_path, "status", "--porcelain", "--ignored").count("!! build/") == 1  # init's .gitignore

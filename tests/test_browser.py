@@ -163,6 +163,24 @@ def test_report_renders_from_file(browser: Browser, site: Path) -> None:
     assert [u for u in load.requests if not u.startswith(("file://", "data:"))] == []
 
 
+def test_asv_pages_render_opened_as_a_file(browser: Browser, site: Path) -> None:
+    """asv's grid, a graph and the regressions page from file://, no server: every request a local file, none
+    failed (asv's own XMLHttpRequests are refused on file:// pages; the .json.js twins stand in for them)."""
+    index = (site / "index.html").as_uri()
+    pages = [(index, "document.querySelectorAll('.benchmark-container canvas').length >= 3"),
+             (index + "#baselines.Baseline.track_latency",
+              "document.querySelectorAll('#main-graph canvas').length > 0 && $('#main-graph').data('plot') !== "
+              "undefined && $('#main-graph').data('plot').getData().length > 0"),
+             (index + "#/regressions", "document.querySelector('#regressions-body') !== null"
+                                       " && document.querySelector('#regressions-body').innerText.length > 0")]
+    for url, ready in pages:
+        page = browser.open(url, ready)
+        load = page.load()
+        assert load.failed == [] and load.console_errors == [], (url, load)
+        assert [u for u in load.requests if not u.startswith(("file://", "data:"))] == []
+        assert any(u.endswith(".json.js") for u in load.requests), url
+
+
 def test_asv_list_and_regressions_pages_sort_offline(browser: Browser, base_url: str) -> None:
     """The benchmark list and regressions pages use the two vendored files that are not the CDN's bytes
     (stupid-table-plugin 1.1.3 for 1.0.1, flot's unminified sources): they load, and a click sorts the table."""

@@ -24,6 +24,20 @@ def test_the_top_level_help_is_for_users(capsys: pytest.CaptureFixture[str]) -> 
     assert "compile-baselines compare --base HEAD~1 --head HEAD" in out and "exit status: 0 done" in out
 
 
+def test_version_says_which_release_and_which_checkout(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    import subprocess
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cli.ROOT, capture_output=True, text=True).stdout.strip()
+    out = capsys.readouterr().out.strip()
+    assert re.fullmatch(rf"compile-baselines {re.escape(metadata.version('compile-baselines'))} \(commit "
+                        rf"{head[:12] or 'unknown'}, {re.escape(str(cli.ROOT))}\)", out), out
+
+
 @pytest.mark.parametrize("name", list(subparsers()))
 def test_every_command_has_a_description_an_example_and_helped_options(name: str) -> None:
     p = subparsers()[name]

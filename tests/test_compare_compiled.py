@@ -127,11 +127,27 @@ def test_a_move_of_a_workload_the_change_cannot_reach_is_not_counted(tmp_path: P
     assert [i.workload for i in c.best_changes] == []  # layernorm's new winner is not the change's doing
     assert headline(c) == ("Best baselines changed: 0 · significant regressions: 1 · improvements: 0 · "
                            "1 cell moved with its source unchanged (not counted)")
-    assert any(n.startswith("source: the changes between the commits reach rl_ppo_clipped_loss") for n in c.notes)
+    assert ("source: the changes between the commits reach rl_ppo_clipped_loss, rl_dpo_loss, rl_grpo_loss; timing "
+            "changes of the other 20 workloads measured are reported as 'source unchanged' and not counted") in c.notes
     # without the repository (or with commits it does not know) every move counts, as before
     plain = compare_runs(results, base, head, MACHINE)
     assert {(x.workload, x.verdict) for x in plain.regressions} == {("rl_ppo_clipped_loss", "slower"),
                                                                    ("llm_layernorm", "slower")}
+
+
+def test_the_source_note_counts_the_workloads_measured_and_reads_right_for_one_commit(tmp_path: Path):
+    """One commit on two machines: no source differs, and the note says so of the workloads the runs measured (a
+    PR flow's two), not of every workload installed."""
+    (commit,) = _git_repo(tmp_path / "repo", [{"README.md": "x\n"}])
+    results = tmp_path / "results"
+    write_run(results, commit)
+    write_run(results, commit, machine="other")
+    c = compare_runs(results, commit, commit, MACHINE, head_machine="other", repo_dir=tmp_path / "repo",
+                     workloads=["llm_rmsnorm", "diff_cfg_blend"])
+    assert [n for n in c.notes if n.startswith("source:")] == [
+        f"source: both runs are of commit {commit[:8]}, so timing changes of the 2 workloads measured are reported "
+        "as 'source unchanged' and not counted"]
+    assert f"> **Note**: source: both runs are of commit {commit[:8]}, so " in render_comment(c)  # no method note
 
 
 PLANT = Path(__file__).resolve().parent / "fixtures" / "h100-pr-plant" / "results"

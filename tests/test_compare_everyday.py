@@ -15,7 +15,7 @@ import pytest
 
 from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
 from tracker import cli
-from tracker.analyse.compare import FASTER, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
+from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
 from tracker.publish.comparison import FORMATS, compare_main, comparison_json
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
@@ -108,6 +108,22 @@ def test_the_latest_two_runs_need_two_runs_and_one_machine(tmp_path: Path) -> No
     assert compare_main(rd, None, None, MACHINE, "json") == 0
 
 
+def test_two_machines_latest_runs_need_only_the_two_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's own fixture: one commit measured on two H100 hosts (tests/fixtures/h100-aa2)."""
+    assert cli.main(["compare", "--results-dir", str(H100), "--machine", "h100-c", "--head-machine", MACHINE,
+                     "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert (data["base"]["machine"], data["head"]["machine"]) == ("h100-c", MACHINE)
+    assert data["base"]["commit"] == data["head"]["commit"] == BASE
+    assert "the latest run of each machine, base on h100-c, head on h100-d" in captured.err
+    for argv, message in ((["--head-machine", MACHINE], "--head-machine needs --machine"),
+                          ([], "results of several machines (h100-c, h100-d): pass --machine")):
+        assert cli.main(["compare", "--results-dir", str(H100), *argv]) == 2  # an input mistake, as --help says
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
 def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
     _, (first, second, _) = repo
@@ -128,27 +144,49 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
     failed = rows[("decode", "llm_logits_projection_softmax", "max-autotune")]
     assert failed.startswith("+") and f" -      -  {NOW_FAILS}  decode " in failed
     # the counts, then the rule: a line for cells of one compile a side, one for cells of several
-    counts = next(line for line in lines if line.startswith("213 cells: "))
-    assert counts.startswith("213 cells: 3 slower or now failing (+), 1 faster or now ok (-)")
+    counts = next(line for line in lines if line.startswith("41 instances and 213 cells: "))
+    assert counts.startswith("41 instances and 213 cells: 3 slower or now failing (+), 1 faster or now ok (-)")
+
+
+def test_the_table_says_what_the_comment_says(capsys: pytest.CaptureFixture[str]) -> None:
+    """The two hosts' runs of one commit (tests/fixtures/h100-aa2): besides the cells, the table has the comment's
+    winner changed within noise, every kernel's speedup over the best baseline, and wins and geomeans per mode."""
+    assert compare_main(H100, BASE, BASE, "h100-c", "md", head_machine=MACHINE) == 0
+    md = capsys.readouterr().out
+    assert compare_main(H100, BASE, BASE, "h100-c", "table", head_machine=MACHINE) == 0
+    table = capsys.readouterr().out
+    assert ("Winner changed within noise (not counted): vlm_vit_mlp_block decode (max-autotune-no-cudagraphs → "
+            "default).") in md
+    assert ("winner changed within noise (not counted): vlm_vit_mlp_block decode (max-autotune-no-cudagraphs -> "
+            "default)") in table
+    assert "| diff_cfg_blend | prefill | triton_cfg_blend | 1.02\u00d7 | 0.89\u00d7 | 0.87\u00d7 | same |" in md
+    rows = [line.split() for line in table.splitlines()]
+    assert ["prefill", "diff_cfg_blend", "triton_cfg_blend", "1.02x", "0.89x", "0.87x", "same"] in rows
+    assert "| prefill | max-autotune-no-cudagraphs | 17 → 19 | 2.04\u00d7 → 2.05\u00d7 |" in md
+    assert ["prefill", "max-autotune-no-cudagraphs", "17", "->", "19", "2.04x", "->", "2.05x"] in rows
 
 
 def test_only_changed_lists_the_changed_cells_in_every_format(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
+    """Every cell the headline counts or names stays listed: the changes, and the cell too noisy to judge."""
     _, (first, second, _) = repo
     assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [cell_of(lines[3], line)[2] for line in lines[4:8]] == ["reduce-overhead", "eager", "eager",
-                                                                    "max-autotune"]
-    counts = next(line for line in lines if line.startswith("213 cells: "))
-    assert lines[8] == "" and counts.endswith("; 209 not shown (--only-changed)")
+    assert [cell_of(lines[3], line)[2] for line in lines[4:9]] == ["reduce-overhead", "eager", "eager",
+                                                                    "max-autotune", "reduce-overhead"]
+    assert lines[8].startswith("~") and lines[9] == ""
+    counts = next(line for line in lines if line.startswith("41 instances and 213 cells: "))
+    assert counts.endswith("; 208 not shown (--only-changed)")
     data, _ = run_json(results, first, second, capsys, only_changed=True)
     assert [(x["workload"], x["verdict"]) for x in data["cells"]] == [
         ("llm_topk_sampling_prep", SLOWER), ("llm_qk_norm", FASTER), ("vlm_patch_embedding_conv2d", SLOWER),
-        ("llm_logits_projection_softmax", NOW_FAILS)]
+        ("llm_logits_projection_softmax", NOW_FAILS), ("llm_qk_norm", NOISY)]
     assert data["summary"]["cells"] == 213 and data["instances"] == [] and data["kernels"] == []
     assert compare_main(results, first, second, MACHINE, "md", only_changed=True) == 0
     md = capsys.readouterr().out
     assert md.startswith(MARKER) and "#### Significant cell changes" in md and "Every cell" not in md
+    assert "<details><summary>Cells that moved (5): 3 slower or now failing, 1 faster or now ok, 1 too noisy" in md
+    assert "| llm_qk_norm | decode | reduce-overhead | 24.0 µs | 71.9 µs | 3.00\u00d7 |" in md
 
 
 def test_factor_only_makes_verdicts_stricter(results: Path, repo: tuple[Path, list[str]],

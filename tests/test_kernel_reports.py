@@ -28,7 +28,7 @@ from workloads.names import MODES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H100 = FIXTURES / "h100-aa2" / "results"  # two runs of commit 759ff183, machines h100-c and h100-d
-MACHINE = "h100-d"  # the run these tests read (the latest, which the summary picks by default)
+MACHINE = "h100-d"  # the run these tests read (the latest)
 H100_FILE = H100 / MACHINE / "759ff183-existing-py_opt_torch_.venv_bin_python3.json"
 CPU = FIXTURES / "cpu-kernels" / "results"
 NO_KERNELS = FIXTURES / "cpu-tiny" / "results"  # real runs of the suite without candidates
@@ -217,7 +217,7 @@ def test_a_renamed_workload_s_candidates_are_ignored_with_a_warning(tmp_path: Pa
 
 
 def test_summary_json_kernels_shape_and_values() -> None:
-    data, _ = summary.summary_for(H100)
+    data, _ = summary.summary_for(H100, machine=MACHINE)
     (run,) = data["runs"]
     for preset in ("prefill", "decode"):
         kernels = run["presets"][preset]["kernels"]
@@ -263,7 +263,7 @@ def test_presets_without_kernels_have_an_empty_list() -> None:
 
 
 def test_text_and_markdown_summaries_have_the_kernels_block() -> None:
-    text = summary.render_text(H100)  # the latest run: h100-d's
+    text = summary.render_text(H100, machine=MACHINE)
     assert max(len(line) for line in text.splitlines()) <= summary.WIDTH
     assert "  kernels vs best baseline:\n" in text
     words = " ".join(text.split())  # lines wrap at 100 columns

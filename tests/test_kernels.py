@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from plugin_fixture import on_sys_path
 
 from tracker.measure import harness as measure
 from tracker.measure.harness import Settings, compare_outputs, measure_cell
@@ -42,7 +43,7 @@ def wrong_registered() -> Iterator[Candidate]:
 @pytest.fixture
 def plugin_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The fake kernel repository on sys.path: importlib.metadata then sees its dist-info and entry points."""
-    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    on_sys_path(monkeypatch, PLUGIN_DIR)
     yield PLUGIN_DIR
     for name in [m for m in sys.modules if m.split(".")[0] == "fake_kernels"]:
         del sys.modules[name]
@@ -115,7 +116,7 @@ def test_a_broken_plugin_warns_once_and_is_skipped(plugin_path: Path, tmp_path: 
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-kernels\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[compile_baselines.kernels]\nbroken = no_such_module_for_cb_tests\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     reg = Registry(modules=())
     with pytest.warns(PluginWarning, match="kernel plugin 'broken'.*skipped: ModuleNotFoundError") as record:
         keys = {c.key for c in reg.candidates()}
@@ -136,7 +137,7 @@ def test_a_plugin_clashing_with_an_in_tree_name_is_skipped(tmp_path: Path, monke
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-kernels\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[compile_baselines.kernels]\nclash = clash_kernels_for_cb_tests\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     monkeypatch.delitem(sys.modules, "clash_kernels_for_cb_tests", raising=False)
     reg = Registry()
     with pytest.warns(PluginWarning, match="declared twice"):

@@ -98,15 +98,37 @@ def test_a_cell_past_its_time_limit_fails_with_the_limit_as_reason() -> None:
 
 def test_cells_the_study_does_not_measure_are_skipped_with_a_reason() -> None:
     assert measure_cell("decode", "rl_dpo_loss", "eager").reason.endswith("prefill only")
-    cell = measure_cell("prefill", "llm_rmsnorm", "eager", device="cpu")
-    assert cell.status == "skipped" and "needs a CUDA device" in cell.reason
+
+
+def test_a_cpu_measures_what_fits_whatever_the_preset_s_name() -> None:
+    """The full-size presets are the GPU's, yet most of their cells fit a CPU (decode llm_rmsnorm: 0.3 MiB); those
+    whose tensors exceed what a CPU measures are skipped, saying how large they are."""
+    cell = measure_cell("decode", "llm_rmsnorm", "eager", device="cpu", settings=QUICK)
+    assert cell.status == "ok", cell.reason
+    cell = measure_cell("prefill", "llm_kl_divergence_loss", "eager", device="cpu", settings=QUICK)
+    assert cell.status == "skipped"
+    assert cell.reason.startswith("preset prefill: llm_kl_divergence_loss's inputs and outputs take ")
+    assert cell.reason.endswith(" GiB, more than the 1 GiB a CPU measures; measure it on a CUDA device")
+
+
+def test_a_skipped_measure_exits_non_zero_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracker import cli
+
+    assert cli.main(["measure", "--preset", "decode", "--workload", "rl_dpo_loss", "--mode", "eager"]) == 1
+    captured = capsys.readouterr()
+    assert "skipped" in captured.out
+    assert captured.err.strip().splitlines()[-1] == ("compile-baselines measure: skipped: rl_dpo_loss is "
+                                                     "decode-invariant: the study measures it in prefill only")
 
 
 def test_unknown_names_raise_for_the_caller_to_report() -> None:
     with pytest.raises(KeyError, match="unknown mode"):
         measure_cell("tiny", "llm_rmsnorm", "max-autotuned")
-    with pytest.raises(KeyError, match="unknown workload"):
+    with pytest.raises(KeyError, match=r"unknown workload 'llm_rmsnrom' \(did you mean llm_rmsnorm\?\); choose from "
+                                       r"the study's llm_rmsnorm, .*, rl_grpo_loss; plugin workloads: none"):
         measure_cell("tiny", "llm_rmsnrom", "eager")
+    with pytest.raises(KeyError, match=r"unknown preset 'tinny' \(did you mean tiny\?\)"):
+        measure_cell("tinny", "llm_rmsnorm", "eager")
 
 
 def test_cpu_timer_has_do_bench_shape_all_samples_in_ms() -> None:
@@ -127,3 +149,33 @@ def test_the_flush_takes_only_free_gpu_memory_and_at_least_do_bench_s_own() -> N
     assert measure.affordable_flush(5, free_bytes=2**30 + 2 * measure.FLUSH_BYTES) == 2
     assert measure.affordable_flush(5, free_bytes=2**40) == 5
     assert measure.affordable_flush(5, free_bytes=0) == 1
+
+
+def test_a_cpu_cell_runs_on_the_threads_its_settings_say_and_records_them() -> None:
+    """Inductor fixes a CPU kernel's thread count when it compiles: the cell sets it first (one by default, steady on
+    a busy host), records it, and gives the process its own count back."""
+    before = torch.get_num_threads()
+    seen: list[int] = []
+
+    def probe(*args: torch.Tensor) -> torch.Tensor:
+        from workloads.diffusion import cfg_blend
+
+        seen.append(torch.get_num_threads())
+        return cfg_blend(*args)
+
+    cell = measure_cell("tiny", "diff_cfg_blend", "kernel:probe", device="cpu", settings=QUICK, fn_override=probe)
+    assert cell.status == "ok" and cell.cpu_threads == 1 and set(seen) == {1}
+    assert torch.get_num_threads() == before
+    seen.clear()
+    cell = measure_cell("tiny", "diff_cfg_blend", "kernel:probe", device="cpu", fn_override=probe,
+                        settings=Settings(warmup_ms=1, rep_ms=5, warmup_calls=2, cpu_threads=2))
+    assert cell.cpu_threads == 2 and set(seen) == {2}
+
+
+def test_a_host_busier_than_its_cores_is_said() -> None:
+    from tracker.measure.hostinfo import busy_warning
+
+    assert busy_warning(cores=2, load=1.9) is None and busy_warning(cores=2, load=2.0) is None
+    assert busy_warning(cores=2, load=4.3) == ("this host is busier than its cores (load average 4.3 over the last "
+                                               "minute, 2 cores): CPU timings will be slower and noisier than on an "
+                                               "idle host")

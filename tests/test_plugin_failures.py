@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plugin_fixture import enabled, entry_point_names, on_sys_path
 
 from workloads import plugins
 from workloads.kernels import registry as kernels
@@ -53,7 +54,7 @@ def fresh() -> Iterator[None]:
 def test_a_plugin_failing_on_import_is_skipped_with_one_warning_naming_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: None, kind: str, failure: str) -> None:
     module = _install(tmp_path, kind, failure)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     warning = plugins.PluginWarning if kind == "workload" else kernels.PluginWarning
     with pytest.warns(warning) as record:
         loaded = plugins.REGISTRY.workloads() if kind == "workload" else kernels.REGISTRY.candidates()
@@ -76,14 +77,15 @@ def test_ctrl_c_while_a_plugin_imports_still_interrupts(tmp_path: Path, monkeypa
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cb-slow-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[{GROUPS[kind]}]\nslow = cb_slow_plugin\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     with pytest.raises(KeyboardInterrupt):
         plugins.REGISTRY.workloads() if kind == "workload" else kernels.REGISTRY.candidates()
 
 
 def test_list_with_plugins_that_exit_lists_the_built_ins_and_warns_once_each(tmp_path: Path) -> None:
     modules = {kind: _install(tmp_path, kind, "sys.exit(3)") for kind in GROUPS}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
+               COMPILE_BASELINES_PLUGINS=enabled(*entry_point_names(tmp_path)))
     done = subprocess.run([sys.executable, "-m", "tracker.cli", "list"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr

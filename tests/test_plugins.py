@@ -6,15 +6,17 @@ The repository is examples/kernel-repo/ itself, made visible as pip would instal
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from plugin_fixture import EXAMPLE_REPO, installed, reset_registries
+from plugin_fixture import EXAMPLE_REPO, installed, on_sys_path, reset_registries
 
 from tracker import cli
 from tracker.measure import harness
@@ -22,7 +24,7 @@ from tracker.measure.harness import Settings, measure_cell
 from tracker.runner import pool
 from workloads import catalog, plugins, registry
 from workloads.kernels import registry as kernel_registry
-from workloads.names import PRESET_NAMES, WORKLOAD_NAMES
+from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 from workloads.shapes import Shape, powers_of_two, shape, sweep
 from workloads.spec import Workload
 
@@ -115,6 +117,43 @@ def test_the_example_repository_plugs_in_its_workload_and_sweep(example: dict[st
     assert keys == [f"{WORKLOAD}:torch_fp32", f"{WORKLOAD}:triton_add_rmsnorm"]
 
 
+def _asv_suite() -> tuple[Any, Any]:
+    """benchmarks/baselines.py and candidates.py as asv imports them, in a process of its own: afresh."""
+    for name in ("benchmarks.candidates", "benchmarks.baselines"):
+        sys.modules.pop(name, None)
+    return importlib.import_module("benchmarks.baselines"), importlib.import_module("benchmarks.candidates")
+
+
+def test_installing_a_plugin_leaves_the_study_grid_as_it_is(tmp_path: Path) -> None:
+    """The study's asv benchmarks keep their grid (and so their names, versions and history) whatever is installed;
+    a plugin's workloads and candidates are benchmarks of their own, over the plugin's presets only."""
+    study = (list(PRESET_NAMES), list(WORKLOAD_NAMES), list(MODES))
+    baselines, candidates = _asv_suite()
+    study_candidates = candidates.Candidate.params
+    assert baselines.Baseline.params == study and not hasattr(baselines, "PluginBaseline")
+    assert study_candidates[0] == list(PRESET_NAMES) and not hasattr(candidates, "PluginCandidate")
+    try:
+        with installed(EXAMPLE_REPO, tmp_path / "site", ("example_kernels",)):
+            baselines, candidates = _asv_suite()
+            assert (baselines.Baseline.params, baselines.Baseline.version) == (study, "1")
+            assert (candidates.Candidate.params, candidates.Candidate.version) == (study_candidates, "1")
+            assert baselines.PluginBaseline.params == (["tiny", *SWEEP], [WORKLOAD], list(MODES))
+            assert candidates.PluginCandidate.params == (
+                ["tiny", *SWEEP], [f"{WORKLOAD}:torch_fp32", f"{WORKLOAD}:triton_add_rmsnorm"])
+    finally:
+        _asv_suite()
+
+
+def test_an_unknown_workload_names_the_closest_and_the_plugins_too(example: dict[str, str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["measure", "--preset", "tiny", "--mode", "eager"], ["run"]):
+        assert cli.main([*command, "--workload", "example.add_rmsnrom"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "unknown workload 'example.add_rmsnrom' (did you mean example.add_rmsnorm?)" in err[0]
+        assert "; choose from the study's llm_rmsnorm, " in err[0]
+        assert err[0].endswith(f"; plugin workloads: {WORKLOAD}")
+
+
 def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, str],
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list"]) == 0
@@ -143,8 +182,10 @@ def test_a_plugin_workload_measures_like_the_study_s(example: dict[str, str]) ->
     assert r.error_vs_eager < 2e-2
     r = measure_cell("tiny", WORKLOAD, "kernel:triton_add_rmsnorm", "cpu", FAST)
     assert r.status == harness.SKIPPED and "runs on cuda only" in r.reason
-    r = measure_cell(SWEEP[-1], WORKLOAD, "eager", "cpu", FAST)
-    assert r.status == harness.SKIPPED and r.reason.startswith(f"preset {SWEEP[-1]} needs a CUDA device")
+    r = measure_cell(SWEEP[-1], WORKLOAD, "eager", "cpu", FAST)  # 64 x 8192 x 2048 bf16: 2 GiB a tensor
+    assert r.status == harness.SKIPPED and r.reason.startswith(f"preset {SWEEP[-1]}: {WORKLOAD}'s inputs and outputs")
+    r = measure_cell(SWEEP[0], WORKLOAD, "eager", "cpu", FAST)  # declared for a GPU, and 1 MiB: a CPU measures it
+    assert r.status == harness.OK, r.reason
     r = measure_cell(SWEEP[0], "llm_rmsnorm", "eager", "cpu", FAST)
     assert r.status == harness.SKIPPED and "the study's presets only" in r.reason
     with pytest.raises(KeyError, match="unknown preset"):
@@ -158,7 +199,7 @@ def test_two_plugins_with_one_namespace_are_one_clear_error(example: dict[str, s
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     _plugin(tmp_path, "other_kernels", "example", "other_cb_workloads", _CLASHING.format(name="example.other"))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     monkeypatch.delitem(sys.modules, "other_cb_workloads", raising=False)
     reset_registries()
     with pytest.raises(plugins.WorkloadClash, match=r"workload namespace 'example' is declared twice: by .*\(cb-ex"
@@ -182,7 +223,7 @@ def test_two_plugins_with_one_namespace_are_one_clear_error(example: dict[str, s
 def test_a_workload_named_outside_its_plugin_s_namespace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                     module: str, name: str, message: str) -> None:
     _plugin(tmp_path, "sneaky", "sneaky", module, _CLASHING.format(name=name))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     monkeypatch.delitem(sys.modules, module, raising=False)
     reset_registries()
     try:
@@ -194,12 +235,34 @@ def test_a_workload_named_outside_its_plugin_s_namespace_is_refused(tmp_path: Pa
 
 def test_a_broken_workload_plugin_warns_once_and_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _plugin(tmp_path, "broken", "broken", "broken_cb_workloads", "raise ImportError('no triton here')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    on_sys_path(monkeypatch, tmp_path)
     reset_registries()
     try:
         with pytest.warns(plugins.PluginWarning, match="workload plugin 'broken'.*skipped: ImportError"):
             assert catalog.workload_names() == WORKLOAD_NAMES
         assert set(plugins.REGISTRY.plugin_errors) == {"broken"}
+    finally:
+        reset_registries()
+
+
+def test_only_the_plugins_compile_baselines_plugins_names_are_loaded(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """COMPILE_BASELINES_PLUGINS: unset, every installed plugin; set, those it names (the tests set it, so that a
+    kernel repository installed beside the project changes nothing they see)."""
+    _plugin(tmp_path, "quiet", "quiet", "quiet_cb_workloads", _CLASHING.format(name="quiet.one"))
+    on_sys_path(monkeypatch, tmp_path)
+    monkeypatch.delitem(sys.modules, "quiet_cb_workloads", raising=False)
+    try:
+        with_it = (*WORKLOAD_NAMES, "quiet.one")
+        for listed, expected in (("quiet", with_it), ("", WORKLOAD_NAMES), ("other, quiet", with_it), (None, with_it)):
+            if listed is None:
+                monkeypatch.delenv("COMPILE_BASELINES_PLUGINS")
+            else:
+                monkeypatch.setenv("COMPILE_BASELINES_PLUGINS", listed)
+            reset_registries()
+            assert catalog.workload_names()[:len(expected)] == expected
+            if listed is not None:  # unset, whatever else is installed here shows too
+                assert catalog.workload_names() == expected
     finally:
         reset_registries()
 
@@ -222,6 +285,11 @@ def test_the_example_repository_end_to_end_on_cpu(example: dict[str, str], tmp_p
     assert "4 cells: 3 ok, 0 failed, 1 skipped" in run.stdout
     stored = {p.name for p in (tmp_path / "cells").rglob(f"tiny/{WORKLOAD}/*.json")}
     assert stored == {"eager.json", "default.json", "kernel_torch_fp32.json", "kernel_triton_add_rmsnorm.json"}
+    described = json.loads((results / "benchmarks.json").read_text())  # the suite as asv's discovery saw it
+    assert described["baselines.Baseline.track_latency"]["params"] == [
+        [repr(p) for p in PRESET_NAMES], [repr(w) for w in WORKLOAD_NAMES], [repr(m) for m in MODES]]
+    assert described["baselines.PluginBaseline.track_latency"]["params"] == [
+        [repr(p) for p in ("tiny", *SWEEP)], [repr(WORKLOAD)], [repr(m) for m in MODES]]
 
     summary = json.loads(cli_run("summary", "--results-dir", str(results), "--format", "json").stdout)
     tiny = summary["runs"][0]["presets"]["tiny"]

@@ -13,7 +13,15 @@ from fake_github import FakeGitHub
 from test_compare import MACHINE, SCENARIOS, write_run
 
 from tracker.analyse.compare import EXIT_FAIL_ON
-from tracker.github.prflow import Command, PrFlowError, pr_main, run_commands, select_workloads, workloads_at
+from tracker.github.prflow import (
+    Command,
+    PrFlowError,
+    pr_main,
+    run_command_line,
+    run_commands,
+    select_workloads,
+    workloads_at,
+)
 from tracker.publish.markdown import MARKER
 from tracker.store import commits
 from tracker.store.commits import CommitError, resolve_ref
@@ -97,6 +105,15 @@ def test_a_change_selects_the_workloads_it_can_affect() -> None:
         assert s.everything and s.workloads == WORKLOAD_NAMES, harness
     nothing = select_workloads(["README.md", "docs/runner.md", "tracker/publish/report.py", "tests/test_x.py"])
     assert nothing.workloads == () and nothing.describe() == "nothing to measure"
+
+
+def test_a_side_measures_the_modes_asked_for_first_and_when_confirming() -> None:
+    commit = "c" * 40
+    args = (commit, ["acme.silu"], Path("r"), MACHINE, None, ["tiny"])
+    assert run_command_line(*args)[-2:] == ["--replicates", "1"] and "--mode" not in run_command_line(*args)
+    for cmd in (run_command_line(*args, modes=["eager"]),
+                run_command_line(*args, cells=["tiny/acme.silu/eager"], replicates=3, modes=["eager"])):
+        assert cmd[cmd.index("--mode"):cmd.index("--mode") + 2] == ["--mode", "eager"] and commit in cmd
 
 
 def test_each_side_measures_only_the_workloads_it_has(repo: tuple[Path, dict[str, str]]) -> None:

@@ -181,6 +181,27 @@ def test_instances_not_run_at_all_have_no_rows(tmp_path: Path) -> None:
     assert set(t["workload"].astype(str)) == {"diff_cfg_blend"} and len(t) == 5
 
 
+def test_grid_points_that_cannot_exist_are_never_cells_nor_compared(tmp_path: Path) -> None:
+    """asv fills the points a grown grid adds to an existing file with null, its mark of a failure: points that
+    cannot exist (decode of a decode-invariant workload, a preset a workload does not have) never become cells, so
+    compare never lists them as added, removed or now failing; a point that exists keeps its failure."""
+    from tracker.analyse.compare import compare_runs
+
+    measured = instance("decode", "llm_rmsnorm", {"eager": 0.02, "default": 0.01})
+    write_result_file(tmp_path, measured, commit="a" * 40)
+    null_filled = {**measured, ("decode", "llm_rmsnorm", "max-autotune"): None,
+                   **instance("decode", "rl_dpo_loss", dict.fromkeys(MODES)),  # decode-invariant: no such cell
+                   **instance("decode", "rl_grpo_loss", {"eager": 0.5})}  # even with a number
+    write_result_file(tmp_path, null_filled, commit="b" * 40, date_ms=1_767_225_700_000)
+    t = results.load_results(tmp_path).table
+    head = t[t["commit"] == "b" * 40]
+    assert set(zip(head["workload"].astype(str), head["status"].astype(str), strict=True)) == {
+        ("llm_rmsnorm", "ok"), ("llm_rmsnorm", "skipped"), ("llm_rmsnorm", "failed"), ("rl_grpo_loss", "ok")}
+    c = compare_runs(tmp_path, "aaaa", "bbbb")
+    assert ("decode", "rl_dpo_loss") not in c.added and c.removed == []
+    assert {x.workload for x in c.cells} == {"llm_rmsnorm", "rl_grpo_loss"}  # a measurement is kept, wherever it is
+
+
 def test_domains_from_workload_names() -> None:
     from workloads import catalog  # what the reader asks for a row's domain
 

@@ -344,3 +344,45 @@ def test_the_cell_store_is_named_by_torch_s_own_version_string(tmp_path, monkeyp
     found = cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "a" * 40, "2.11.0+cu130"))
     assert found is not None and found.dir == older.dir  # a store written under the metadata's name
     assert cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "b" * 40, "2.11.0+cu130")) is None
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077], ids=["022", "027", "077"])
+def test_atomic_writes_get_the_permissions_a_plain_write_gets(tmp_path: Path, umask: int) -> None:
+    """A report, a result file or a cell written atomically is as readable as one `open` writes (asv's own files are
+    0644 under the usual umask), not private to its writer because of the temporary file it started as."""
+    from tracker.store import atomic
+
+    old = os.umask(umask)
+    try:
+        (tmp_path / "plain.html").write_text("plain")
+        atomic.write_text(tmp_path / "atomic.html", "atomic")
+        atomic.write_json(tmp_path / "atomic.json", {})
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["plain.html", "atomic.html", "atomic.json"], 0o666 & ~umask)
+
+
+def test_points_a_grown_grid_adds_are_recorded_as_not_run_never_as_failed() -> None:
+    """A plugin that declares one more preset (or a second plugin installed) grows its benchmarks' grid; asv would fill
+    the new points of a run's existing result file with null, its mark of a failure. They are not run: NaN."""
+    from asv.results import Results
+
+    from tracker import metrics
+
+    def benchmarks(presets: list[str]) -> dict[str, dict[str, Any]]:
+        grid = [[repr(p) for p in presets], ["'ns.op'"], ["'eager'", "'default'"]]
+        return {name: {"name": name, "version": "1", "params": grid}
+                for name in metrics.benchmark_names(asvfiles.PLUGIN_CLASS).values()}
+
+    def cell(mode: str) -> dict[str, Any]:
+        return {"preset": "tiny", "workload": "ns.op", "mode": mode, "status": "ok", "device": "cpu",
+                "samples_ms": [1.0, 1.1, 0.9], "compile_s": 0.01, "wall_s": 1.0}
+
+    run = Results({"machine": "box"}, {}, COMMIT, 0, "python", "existing-python", {})
+    asvfiles.record_cells(run, benchmarks(["tiny"]), [cell("eager")])
+    grown = benchmarks(["tiny", "seq=128"])
+    asvfiles.record_cells(run, grown, [cell("default")])
+    latency = metrics.benchmark_names(asvfiles.PLUGIN_CLASS)["latency"]
+    values = run.get_result_value(latency, grown[latency]["params"])
+    assert values[:2] == [1.0, 1.0] and all(math.isnan(v) for v in values[2:]), values

@@ -84,6 +84,38 @@ def test_latest_run_by_default_and_any_run_on_request(tmp_path: Path) -> None:
     assert "launch floor 4.2 us" in text
 
 
+def test_summary_takes_git_refs_and_never_guesses_the_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--commit takes what compare and rm take (HEAD~1, a branch); with runs of several machines and no --machine,
+    the summary refuses (exit 2, an input mistake, as its --help says) rather than pick one."""
+    import subprocess
+
+    from tracker import cli
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout
+
+    repo, rd = tmp_path / "repo", tmp_path / "results"
+    repo.mkdir()
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "one")
+    git("commit", "-q", "--allow-empty", "-m", "two")
+    first, second = git("log", "--reverse", "--format=%H").split()
+    cells = instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.2})
+    write_result_file(rd, cells, commit=first, machine="box")
+    write_result_file(rd, cells, commit=second, machine="box", date_ms=1_767_225_700_000)
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(repo))
+    assert cli.main(["summary", "--results-dir", str(rd), "--commit", "HEAD~1", "--format", "json"]) == 0
+    assert [r["commit"] for r in json.loads(capsys.readouterr().out)["runs"]] == [first]
+    write_result_file(rd, cells, commit=second, machine="other", date_ms=1_767_225_800_000)
+    for argv in ([], ["--commit", "HEAD"]):
+        assert cli.main(["summary", "--results-dir", str(rd), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "results of several machines (box, other)" in err[0] and "pass --machine" in err[0]
+    assert cli.main(["summary", "--results-dir", str(rd), "--machine", "box", "--commit", "HEAD"]) == 0
+
+
 def test_all_torch_versions_of_the_latest_commit_are_shown(tmp_path: Path) -> None:
     cells = instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.12})
     write_result_file(tmp_path, cells, commit="1" * 40, date_ms=1_767_225_600_001, env="a")

@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON, TESTS
 from tracker.errors import ToolError, UsageError
-from tracker.paths import REPO_ROOT, project_repo
+from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
 from tracker.publish.units import FORMATS
 from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES
@@ -26,8 +27,18 @@ from workloads.names import MODES
 ROOT = REPO_ROOT
 
 
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for `yes | head -1`'s yes: 141
+
+
 def _conf_path(args: argparse.Namespace) -> Path:
     return Path(args.config)
+
+
+def _in_workspace(args: argparse.Namespace, subdir: Path) -> str | None:
+    """`subdir` of the kernel repository the command works for (paths.workspace), where the project's own asv
+    config would put it into compile-baselines' checkout; None otherwise."""
+    here = workspace()
+    return str(here / subdir) if here is not None and _conf_path(args).resolve() == ROOT / "asv.conf.json" else None
 
 
 def _results_dir(args: argparse.Namespace) -> str:
@@ -35,7 +46,7 @@ def _results_dir(args: argparse.Namespace) -> str:
         return args.results_dir
     from tracker.store import asvfiles
 
-    return asvfiles.load_conf(_conf_path(args)).results_dir
+    return _in_workspace(args, RESULTS_SUBDIR) or asvfiles.load_conf(_conf_path(args)).results_dir
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -71,7 +82,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or Settings.rep_ms,
                         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit,
-                        cudagraph_mark_step=args.cudagraph_mark_step)
+                        cudagraph_mark_step=args.cudagraph_mark_step, cpu_threads=args.cpu_threads)
     mode = f"kernel:{args.kernel}" if args.kernel else args.mode
     result = measure_cell(args.preset, args.workload, mode, device=args.device, settings=settings)
     d = result.as_dict()
@@ -95,7 +106,19 @@ def cmd_measure(args: argparse.Namespace) -> int:
                  ("host", ", ".join(f"{k} {v}" for k, v in result.host.items() if k in ("gpu", "torch", "triton")))]
         for k, v in rows:
             print(f"{k:>13}  {v}")
-    return 0 if result.status != "failed" else 1
+    if result.status == "skipped":  # nothing measured: the work asked for was not done
+        print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
+    elif result.device == "cpu":  # said of the timings just taken
+        _warn_if_busy("measure", "cpu")
+    return 0 if result.ok else 1
+
+
+def _warn_if_busy(command: str, device: str | None) -> None:
+    from tracker.measure.hostinfo import busy_warning
+    from tracker.runner import policy
+
+    if policy.device(device) == "cpu" and (warning := busy_warning()):
+        print(f"{command}: warning: {warning}", file=sys.stderr)
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -142,8 +165,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Everything that can refuse the run does so before anything is measured: the machine and commit name the
     # result file, the results directory must take it.
     machine = check_machine_name(socket.gethostname() if args.machine is None else args.machine)
-    conf = asvfiles.load_conf(_conf_path(args), args.results_dir)
-    commit, date_ms = commits.resolve(args.commit, project_repo(), args.date)
+    conf = asvfiles.load_conf(_conf_path(args), _results_dir(args))
+    repo = project_repo()
+    commit, date_ms = commits.resolve(args.commit, repo, args.date)
     check_commit(commit)
     asvfiles.check_writable(conf.results_dir)
     jobs = args.jobs or policy.default_jobs(device, len(gpus))
@@ -152,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store_root=Path(args.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
         machine=machine, commit=commit, jobs=jobs, device=device,
         settings=Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or policy.default_rep_ms(),
-                          warmup_calls=args.warmup_calls, time_limit_s=args.time_limit),
+                          warmup_calls=args.warmup_calls, time_limit_s=args.time_limit, cpu_threads=args.cpu_threads),
         cell_timeout_s=args.cell_timeout,
         warm_cache_dir=Path(args.warm_cache).resolve() if args.warm_cache else None,  # the workers' cwd differs
         retry_failed=args.retry_failed,
@@ -161,6 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run: commit {commit[:12]}, machine {cfg.machine}, device {device}"
           + (f" ({len(gpus)} GPUs: {','.join(gpus)})" if len(gpus) > 1 else "") + f", presets {', '.join(presets)}"
           + (f", shard {args.shard}" if shard else ""), file=sys.stderr)
+    _where_notes(args, cells, repo, commit, conf.results_dir)
+    _warn_if_busy("run", device)
     outcome = runner.run_suite(cells, cfg, conf, date_ms)
     failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
     print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
@@ -169,6 +195,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
     _print_summary_after_run(conf.results_dir, commit, cfg.machine)
     return 0
+
+
+def _where_notes(args: argparse.Namespace, cells: list[Any], repo: Path, commit: str, results_dir: str) -> None:
+    """Say when the record will not be what the user thinks: uncommitted changes measured under a commit that lacks
+    them, or a kernel repository's workloads filed in compile-baselines' own checkout."""
+    from tracker.store import commits
+    from workloads.names import is_plugin_workload
+
+    if dirty := commits.uncommitted(commit, repo):
+        print(f"run: note: {len(dirty)} file(s) in {repo} have uncommitted changes (e.g. {dirty[0]}): they are "
+              f"measured but recorded under commit {commit[:12]}, which lacks them", file=sys.stderr)
+    if workspace() is None and args.results_dir is None and all(is_plugin_workload(c.workload) for c in cells):
+        print(f"run: note: plugin workloads, recorded under compile-baselines' own commit {commit[:12]} into "
+              f"{results_dir}: run from your kernel repository (cd into it), or set COMPILE_BASELINES_REPO and pass "
+              "--results-dir (docs/plugins.md)", file=sys.stderr)
 
 
 def _listed_cells(listed: list[str], planned: list[Any]) -> list[Any]:
@@ -204,7 +245,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_summary(args: argparse.Namespace) -> int:
     from tracker.publish.summary import summary_main
 
-    return summary_main(_results_dir(args), args.commit, args.machine, args.format)
+    return summary_main(_results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo())
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
@@ -229,7 +270,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from tracker.publish.site import publish_main
 
-    return publish_main(_results_dir(args), None, args.out, config=args.config)
+    return publish_main(_results_dir(args), _in_workspace(args, HTML_SUBDIR), args.out, config=args.config)
 
 
 def _compare_format(args: argparse.Namespace) -> str:
@@ -249,7 +290,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from tracker.runner.remeasure import confirm_head
         from tracker.store import asvfiles
 
-        confirm_head(asvfiles.load_conf(_conf_path(args), args.results_dir), args.base, args.head, args.machine,
+        confirm_head(asvfiles.load_conf(_conf_path(args), _results_dir(args)), args.base, args.head, args.machine,
                      args.head_machine, args.allow_cross_versions, jobs=args.jobs, repo_dir=project_repo(),
                      history=args.history)
     return compare_main(_results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
@@ -287,7 +328,7 @@ def cmd_pr(args: argparse.Namespace) -> int:
     jobs = args.jobs or policy.default_jobs(device, len(gpus.visible()) if device == "cuda" else 0)
     return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), jobs, args.machine,
                    args.preset, env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on,
-                   scope=scope, repo_dir=project_repo(), history=args.history)
+                   scope=scope, repo_dir=project_repo(), history=args.history, modes=args.mode)
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
@@ -305,9 +346,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if hand_edit:
         print(f"\n{Path(args.dir) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
         print(hand_edit)
-    print(f"next: pip install -e {args.dir} (beside compile-baselines); `compile-baselines list` then shows "
-          f"{scaffold.namespace}.silu and `compile-baselines run --workload '{scaffold.namespace}.*'` measures it "
-          "(docs/plugins.md)")
+    print(f"next (docs/plugins.md): pip install -e {args.dir} beside compile-baselines; `compile-baselines list` "
+          f"then shows {scaffold.namespace}.silu. Commit the repository (git init; git add -A; git commit), and from "
+          f"inside it `compile-baselines run --workload '{scaffold.namespace}.*'` measures it, recorded under its "
+          "commit into its .asv/")
     return 0
 
 
@@ -380,7 +422,11 @@ everyday use:
 
 `compile-baselines COMMAND --help` has every option of a command.
 exit status: 0 done, 1 the work failed (the error says why), 2 a mistake in the command line or its inputs,
-3 compare/pr/track --fail-on held, 130 interrupted."""
+3 compare/pr/track --fail-on held, 130 interrupted, 141 the reader of the output went away (`run | head`)."""
+
+
+RESULTS_HELP = ("asv results directory (default: .asv/results of the kernel repository it runs in or "
+                "COMPILE_BASELINES_REPO names, else asv.conf.json's)")
 
 
 def _date(end_of_day: bool = False) -> Callable[[str], int]:
@@ -405,9 +451,36 @@ def _factor(text: str) -> float:
     return value
 
 
+def version_text() -> str:
+    """'compile-baselines 0.1.0 (commit 1a2b3c4d5e6f, /path/to/checkout)': the package's version and, since it is
+    installed from a checkout, which commit of which checkout runs."""
+    from importlib import metadata
+
+    from tracker.store.commits import CommitError, git
+
+    try:
+        version = metadata.version("compile-baselines")
+    except metadata.PackageNotFoundError:
+        version = "(not installed)"
+    try:
+        commit = git(["rev-parse", "HEAD"], ROOT, timeout=10).strip()[:12]
+    except CommitError:
+        commit = "unknown"
+    return f"compile-baselines {version} (commit {commit}, {ROOT})"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked for (it runs git)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compile-baselines", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version, nargs=0, help="the version and the checkout's commit, then exit")
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config (default: the project's)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -428,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do_bench measurement budget (ms; default: measure 1000, the study's; run 500 a cell)")
         g.add_argument("--warmup-calls", type=COUNT, default=20, help="direct calls after compiling")
         g.add_argument("--time-limit", type=POSITIVE, default=None, help="seconds for a whole cell, compile included")
+        g.add_argument("--cpu-threads", type=_number(int, 1, False), default=1, metavar="N",
+                       help="on a CPU: the threads a cell compiles its kernels for and runs on (default 1: steady "
+                            "timings on a shared or busy host)")
 
     m = command("measure", "measure one cell in this process, without asv, and print it",
                 "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
@@ -470,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the GPUs of this host to measure on, all of one model: all (default), N (the first N), "
                         "or indices 0,2,5")
     r.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    r.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
+    r.add_argument("--results-dir", help=RESULTS_HELP)
     r.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     r.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
@@ -489,18 +565,18 @@ def build_parser() -> argparse.ArgumentParser:
                 more=" A measurement wins over a failure; merging the same shards again changes nothing (a retried "
                      "step is safe); a directory merged into itself is refused.")
     g.add_argument("sources", nargs="+", help="asv results directories of the shards")
-    g.add_argument("--results-dir", help="destination (default: asv.conf.json's results directory)")
+    g.add_argument("--results-dir", help="destination (default: as for run)")
     g.add_argument("--cells-dir", nargs="+", metavar="DIR",
                    help="the shards' cell stores, whose failure reasons come along (default: beside each source)")
     g.add_argument("--dest-cells-dir", help="the destination's cell store (default: beside --results-dir)")
 
     def reading(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--results-dir", help="asv results directory (default: asv.conf.json's)")
+        p.add_argument("--results-dir", help=RESULTS_HELP)
 
     s = command("summary", "wins, geomeans, margins, domains, ties of the latest (or a given) run",
-                "compile-baselines summary\ncompile-baselines summary --commit 1a2b3c4d --format md")
+                "compile-baselines summary\ncompile-baselines summary --commit HEAD~1 --format md")
     reading(s)
-    s.add_argument("--commit", help="a commit hash or prefix (default: the latest run)")
+    s.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1 (default: the latest run)")
     s.add_argument("--machine", help="asv machine name (needed when several are present)")
     s.add_argument("--format", choices=FORMATS, default="table",
                    help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
@@ -525,9 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "compile-baselines compare\n"
                 "compile-baselines compare --base HEAD~1 --head HEAD --only-changed --factor 1.2\n"
                 "compile-baselines compare --base main --head 1a2b3c4d --format md --out comment.md\n"
+                "compile-baselines compare --machine h100-c --head-machine h100-d\n"
                 "compile-baselines compare --base-torch 2.9.1 --head-torch 2.11.0 --format table\n"
                 "compile-baselines compare --base C1 --head C2 --base-torch 2.11 --head-torch 2.12 --attribute",
-                more=" Without --base and --head: the machine's latest two runs (by date). With --base-torch and "
+                more=" Without --base and --head: the machine's latest two runs (by date), or with --head-machine "
+                     "the two machines' latest runs. With --base-torch and "
                      "--head-torch: head's latest run with that torch, base's at the same commit or the nearest. "
                      "With --attribute, when both the commit and torch differ: which of them moved each change.")
     reading(d)
@@ -535,16 +613,18 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(default: the run before head)")
     d.add_argument("--head", help="head commit, as --base (default: the machine's latest run)")
     d.add_argument("--machine", help="asv machine name (needed when several are present)")
-    d.add_argument("--head-machine", help="the head's machine, when it differs (e.g. one machine per PyTorch version)")
+    d.add_argument("--head-machine", help="the head's machine, when it differs (one machine per PyTorch version, two "
+                                          "hosts); without --base and --head: each machine's latest run")
     d.add_argument("--base-torch", metavar="VERSION",
                    help="compare torch versions: the base's, or its start (2.11 matches 2.11.0+cu130); with "
                         "--head-torch")
     d.add_argument("--head-torch", metavar="VERSION", help="compare torch versions: the head's; with --base-torch")
     d.add_argument("--format", choices=FORMATS,
-                   help="table: for a terminal (default on a terminal); md: the PR comment (default into a pipe or "
-                        "--out); json: a stable shape for scripts")
+                   help="table: for a terminal (default on a terminal), what the PR comment says; md: the PR "
+                        "comment (default into a pipe or --out); json: a stable shape for scripts")
     d.add_argument("--only-changed", action="store_true",
-                   help="list only the cells, best modes and kernel speedups that changed")
+                   help="list only the cells, best modes and kernel speedups that changed, and the cells the "
+                        "headline names (too noisy, unconfirmed, source unchanged)")
     d.add_argument("--factor", type=_factor, metavar="F",
                    help="also require a change beyond F (e.g. 1.2: 20%% slower or faster) on top of the noise rule; "
                         "only ever makes a verdict stricter")
@@ -588,7 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     x.add_argument("--yes", action="store_true", help="remove them (default: only list them)")
 
-    q = command("pr", "on a GPU host: measure what a PR changed at base and head, compare, comment",
+    q = command("pr", "measure what a PR changed at base and head (at once on a GPU host), compare, comment",
                 "compile-baselines pr --base origin/main --head HEAD --repo OWNER/NAME --pr 42")
     reading(q)
     q.add_argument("--base", required=True, help="base ref")
@@ -600,6 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "half each, their timings alternating on the GPU")
     q.add_argument("--machine", help="asv machine name (default: hostname)")
     q.add_argument("--preset", nargs="+", help="default: as run's")
+    q.add_argument("--mode", nargs="+", choices=MODES, help="only these modes (default: all five)")
     q.add_argument("--workload", nargs="+", metavar="WORKLOAD",
                    help="measure only these among what the PR changed: names or NAMESPACE.* (a kernel repository)")
     q.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
@@ -630,8 +711,9 @@ def build_parser() -> argparse.ArgumentParser:
     n = command("init", "write what a kernel repository needs to plug its own workloads and kernels in",
                 "compile-baselines init --dir ../my-kernels --namespace mykernels", more=(
                     " The entry points (pyproject.toml, or the lines to add to yours), a workload skeleton with a "
-                    "tiny preset and a sweep, a candidate skeleton, and the caller of the reusable workflow, pinned "
-                    "to this compile-baselines commit. Existing files are never overwritten without --force."))
+                    "tiny preset and a sweep, a candidate skeleton, the caller of the reusable workflow, pinned "
+                    "to this compile-baselines commit, and a .gitignore for what runs leave there (an existing one "
+                    "is added to). Existing files are never overwritten without --force."))
     n.add_argument("--dir", default=".", help="the repository to write into (default: here)")
     n.add_argument("--namespace", help="the workloads' namespace (default: from the directory's name)")
     n.add_argument("--ref", help="the compile-baselines commit the workflow pins (default: this checkout's HEAD)")
@@ -642,8 +724,8 @@ def build_parser() -> argparse.ArgumentParser:
                 more=" The output directory is replaced whole, so it must be new, empty, or a site publish wrote "
                      "(marked by its .compile-baselines-site file).")
     reading(u)
-    u.add_argument("--out", help="output directory (default: asv.conf.json's html_dir): new, empty, or a site "
-                                 "publish wrote")
+    u.add_argument("--out", help="output directory (default: .asv/html of the kernel repository it runs in, else "
+                                 "asv.conf.json's html_dir): new, empty, or a site publish wrote")
 
     b = command("results", "fetch results from a git branch, store results on it, find a machine's previous run",
                 "compile-baselines results store shard1/results shard2/results --branch asv-results\n"
@@ -666,7 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--machine", help="only this machine's results")
     bf.add_argument("--commit", help="only the runs of this commit (a hash, a prefix or a git ref), with their "
                                      "machine.json")
-    bf.add_argument("--results-dir", help="where to (default: asv.conf.json's); its machine.json and benchmarks.json "
+    bf.add_argument("--results-dir", help="where to (default: as for run); its machine.json and benchmarks.json "
                                           "files are kept")
     bs = action("store", "merge results into the branch's tip and push it; merged again on the new tip after a "
                 "push race", "compile-baselines results store .asv/results --branch asv-results --note 'nightly'")
@@ -709,11 +791,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
-        # The reader of our output went away (`list | head -1`): as CPython's docs on SIGPIPE recommend, send the
-        # rest of the output to devnull so that the flush at exit does not fail again.
+        # The reader of our output went away (`run | head`): as CPython's docs on SIGPIPE recommend, send the rest of
+        # the output to devnull so that the flush at exit does not fail again, and end as a process that SIGPIPE
+        # ended does for its shell (128 + 13), quietly: what was measured is recorded.
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return EXIT_CLOSED_PIPE
     except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
         print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
         return 2

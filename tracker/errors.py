@@ -1,6 +1,7 @@
 """The base classes of the errors the CLI reports as one line instead of a traceback: `ToolError` (exit 1) for bad
 input files, failed services and refused operations, `UsageError` (exit 2) for a mistake in the command's
-arguments. Each module subclasses them for its own errors."""
+arguments, or in what they ask of the inputs (results of several machines and no --machine). Each module subclasses
+them for its own errors."""
 
 
 class ToolError(Exception):

@@ -9,7 +9,15 @@ no plugin installed, this is workloads.names plus one scan of the installed entr
 from __future__ import annotations
 
 from workloads import plugins
-from workloads.names import DOMAINS, PRESET_NAMES, WORKLOAD_NAMES, domain_of, is_plugin_workload
+from workloads.names import (
+    DOMAINS,
+    PRESET_NAMES,
+    WORKLOAD_NAMES,
+    check_name,
+    domain_of,
+    is_plugin_workload,
+    unknown_name,
+)
 from workloads.names import applies as study_applies
 from workloads.spec import Workload
 
@@ -27,6 +35,17 @@ def preset_names() -> tuple[str, ...]:
     """The study's three, then every preset a plugin declares that is not one of them, in declaration order."""
     extra = dict.fromkeys(p.name for w in plugin_workloads() for p in w.presets)
     return (*PRESET_NAMES, *(p for p in extra if p not in PRESET_NAMES))
+
+
+def plugin_workload_names() -> tuple[str, ...]:
+    """The plugins' workloads in declaration order (none of the study's)."""
+    return tuple(w.name for w in plugin_workloads())
+
+
+def plugin_preset_names() -> tuple[str, ...]:
+    """Every preset a plugin workload declares, in declaration order, a plugin's own `tiny` included: the preset axis
+    of the plugins' asv benchmarks, kept apart from the study's grid."""
+    return tuple(dict.fromkeys(p.name for w in plugin_workloads() for p in w.presets))
 
 
 def domains() -> tuple[str, ...]:
@@ -48,18 +67,19 @@ def applies(preset: str, workload: str) -> bool:
     return preset in PRESET_NAMES and study_applies(preset, workload)
 
 
-def _check(kind: str, name: str, known: tuple[str, ...]) -> str:
-    if name not in known:
-        raise KeyError(f"unknown {kind} {name!r}; choose from {', '.join(known)}")
-    return name
-
-
 def check_workload(workload: str) -> str:
-    return _check("workload", workload, workload_names())
+    """`workload` if it is the study's or an installed plugin's; else KeyError naming the closest names, the study's
+    workloads and the plugins' (or that none is installed)."""
+    known = workload_names()
+    if workload not in known:
+        ours = plugin_workload_names()
+        plugins_part = f"; plugin workloads: {', '.join(ours) or 'none'}"
+        raise unknown_name("workload", workload, known, f"the study's {', '.join(WORKLOAD_NAMES)}{plugins_part}")
+    return workload
 
 
 def check_preset(preset: str) -> str:
-    return _check("preset", preset, preset_names())
+    return check_name("preset", preset, preset_names())
 
 
 def expand(selectors: list[str] | tuple[str, ...]) -> list[str]:
@@ -73,6 +93,6 @@ def expand(selectors: list[str] | tuple[str, ...]) -> list[str]:
                 spaces = sorted({w.split(".")[0] for w in known if is_plugin_workload(w)})
                 raise KeyError(f"no workloads match {sel!r}; plugin namespaces: {', '.join(spaces) or 'none'}")
         else:
-            found = [_check("workload", sel, known)]
+            found = [check_workload(sel)]
         out += [w for w in found if w not in out]
     return out

@@ -5,7 +5,10 @@ whose result is already stored cheap to report."""
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
+from collections.abc import Mapping
 
 from workloads.modes import MODES  # the modes themselves are data: workloads.modes
 
@@ -41,6 +44,18 @@ NAMESPACE = re.compile(r"[a-z][a-z0-9_]*")
 PLUGIN_WORKLOAD = re.compile(r"([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)")
 
 
+# The plugins to load, by entry-point name (a workload plugin's namespace), comma-separated: unset, every installed
+# plugin; set, only those named (empty: none). The project's tests set it, so that what else is installed beside
+# them (a user's kernel repository) changes nothing they see.
+ENV_PLUGINS = "COMPILE_BASELINES_PLUGINS"
+
+
+def plugin_enabled(name: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the plugin whose entry point is named `name` is loaded (ENV_PLUGINS)."""
+    listed = environ.get(ENV_PLUGINS)
+    return listed is None or name in {n.strip() for n in listed.split(",")}
+
+
 class WorkloadClash(ValueError):
     """A workload name that is, or could be taken for, another's: two plugins with one namespace, a plugin's
     workload without its namespace or outside it, a name declared twice."""
@@ -69,9 +84,17 @@ def domain_of(workload: str) -> str:
     raise KeyError(f"workload {workload!r} has no known domain prefix ({', '.join(DOMAIN_PREFIXES)})")
 
 
+def unknown_name(kind: str, name: str, known: tuple[str, ...], listing: str | None = None) -> KeyError:
+    """The error for a name that is not one of `known`: the closest ones first (a typo's fix), then `listing` (what
+    to choose from; default: every known name)."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return KeyError(f"unknown {kind} {name!r}{hint}; choose from {listing or ', '.join(known)}")
+
+
 def check_name(kind: str, name: str, known: tuple[str, ...]) -> str:
     if name not in known:
-        raise KeyError(f"unknown {kind} {name!r}; choose from {', '.join(known)}")
+        raise unknown_name(kind, name, known)
     return name
 
 

@@ -25,7 +25,7 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from workloads.names import NAMESPACE, WorkloadClash, check_plugin_workload
+from workloads.names import NAMESPACE, WorkloadClash, check_plugin_workload, plugin_enabled
 from workloads.spec import Workload
 
 ENTRY_POINT_GROUP = "compile_baselines.workloads"
@@ -156,8 +156,10 @@ def _why(exc: BaseException) -> str:
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
-    # One distribution visible twice on sys.path lists its entry points twice: keep one of each.
-    return list({(ep.name, ep.value): ep for ep in metadata.entry_points(group=group)}.values())
+    # One distribution visible twice on sys.path lists its entry points twice: keep one of each. Those that
+    # COMPILE_BASELINES_PLUGINS leaves out are not loaded at all.
+    return list({(ep.name, ep.value): ep for ep in metadata.entry_points(group=group)
+                 if plugin_enabled(ep.name)}.values())
 
 
 REGISTRY = Registry()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workloads import catalog, diffusion, llm, plugins, rl, vlm
-from workloads.names import WORKLOAD_NAMES, check_workload, is_plugin_workload
+from workloads.names import WORKLOAD_NAMES, is_plugin_workload
 from workloads.spec import Workload
 
 _BY_NAME: dict[str, Workload] = {w.name: w for m in (llm, vlm, diffusion, rl) for w in m.WORKLOADS}
@@ -15,9 +15,10 @@ WORKLOADS: tuple[Workload, ...] = tuple(_BY_NAME[n] for n in WORKLOAD_NAMES)
 
 
 def get(name: str) -> Workload:
+    catalog.check_workload(name)  # an unknown name: one error naming the study's and the plugins' workloads
     if is_plugin_workload(name):
         return plugins.REGISTRY.get(name)
-    return _BY_NAME[check_workload(name)]
+    return _BY_NAME[name]
 
 
 def all_workloads() -> list[Workload]:

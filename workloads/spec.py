@@ -88,10 +88,15 @@ class Workload:
     def min_bytes(self, preset: Preset | Shape) -> int:
         """Bytes a perfect kernel must move: every input read once, every output written once.
 
-        Computed on the meta device, so it follows the builder exactly and allocates nothing, unless the workload
-        declares its own count (`bytes_moved`)."""
+        Computed on the meta device (`tensor_bytes`), unless the workload declares its own count (`bytes_moved`)."""
         if self.bytes_moved is not None:
             return int(self.bytes_moved(preset))
+        return self.tensor_bytes(preset)
+
+    def tensor_bytes(self, preset: Preset | Shape) -> int:
+        """Bytes of one call's inputs and outputs: the least memory a cell of `preset` takes. Counted on the meta
+        device, so it follows the builder exactly and allocates nothing; whatever the builder or the function
+        raises there propagates (a plugin's builder may not support the meta device)."""
         import torch
 
         fn, args, kwargs = self.build(preset, "meta")

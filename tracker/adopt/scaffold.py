@@ -2,8 +2,8 @@
 
 It writes the entry points (a pyproject.toml, or the lines to add to an existing one), a package with a
 workload skeleton (a tiny preset and a sweep) and a candidate skeleton, and the caller of the reusable workflow
-(.github/workflows/kernel-repo.yml) pinned to the compile-baselines commit that wrote them. It never overwrites
-a file unless told to.
+(.github/workflows/kernel-repo.yml) pinned to the compile-baselines commit that wrote them, and a .gitignore for
+what runs leave in the repository. It never overwrites a file unless told to (a .gitignore is only added to).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 # Where the reusable workflow lives (asv.conf.json's project_url names the same repository).
 REPOSITORY = "compile-baselines/compile-baselines"
 WORKFLOW = ".github/workflows/compile-baselines.yml"
+GITIGNORE = ".gitignore"
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
@@ -83,7 +84,25 @@ def files(s: Scaffold) -> dict[str, str]:
         f"{s.package}/workloads.py": render("workloads.py.j2", **ctx),
         f"{s.package}/kernels.py": render("kernels.py.j2", **ctx),
         WORKFLOW: render("caller.yml.j2", **ctx),
+        GITIGNORE: render("gitignore.j2", **ctx),
     }
+
+
+def _ignore_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def add_ignores(path: Path, text: str) -> bool:
+    """Append to an existing .gitignore the patterns of `text` it lacks (with their comment); False when it has them
+    all. A .gitignore is only ever added to, never rewritten."""
+    old = path.read_text(encoding="utf-8")
+    missing = [line for line in _ignore_lines(text) if line not in _ignore_lines(old)]
+    if not missing:
+        return False
+    head = text.splitlines()[0]
+    path.write_text(old + ("" if old.endswith("\n") or not old else "\n") + "\n".join([head, *missing]) + "\n",
+                    encoding="utf-8")
+    return True
 
 
 def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: str | None = None,
@@ -104,10 +123,11 @@ def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: s
     if (root / "pyproject.toml").exists():
         wanted.pop("pyproject.toml")
         hand_edit = s.context()["entry_points"]
+    ignores = wanted.pop(GITIGNORE) if (root / GITIGNORE).exists() else None
     existing = [p for p in wanted if (root / p).exists()]
     if existing and not force:
         raise InitError(f"{', '.join(existing)} already exist in {root}: move them aside or pass --force")
-    written = []
+    written = [root / GITIGNORE] if ignores is not None and add_ignores(root / GITIGNORE, ignores) else []
     for rel, text in wanted.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

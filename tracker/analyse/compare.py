@@ -644,7 +644,7 @@ def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head:
         raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
                            "(pass --machine)")
     check_versions(bi, hi, allow_cross_versions)
-    unaffected, note, reach = _unaffected(bi, hi, repo_dir)
+    unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th), workloads)
     context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule), together,
                       frozenset(joint) | frozenset(reach))
     comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected, context)
@@ -675,9 +675,11 @@ def history_of(tables: Sequence[pd.DataFrame], gpu: str, torch: str, exclude: Se
     return noise.history_of(tables, gpu, torch, exclude, ties=rule.noise, host=rule.host)
 
 
-def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None) -> tuple[set[str], str, tuple[str, ...]]:
+def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None, tables: tuple[pd.DataFrame, ...] = (),
+                workloads: Collection[str] | None = None) -> tuple[set[str], str, tuple[str, ...]]:
     """The workloads the source differences between the two commits cannot move (none unless git can tell and
-    the runs share GPU, torch and triton), a note saying what the source change reaches, and the workloads it
+    the runs share GPU, torch and triton), a note saying what the source change reaches, counting the workloads the
+    runs' `tables` measured (within `workloads`, when the comparison is restricted to them), and the workloads it
     reaches."""
     if repo_dir is None or any(getattr(b, k) != getattr(h, k) for k in ("gpu", "torch", "triton")):
         return set(), "", ()
@@ -687,9 +689,18 @@ def _unaffected(b: RunInfo, h: RunInfo, repo_dir: Path | None) -> tuple[set[str]
     unaffected = set(catalog.workload_names()) - set(reach.workloads)
     if not unaffected:
         return set(), "", tuple(reach.workloads)
-    what = "no workload" if not reach.workloads else ", ".join(reach.workloads)
-    note = (f"source: the changes between the commits reach {what}; timing changes of the other "
-            f"{len(unaffected)} workloads are reported as '{SOURCE_UNCHANGED}' and not counted")
+    measured = {str(w) for t in tables for w in t["workload"].unique()}
+    counted = unaffected & (measured if workloads is None else measured & set(workloads))
+    if not counted:
+        return unaffected, "", tuple(reach.workloads)
+    n = f"{len(counted)} workload{'s' if len(counted) != 1 else ''} measured"
+    if b.commit == h.commit:
+        note = (f"source: both runs are of commit {h.commit[:8]}, so timing changes of the {n} are reported as "
+                f"'{SOURCE_UNCHANGED}' and not counted")
+    else:
+        what = "no workload" if not reach.workloads else ", ".join(reach.workloads)
+        note = (f"source: the changes between the commits reach {what}; timing changes of the other {n} are "
+                f"reported as '{SOURCE_UNCHANGED}' and not counted")
     return unaffected, note, tuple(reach.workloads)
 
 
@@ -717,7 +728,7 @@ def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, r
     caller decided that they are worth comparing. With `repo_dir`, cells the source differences cannot reach are
     reported as SOURCE_UNCHANGED (same versions only)."""
     tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
-    unaffected, note, reach = _unaffected(bi, hi, repo_dir)
+    unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th))
     tables = _history_tables(results_dir, history, hi.machine)
     context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule),
                       joint=frozenset(reach))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.stats import float_or_none
 from tracker.store.commits import match_ref
 from tracker.store.results import (
@@ -31,6 +31,10 @@ from tracker.store.results import (
 
 class CompareError(ToolError):
     pass
+
+
+class MachineNeeded(CompareError, UsageError):
+    """The runs asked for are on several machines and none was named: an input mistake (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,14 @@ def _pick(runs: list[RunFile], machine: str | None, commit: str, other: str, unr
         theirs = {r.machine for r in select_runs(runs, None, other)}
         both = sorted({r.machine for r in chosen} & theirs)
         if len(both) > 1:
-            raise CompareError(f"several machines measured both {commit} and {other} ({', '.join(both)}): "
-                               "pass --machine")
+            raise MachineNeeded(f"several machines measured both {commit} and {other} ({', '.join(both)}): "
+                                "pass --machine")
         if both:
             chosen = [r for r in chosen if r.machine == both[0]]
         elif len({r.machine for r in chosen}) > 1:
             machines = ", ".join(sorted({r.machine for r in chosen}))
-            raise CompareError(f"{commit} was measured on several machines ({machines}) and none of them measured "
-                               f"{other}: pass --machine")
+            raise MachineNeeded(f"{commit} was measured on several machines ({machines}) and none of them measured "
+                                f"{other}: pass --machine")
     torches = sorted({r.torch for r in chosen})
     if len(torches) > 1:
         raise CompareError(f"{commit} on {chosen[0].machine} was measured with several torch versions "
@@ -127,14 +131,25 @@ def pick_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine
 
 
 def default_pair(results_dir: str | os.PathLike[str], base: str | None, head: str | None, machine: str | None = None,
-                 repo_dir: Path | None = None) -> tuple[RunFile, RunFile]:
+                 repo_dir: Path | None = None, head_machine: str | None = None) -> tuple[RunFile, RunFile]:
     """The runs to compare when --base or --head is left out: head, the machine's latest run (by date); base, its
-    run before head's. The machine: `machine`, else the only one with results."""
+    run before head's. The machine: `machine`, else the only one with results. With `head_machine`, two machines'
+    runs: head, the latest run of head_machine (of `head` when given); base, the latest run of `machine` (of `base`
+    when given)."""
     runs, unreadable = list_runs(results_dir)
     machines = sorted({r.machine for r in runs})
+    if head_machine is not None:
+        if machine is None:
+            raise MachineNeeded("--head-machine needs --machine, the base's machine")
+        sides = []
+        for on, ref, other in ((machine, base, head), (head_machine, head, base)):
+            mine = select_runs(runs, on, None, unreadable)
+            sides.append(mine[-1] if ref is None else _pick(mine, on, _resolve(mine, ref, repo_dir), other or ref,
+                                                             unreadable))
+        return sides[0], sides[1]
     if machine is None and len(machines) > 1:
-        raise CompareError(f"results of several machines ({', '.join(machines)}): pass --machine, or --base and "
-                           "--head")
+        raise MachineNeeded(f"results of several machines ({', '.join(machines)}): pass --machine (and --head-machine "
+                            "to compare two of them), or --base and --head")
     mine = select_runs(runs, machine or machines[0])  # oldest first
     h = mine[-1] if head is None else _pick(mine, None, _resolve(mine, head, repo_dir), base or head, unreadable)
     if base is not None:
@@ -218,5 +233,6 @@ def load_history(results_dir: str | os.PathLike[str]) -> pd.DataFrame:
     return load_runs(list_runs(results_dir)[0]).table
 
 
-__all__ = ["METHOD_KEYS", "CompareError", "RunInfo", "default_pair", "header_info", "load_history", "load_pair",
+__all__ = ["METHOD_KEYS", "CompareError", "MachineNeeded", "RunInfo", "default_pair", "header_info", "load_history",
+           "load_pair",
            "pick_pair", "split_pair", "torch_matches", "version_pair"]

@@ -133,14 +133,16 @@ def _echo(label: str, out: TextIO | None) -> None:
 
 
 def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
-                     presets: Sequence[str] | None, cells: Sequence[str] = (), replicates: int | None = None
-                     ) -> list[str]:
+                     presets: Sequence[str] | None, cells: Sequence[str] = (), replicates: int | None = None,
+                     modes: Sequence[str] | None = None) -> list[str]:
     # `python -m tracker.cli` rather than the `compile-baselines` script: the script imports the installed
     # (head) checkout, this imports the worktree's code (cwd first on sys.path), whose workers do the same.
     command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
                "--results-dir", str(results_dir), "--workload", *workloads]
     if presets:
         command += ["--preset", *presets]
+    if modes:
+        command += ["--mode", *modes]
     if jobs:
         command += ["-j", str(jobs)]
     if cells:  # a confirmation: these cells only, in `replicates` compiles whatever their mode
@@ -152,7 +154,7 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
 
 def measure(sides: Sequence[Side], repo_dir: Path, results_dir: Path, machine: str, jobs: int | None,
             presets: Sequence[str] | None, runner: Runner, cells: Sequence[str] = (),
-            replicates: int | None = None) -> None:
+            replicates: int | None = None, modes: Sequence[str] | None = None) -> None:
     """Measure each side in a temporary worktree of its commit, recording into `results_dir` (only `cells`, to
     `replicates` compiles each, when given).
 
@@ -169,8 +171,8 @@ def measure(sides: Sequence[Side], repo_dir: Path, results_dir: Path, machine: s
                 tree = Path(tmp) / side.commit[:12]
                 git(["worktree", "add", "--detach", "--quiet", str(tree), side.commit], repo_dir)
                 commands.append(Command(side.label, run_command_line(side.commit, side.workloads, results_dir,
-                                                                     machine, each, presets, cells, replicates),
-                                        tree))
+                                                                     machine, each, presets, cells, replicates,
+                                                                     modes), tree))
             codes = runner(commands) if together else [rc for c in commands for rc in runner([c])]
         finally:
             for c in commands:
@@ -229,14 +231,15 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
             machine: str | None = None, presets: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
             runner: Runner | None = None, repo_dir: str | os.PathLike[str] = ROOT, only_on_change: bool = True,
             fail_on: str = "never", scope: Sequence[str] | None = None,
-            history: Sequence[str | os.PathLike[str]] = ()) -> int:
+            history: Sequence[str | os.PathLike[str]] = (), modes: Sequence[str] | None = None) -> int:
     """`compile-baselines pr`: exit 0, or 3 when `fail_on` holds; errors raise (CLI: 1, usage 2).
 
     A comment is created only when something changed (`only_on_change`), an earlier one is always updated.
     `scope`: the workloads this repository measures (a kernel repository's own); None: every one. `history`: results
     directories whose runs tell each cell's noise (the nightly's). Base and head are measured in one session, so the
     comparison leaves out the run-to-run noise of runs on other days; every workload measured is one whose source
-    the PR changed, so each instance's modes are judged together (tracker.analyse.judge)."""
+    the PR changed, so each instance's modes are judged together (tracker.analyse.judge). `modes`: only these (None:
+    all five)."""
     if fail_on not in compare.FAIL_ON:
         raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
     target = _target(repo, pr)
@@ -265,7 +268,7 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
         if names := tuple(w for w in selection.workloads if there is None or w in there):
             sides.append(Side(label, commit, names))
             print(f"pr: measuring {len(names)} workloads at {commit[:12]}", file=log)
-    measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands)
+    measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, modes=modes)
     rule = compare.ChangeRule(confirm=(confirm.COMPILES, confirm.COMPILES))
     judge = {"workloads": selection.workloads, "rule": rule, "history": history, "together": True,
              "joint": selection.workloads}
@@ -277,7 +280,7 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
         print(f"pr: {len(cells)} cells moved; measuring each again until it has {confirm.COMPILES} compiles a side",
               file=log)
         measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, confirm.cell_names(cells),
-                confirm.COMPILES)
+                confirm.COMPILES, modes)
         comparison = compare.compare_runs(results, base, head, machine, **judge)
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)

@@ -42,6 +42,10 @@ class Settings:
     time_limit_s: float | None = None  # the whole cell, compile included
     # The study calls CUDA-graph modes plainly; marking each step is offered as the alternative.
     cudagraph_mark_step: bool = False
+    # Threads of a cell on a CPU (torch's intra-op and inductor's OpenMP kernels, fixed when compiled): one keeps the
+    # timing steady on a shared or loaded host, where a parallel kernel waits for whichever of its threads the
+    # scheduler left out (README, "Commands", has the figures).
+    cpu_threads: int = 1
 
 
 @dataclass
@@ -62,6 +66,7 @@ class CellResult:
     error_vs_eager: float | None = None  # relative L2 error (floats) or mismatch fraction (integers)
     launch_us: float | None = None  # this host's launch floor: a one-element add under the same timer
     host_us: float | None = None  # CUDA: host (CPU) time per call, calls issued back to back
+    cpu_threads: int | None = None  # CPU: the threads the cell compiled and ran with (Settings.cpu_threads)
     flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
     flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
     # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "host_time",
@@ -351,19 +356,16 @@ def measure_cell(
     device = pick_device(device)
     result = CellResult(preset, workload, mode, device, FAILED)
     start = time.perf_counter()
-    if why := spec.not_measured_in(preset):
+    if why := _not_here(spec, preset, device, candidate):
         return _skip(result, why, start)
     p = spec.preset(preset)
-    if p.needs_cuda and device != "cuda":
-        return _skip(result, f"preset {preset} needs a CUDA device (multi-GiB inputs)", start)
-    if device == "cuda" and not torch.cuda.is_available():
-        return _skip(result, "no CUDA device", start)
-    if candidate is not None:
-        if why := candidate.skip_reason(device):
-            return _skip(result, why, start)
-        fn_override = candidate.fn
+    fn_override = candidate.fn if candidate is not None else fn_override
     result.host = host_info(device).as_dict()
+    threads = torch.get_num_threads()
     try:
+        if device == "cpu":  # before anything compiles: inductor fixes its kernels' thread count then
+            torch.set_num_threads(settings.cpu_threads)
+            result.cpu_threads = settings.cpu_threads
         with time_limit(settings.time_limit_s):
             if device == "cuda":
                 with _phase(result, "cuda_init"):
@@ -376,11 +378,46 @@ def measure_cell(
     except Exception as exc:
         result.status, result.reason = FAILED, _reason(exc)
     finally:
+        torch.set_num_threads(threads)
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
     result.wall_s = time.perf_counter() - start
     return result
+
+
+# The most a cell's inputs and outputs may take on a CPU: the study's full-size presets reach 2-4 GiB in its four
+# vocabulary-sized prefill workloads, where one call takes seconds on a CPU and the eager reference doubles the
+# memory; the rest of theirs take at most 512 MiB (prefill llm_qk_norm).
+CPU_MAX_BYTES = 1 << 30
+
+
+def too_large_for_cpu(spec: Workload, p: Preset | Shape) -> str | None:
+    """Why a cell of preset `p` is not measured on a CPU (its tensors exceed CPU_MAX_BYTES), or None: decided by the
+    size of the cell's inputs and outputs, not by the preset's name. A builder that cannot say (it fails on the meta
+    device) leaves it to the preset's declaration (`needs_cuda`)."""
+    try:
+        size = spec.tensor_bytes(p)
+    except Exception:
+        return f"preset {p.name} is declared for a CUDA device (needs_cuda)" if p.needs_cuda else None
+    if size <= CPU_MAX_BYTES:
+        return None
+    return (f"preset {p.name}: {spec.name}'s inputs and outputs take {size / 2**30:.1f} GiB, more than the "
+            f"{CPU_MAX_BYTES / 2**30:g} GiB a CPU measures; measure it on a CUDA device")
+
+
+def _not_here(spec: Workload, preset: str, device: str, candidate: Any) -> str | None:
+    """Why the cell is not measured on `device`, or None: a preset the workload does not have, tensors too large
+    for a CPU, no CUDA device, a candidate that does not run here."""
+    import torch
+
+    if why := spec.not_measured_in(preset):
+        return why
+    if device != "cuda" and (why := too_large_for_cpu(spec, spec.preset(preset))):
+        return why
+    if device == "cuda" and not torch.cuda.is_available():
+        return "no CUDA device"
+    return candidate.skip_reason(device) if candidate is not None else None
 
 
 def _skip(result: CellResult, reason: str, start: float) -> CellResult:

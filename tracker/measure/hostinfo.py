@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import socket
@@ -61,6 +62,23 @@ def triton_version() -> str:
     except ImportError:
         return "none"
     return triton.__version__
+
+
+def busy_warning(cores: int | None = None, load: float | None = None) -> str | None:
+    """A warning when the host is busier than its `cores` (default: those this process may run on): a load average
+    over the last minute above their number means CPU timings wait for cores, slower and noisier; None otherwise
+    or where the load cannot be read."""
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            return None
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if load <= cores:
+        return None
+    return (f"this host is busier than its cores (load average {load:.1f} over the last minute, {cores} "
+            f"core{'s' if cores != 1 else ''}): CPU timings will be slower and noisier than on an idle host")
 
 
 def cuda_available() -> bool:

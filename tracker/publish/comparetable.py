@@ -1,6 +1,7 @@
 """`compile-baselines compare --format table`: a comparison for the terminal, in the manner of `asv compare`: the
-headline, then one row per cell (before, after, ratio, verdict), then the best baselines and kernel speedups that
-changed, then what the verdicts rest on.
+headline, then one row per cell (before, after, ratio, verdict), then what the PR comment says beside its tables: the
+best baselines that changed, the winners that changed within noise or unconfirmed, every kernel's speedup over the
+best baseline, wins and geomeans per mode, the instances only one run has; then what the verdicts rest on.
 
 The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge, `?`
 moved on fewer compiles than the rule asks (unconfirmed, not counted). The footer says the rule that applied
@@ -15,19 +16,20 @@ from tracker.analyse.compare import (
     IMPROVEMENT_VERDICTS,
     NOISY,
     REGRESSION_VERDICTS,
-    SAME,
     UNCONFIRMED,
     CellChange,
     Comparison,
+    InstanceChange,
 )
 from tracker.publish.evidence import cell_evidence
-from tracker.publish.prcomment import headline
+from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
-from tracker.publish.units import PLAIN_ARROW, PLAIN_DASH, PLAIN_MICRO, PLAIN_TIMES, ms, ratio
+from tracker.publish.units import PLAIN_ARROW, PLAIN_DASH, PLAIN_MICRO, PLAIN_TIMES, ms, ratio, speedup
 
 # plain ASCII for any terminal
 _ms = partial(ms, micro=PLAIN_MICRO, dash=PLAIN_DASH)
 _ratio = partial(ratio, times=PLAIN_TIMES, dash=PLAIN_DASH)
+_speedup = partial(speedup, times=PLAIN_TIMES, dash=PLAIN_DASH)
 
 
 def _mark(verdict: str) -> str:
@@ -53,8 +55,55 @@ def _cell_rows(cells: list[CellChange]) -> list[str]:
     return _columns(rows, right={1, 2, 3})
 
 
+def _winners(title: str, instances: list[InstanceChange]) -> list[str]:
+    if not instances:
+        return []
+    return ["", f"{title}: " + ", ".join(f"{i.workload} {i.preset} ({i.base_best} -> {i.head_best})"
+                                         for i in instances)]
+
+
+def _instance_lines(c: Comparison) -> list[str]:
+    """The best baselines that changed, and the winners that changed without counting, as the comment says them."""
+    lines = []
+    if c.best_changes:
+        lines += ["", f"best baseline changed ({len(c.best_changes)}):"]
+        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}: {i.reason}"
+                  for i in c.best_changes]
+    lines += _winners("winner changed within noise (not counted)", within_noise(c))
+    lines += _winners("winner changed, unconfirmed (not counted)", unconfirmed_winners(c))
+    return lines
+
+
+def _kernel_lines(c: Comparison, only_changed: bool) -> list[str]:
+    kernels = c.kernel_changes if only_changed else c.kernels
+    if not kernels:
+        return []
+    rows = [("preset", "workload", "kernel", "before", "after", "change", "verdict")]
+    rows += [(k.preset, k.workload, k.kernel, _speedup(k.base_speedup), _speedup(k.head_speedup), _ratio(k.change),
+              k.verdict) for k in kernels]
+    return ["", "kernels under test: speedup over the best baseline", *_columns(rows, right={3, 4, 5})]
+
+
+def _figure_lines(c: Comparison) -> list[str]:
+    if not c.figures:
+        return []
+    rows = [("preset", "mode", "wins", "geomean vs eager")]
+    rows += [(f.preset, f.mode, f"{f.base_wins} -> {f.head_wins}",
+              PLAIN_DASH if f.base_geomean is None and f.head_geomean is None else
+              f"{_speedup(f.base_geomean)} -> {_speedup(f.head_geomean)}") for f in c.figures]
+    return ["", "wins and geomean speedup vs eager, per mode (instances both runs measured)",
+            *_columns(rows, right=set())]
+
+
+def _only_in(c: Comparison) -> list[str]:
+    lines = [f"{title}: " + ", ".join(f"{w} {p}" for p, w in keys) for title, keys in
+             (("instances only in head", c.added), ("instances only in base", c.removed)) if keys]
+    return ["", *lines] if lines else []
+
+
 def render_table(c: Comparison, only_changed: bool = False) -> str:
-    """The comparison as plain text for a terminal; `only_changed`: only the cells whose verdict is a change."""
+    """The comparison as plain text for a terminal; `only_changed`: only the cells that moved (the headline's) and
+    the kernels whose speedup changed."""
     torch = f"torch {c.base.torch} -> {c.head.torch}" if c.base.torch != c.head.torch else f"torch {c.head.torch}"
     triton = (f"triton {c.base.triton} -> {c.head.triton}" if c.base.triton != c.head.triton else
               f"triton {c.head.triton}")
@@ -62,24 +111,17 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     lines = [f"compare {base} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · {torch} · {triton}",
              headline(c), ""]
     lines += [f"note: {n}" for n in c.notes]
-    cells = [x for x in c.cells if x.significant] if only_changed else c.cells
+    cells = listed_cells(c, only_changed)
     if cells:
         lines += _cell_rows(cells)
     else:
         lines.append("no cell changed beyond noise" if only_changed else "no cells")
-    if c.best_changes:
-        lines += ["", f"best baseline changed ({len(c.best_changes)}):"]
-        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}: {i.reason}"
-                  for i in c.best_changes]
-    kernels = c.kernel_changes if only_changed else [k for k in c.kernels if k.verdict != SAME]
-    if kernels:
-        lines += ["", "kernel speedup over the best baseline:"]
-        lines += [f"  {k.preset} {k.workload} {k.kernel}: {_ratio(k.base_speedup)} -> {_ratio(k.head_speedup)} "
-                  f"{k.verdict}" for k in kernels]
+    lines += _instance_lines(c) + _kernel_lines(c, only_changed) + _figure_lines(c) + _only_in(c)
     same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
     unconfirmed = f"{len(c.unconfirmed)} unconfirmed, not counted (?), " if c.unconfirmed else ""
-    lines += ["", f"{len(c.cells)} cells: {len(c.regressions)} slower or now failing (+), {len(c.improvements)} "
-                  f"faster or now ok (-), {len(c.noisy)} too noisy to judge (~), {unconfirmed}{same} otherwise"
+    lines += ["", f"{len(c.instances)} instances and {len(c.cells)} cells: {len(c.regressions)} slower or now failing "
+                  f"(+), {len(c.improvements)} faster or now ok (-), {len(c.noisy)} too noisy to judge (~), "
+                  f"{unconfirmed}{same} otherwise"
               + (f"; {len(c.cells) - len(cells)} not shown (--only-changed)" if only_changed else "")]
     lines.append(rule_text(c))
     return "\n".join(lines) + "\n"

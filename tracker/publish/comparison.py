@@ -28,7 +28,7 @@ from tracker.analyse.pairs import CompareError, default_pair
 from tracker.analyse.versionattribution import attribute
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
-from tracker.publish.prcomment import headline, render_comment
+from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.publish.units import FORMATS
 from tracker.store import atomic
 from tracker.store.asvjson import RunFile
@@ -51,12 +51,13 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "launch_jitter" the share of the
     launch floor every change must exceed in time. A cell judged by the noise test has its "ci", "resolution",
     "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands). `only_changed`: the instances,
-    cells and kernels lists keep only what changed (the summary still counts the whole comparison)."""
+    cells and kernels lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source
+    unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
     if only_changed:
-        instances, cells, kernels = c.best_changes, [x for x in c.cells if x.significant], c.kernel_changes
+        instances, cells, kernels = c.best_changes, listed_cells(c, only_changed), c.kernel_changes
     return _round({
         "base": asdict(c.base), "head": asdict(c.head),
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
@@ -111,15 +112,17 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
                              allow_cross_versions, rule, repo_dir, history)
         return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
     if base is None or head is None:
-        if head_machine is not None:
-            raise ValueError("--head-machine needs --base and --head")
-        b, h = default_pair(results_dir, base, head, machine, repo_dir)
+        b, h = default_pair(results_dir, base, head, machine, repo_dir, head_machine)
         picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
                               (("base", b, base), ("head", h, head)) if given is None)
-        why = "the latest run" if base is not None else "the run before head" if head is not None else \
-            "the latest two runs"
-        print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
-        base, head, machine = b.commit, h.commit, h.machine
+        if head_machine is not None:
+            print(f"compare: {picked}: the latest run of each machine, base on {b.machine}, head on {h.machine}",
+                  file=sys.stderr)
+        else:
+            why = "the latest run" if base is not None else "the run before head" if head is not None else \
+                "the latest two runs"
+            print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
+        base, head, machine = b.commit, h.commit, b.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
                      repo_dir=repo_dir, history=history)
     return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)

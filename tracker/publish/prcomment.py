@@ -8,7 +8,8 @@ from typing import Any
 
 import jinja2
 
-from tracker.analyse.compare import REGRESSION_VERDICTS, Comparison, ModeFigures
+from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
+from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNKNOWN
 from tracker.publish import units
 from tracker.publish.evidence import cell_evidence, latency_evidence
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
@@ -61,6 +62,34 @@ def _changes(c: Comparison) -> str:
     return " · ".join(parts + extras)
 
 
+# Cells that moved without a counted verdict, which the headline still names: never hidden by --only-changed.
+_NAMED = (NOISY, UNCONFIRMED, SOURCE_UNCHANGED, UNKNOWN)
+
+
+def notes_heading(c: Comparison) -> str:
+    """What the comparison's notes are about: other versions, another way of measuring, or (the source note alone)
+    only which workloads the change reaches."""
+    if any(getattr(c.base, k) != getattr(c.head, k) for k in ("gpu", "torch", "triton", "cuda", "driver")):
+        return "Versions differ"
+    # compare's source note (analyse.compare._unaffected) says what the change reaches, nothing of the method
+    return "Method differs" if any(not n.startswith("source: ") for n in c.notes) else "Note"
+
+
+def listed_cells(c: Comparison, only_changed: bool = False) -> list[CellChange]:
+    """The cells a rendering lists: every one, or with `only_changed` those the headline counts or names (significant
+    changes, and cells too noisy to judge, unconfirmed, moved with their source unchanged or unjudged)."""
+    return [x for x in c.cells if x.significant or x.verdict in _NAMED] if only_changed else c.cells
+
+
+def within_noise(c: Comparison) -> list[InstanceChange]:
+    """Instances whose winner changed within noise: said, not counted."""
+    return [i for i in c.instances if i.mode_changed and not i.best_changed and not i.unconfirmed]
+
+
+def unconfirmed_winners(c: Comparison) -> list[InstanceChange]:
+    return [i for i in c.instances if i.mode_changed and i.unconfirmed]
+
+
 def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, attribution: str = "") -> dict[str, Any]:
     explained = {(i.preset, i.workload) for i in c.best_changes}
     significant = [x for x in c.cells if x.significant and not x.mode.startswith(KERNEL_PREFIX)]
@@ -72,10 +101,10 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "skipped": False, "scope": scope,
         "c": c, "headline": headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
         "best": c.best_changes, "cells": significant, "kernels": c.kernel_changes if only_changed else c.kernels,
-        "details": [] if only_changed else c.cells, "only_changed": only_changed,
+        "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
-        "within_noise": [i for i in c.instances if i.mode_changed and not i.best_changed and not i.unconfirmed],
-        "unconfirmed_winners": [i for i in c.instances if i.mode_changed and i.unconfirmed],
+        "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
+        "notes_heading": notes_heading(c),
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
     }
@@ -90,7 +119,8 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
     """The PR comment (markdown with the hidden markers), fitted into `max_chars` by cutting rows: every cell's
     details first, then the significant cells, the kernels and the changed instances; never the headline.
     `scope` says what was measured (the PR flow: which workloads, and why). `only_changed` (compare
-    --only-changed): without the every-cell details, and only the kernels whose speedup changed. `attribution`: a
+    --only-changed): the details list only the cells that moved (listed_cells), and only the kernels whose speedup
+    changed are shown. `attribution`: a
     markdown section (compare --attribute: which change moved each one) placed after the best-baseline changes and
     never cut."""
     view = _view(c, scope, only_changed, attribution)

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from tracker import metrics
 from tracker.analyse import best as analysis
 from tracker.errors import ToolError
 from tracker.publish import plots
@@ -34,7 +35,7 @@ from tracker.publish.target import Target, target_text
 from tracker.publish.units import MICRO, calls, geomean, margin, ms_fixed, ms_plain, percent, speedup, spread, us
 from tracker.stats import float_or_none, relative_spread, too_noisy
 from tracker.store import atomic, results
-from tracker.store.asvfiles import METRIC_BENCHMARKS
+from tracker.store.asvfiles import benchmark_class
 from tracker.store.cells import RunKey
 from workloads import catalog
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
@@ -156,7 +157,8 @@ def asv_link(asv_index: str | None, machine: str, preset: str, workload: str) ->
         return None
     q = "&".join(f"{k}={quote(v, safe='')}" for k, v in
                  (("machine", machine), ("p-preset", repr(preset)), ("p-workload", repr(workload))))
-    return f"{asv_index}#{METRIC_BENCHMARKS['latency']}?{q}"
+    latency = metrics.benchmark_names(benchmark_class(workload, REFERENCE))["latency"]
+    return f"{asv_index}#{latency}?{q}"
 
 
 def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner: str | None,

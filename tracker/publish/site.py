@@ -21,6 +21,7 @@ from typing import Any
 from tracker.errors import ToolError
 from tracker.paths import ASV_CONF
 from tracker.publish import preflight
+from tracker.publish.filesite import make_file_readable
 
 VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
 SITE_VENDOR = "vendor"  # where the vendored files go inside the published site
@@ -378,8 +379,8 @@ def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     from tracker import metrics
     from tracker.store import asvfiles, asvjson, results
 
-    units = {name: metrics.METRICS[metric].unit for metric, name in
-             metrics.benchmark_names(asvfiles.BENCHMARK_CLASS).items()}
+    units = {name: metrics.METRICS[metric].unit for cls in asvfiles.MODE_CLASSES for metric, name in
+             metrics.benchmark_names(cls).items()}
     units[asvfiles.HOST_BENCHMARK] = HOST_UNIT
     found: dict[str, dict[str, Any]] = {}
     runs, _ = results.list_runs(results_dir)
@@ -428,9 +429,10 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
     for warning in graphs_left_out(results, site, drop_benchmarks_without_results(site)):
         print(f"publish: warning: {warning}", file=sys.stderr)
     make_offline(site)
+    make_file_readable(site)
     link_report(site)
     open_graphs_on_measured(site)
     code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")
-    print(f"published {site / 'index.html'} (asv history, no network needed; serve it over http) and "
+    print(f"published {site / 'index.html'} (asv history, no network needed; open it as a file or serve it) and "
           f"{site / REPORT_SUBDIR / 'index.html'}", file=sys.stderr)
     return code

@@ -10,16 +10,19 @@ import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from tracker.analyse.best import analyse
+from tracker.errors import UsageError
 from tracker.publish.summary_json import summary_json
 from tracker.publish.target import Target, target_text
 from tracker.publish.units import FORMATS, PLAIN_DASH, PLAIN_MICRO, calls, factor, geomean, margin, ms_plain, spread, us
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
+from tracker.store.commits import match_ref
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
@@ -287,12 +290,19 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
                            noise_note=_noise_note(noise or NoiseModel(), host or HostBound()))
 
 
-def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None,
-              machine: str | None = None) -> tuple[list[RunFile], list[str]]:
-    """The files of the requested run: the given commit (all torch versions), else the latest run's commit, on
-    `machine` or on the machine of the latest run. ResultsError when there is nothing to show."""
+def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
+              repo_dir: Path | None = None) -> tuple[list[RunFile], list[str]]:
+    """The files of the requested run: the given commit (all torch versions; a hash prefix, or a git ref resolved in
+    `repo_dir`), else the latest run's commit, on `machine`. Without `machine`, the runs asked for must be of one
+    machine (UsageError naming them otherwise). ResultsError when there is nothing to show."""
     runs, warnings = list_runs(results_dir)
+    if commit is not None:
+        commit = match_ref(commit, [r.commit for r in runs], repo_dir)
     chosen = select_runs(runs, machine, commit, warnings)
+    machines = sorted({r.machine for r in chosen})
+    if machine is None and len(machines) > 1:
+        raise UsageError(f"results of several machines ({', '.join(machines)})"
+                         + (f" for commit {commit[:12]}" if commit else "") + ": pass --machine")
     if commit is None:
         latest = chosen[-1]  # list_runs sorts by date
         chosen = [r for r in chosen if r.commit == latest.commit and r.machine == latest.machine]
@@ -300,8 +310,9 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None,
 
 
 def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
-                noise: NoiseModel | None = None, host: HostBound | None = None) -> tuple[dict[str, Any], list[str]]:
-    files, warnings = pick_runs(results_dir, commit, machine)
+                noise: NoiseModel | None = None, host: HostBound | None = None,
+                repo_dir: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+    files, warnings = pick_runs(results_dir, commit, machine, repo_dir)
     loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
     analysis = analyse(loaded.table, noise, host)
     return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table, files)
@@ -331,11 +342,12 @@ def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, 
 
 
 def summary_main(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
-                 fmt: str = "table") -> int:
-    """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr."""
+                 fmt: str = "table", repo_dir: Path | None = None) -> int:
+    """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr. `commit`: a
+    hash prefix or a git ref resolved in `repo_dir`."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
-    summary, warnings = summary_for(results_dir, commit, machine)
+    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     sys.stdout.write(render(summary, fmt))

@@ -19,12 +19,19 @@ FORMATS = ("table", "md", "json")  # what `summary` and `compare` print: for a t
 # --- latency ---------------------------------------------------------------------------------------------
 
 def ms(x: float | None, micro: str = MICRO, dash: str = DASH, digits: int = 3) -> str:
-    """A latency in ms as it is shown: µs below a millisecond, `digits` significant digits, trailing zeros kept
-    (3.50 ms, 279.0 us), no trailing point (100 µs, not 100.)."""
+    """A latency in ms as it is shown: µs below a millisecond (what rounds to 1000 µs reads 1.00 ms), `digits`
+    significant digits."""
     if x is None:
         return dash
-    value, unit = (x * 1000, micro) if x < 1 else (x, "ms")
-    return f"{value:#.{digits}g}".rstrip(".") + f" {unit}"
+    if float(f"{x * 1000:.{digits}g}") < 1000:
+        return f"{_significant(x * 1000, digits)} {micro}"
+    return f"{_significant(x, digits)} ms"
+
+
+def _significant(x: float, digits: int) -> str:
+    """`digits` significant digits, trailing zeros kept (3.50, not 3.5), no trailing point (100, not 100.), and no
+    exponent (1234, not 1.23e+03)."""
+    return f"{x:#.{digits}g}".rstrip(".") if abs(x) < 10**digits - 0.5 else f"{x:.0f}"
 
 
 def ms_fixed(x: float) -> str:

@@ -24,11 +24,18 @@ from tracker.errors import ToolError
 from tracker.store import atomic
 from tracker.store.cells import CellFailed, CellSkipped, check_commit, check_machine_name, metric_value
 from workloads.kernels.registry import candidate_name
+from workloads.names import is_plugin_workload
 
 BENCHMARK_CLASS = "baselines.Baseline"
 HOST_BENCHMARK = "baselines.Host.track_launch_overhead"
 # Kernels under test: params (preset, "workload:name"); a cell's mode is "kernel:<name>".
 CANDIDATE_CLASS = "candidates.Candidate"
+# The installed plugins' workloads and their candidates, over the plugins' own presets: the study's grid above never
+# changes with what is installed.
+PLUGIN_CLASS = "baselines.PluginBaseline"
+PLUGIN_CANDIDATE_CLASS = "candidates.PluginCandidate"
+MODE_CLASSES = (BENCHMARK_CLASS, PLUGIN_CLASS)
+CANDIDATE_CLASSES = (CANDIDATE_CLASS, PLUGIN_CANDIDATE_CLASS)
 # asv's name of each metric's benchmark (baselines.Baseline.track_latency, ...). The writers and readers ask
 # tracker.metrics.benchmark_names when they run; these are for code that wants the names as constants.
 METRIC_BENCHMARKS: dict[str, str] = metrics.benchmark_names(BENCHMARK_CLASS)
@@ -171,14 +178,31 @@ def _cell_param_key(cell: dict[str, Any]) -> tuple[str, ...]:
     return tuple(repr(cell[k]) for k in ("preset", "workload", "mode"))
 
 
+def benchmark_class(workload: str, mode: str) -> str:
+    """The asv class a cell is recorded under: the study's or the plugins', modes or kernels under test."""
+    kernel = candidate_name(mode) is not None
+    return (CANDIDATE_CLASSES if kernel else MODE_CLASSES)[is_plugin_workload(workload)]
+
+
 def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]]) -> None:
     """Add measured cells to an asv Results object, as asv's runner would have recorded them: compile modes
-    under baselines.Baseline, kernels under test under candidates.Candidate."""
-    cells = list(cells)
-    kernel_cells = [c for c in cells if candidate_name(c["mode"]) is not None]
-    mode_cells = [c for c in cells if candidate_name(c["mode"]) is None]
-    _record_class(results, benchmarks, mode_cells, BENCHMARK_CLASS)
-    _record_class(results, benchmarks, kernel_cells, CANDIDATE_CLASS)
+    under baselines.Baseline (a plugin's workload: baselines.PluginBaseline), kernels under test under
+    candidates.Candidate (candidates.PluginCandidate)."""
+    by_class: dict[str, list[dict[str, Any]]] = {}
+    for c in cells:
+        by_class.setdefault(benchmark_class(c["workload"], c["mode"]), []).append(c)
+    for benchmark, chosen in by_class.items():
+        _record_class(results, benchmarks, chosen, benchmark)
+
+
+def _new_points(results: Any, bench: dict[str, Any]) -> set[int]:
+    """The parameter combinations of `bench` that the result already held for it lacks (a preset or workload added
+    since): asv would fill them with null, its mark of a failure, where nothing was run."""
+    name = bench["name"]
+    if name not in results.get_all_result_keys() or results.benchmark_version.get(name) != bench["version"]:
+        return set()  # nothing to merge with: asv keeps what is passed, NaN where nothing was run
+    old = set(itertools.product(*(results.get_result_params(name) or [])))
+    return {i for i, p in enumerate(_params_of(bench)) if p not in old}
 
 
 def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], benchmark_class: str) -> None:
@@ -187,6 +211,10 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], be
     if not cells:
         return
     for metric, name in metrics.benchmark_names(benchmark_class).items():
+        if name not in benchmarks:  # asv's discovery process imported the suite without the cells' plugin
+            raise AsvError(f"asv's discovery of the suite has no {name} for {cells[0]['workload']}: its plugin is "
+                           "not importable in asv's processes, which drop PYTHONPATH (set ASV_PYTHONPATH too, or "
+                           "pip install it)")
         bench = benchmarks[name]
         index = {p: i for i, p in enumerate(_params_of(bench))}
         n = len(index)
@@ -215,6 +243,7 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], be
                 result[i] = value
         if not selected:
             continue
+        selected |= _new_points(results, bench)  # recorded as not run (NaN), not as asv's null
         # asv keeps a benchmark's log in memory only (Results.save writes no stderr): none is passed
         res = BenchmarkResult(result=result, samples=samples, number=number, errcode=0, stderr="", profile=None)
         results.add_result(bench, res, selected_idx=selected, duration=duration, record_samples=True,

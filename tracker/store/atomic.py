@@ -15,12 +15,21 @@ from typing import Any
 from tracker.errors import ToolError
 
 
+def _umask() -> int:
+    # Reading the umask means setting it; it is set back at once (no thread of ours creates files meanwhile).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it (atomic on POSIX)."""
+    """Write to a temporary file beside `path`, fsync, then rename over it (atomic on POSIX). The file gets the
+    permissions `open` would give a new file (0666 less the umask: 0644 usually), not mkstemp's private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

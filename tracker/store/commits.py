@@ -53,7 +53,8 @@ def resolve(commit: str | None, repo_dir: Path, date_ms: int | None = None) -> t
     if commit is None:
         commit = _git(["rev-parse", "HEAD"], repo_dir)
         if not commit:
-            raise CommitError(f"no git repository at {repo_dir}: pass --commit HASH (and --date) to record under")
+            raise CommitError(f"{repo_dir} is not a git repository with a commit: commit your work there (git init; "
+                              "git add -A; git commit), or pass --commit HASH (and --date) to record under")
     else:
         with contextlib.suppress(CommitError):  # not a commit here (no .git, say): recorded as given
             commit = resolve_ref(commit, repo_dir)
@@ -61,6 +62,19 @@ def resolve(commit: str | None, repo_dir: Path, date_ms: int | None = None) -> t
         stamp = _git(["log", "-1", "--format=%ct", commit], repo_dir)
         date_ms = int(stamp) * 1000 if stamp else int(time.time() * 1000)
     return commit, date_ms
+
+
+def uncommitted(commit: str, repo_dir: Path) -> list[str]:
+    """The tracked files of `repo_dir`'s working tree that differ from `commit` when it is the checked-out one: what
+    a run measures but the commit it is recorded under lacks. [] when `commit` is not checked out there or git cannot
+    tell; files git does not track are left out (build output, results, a checkout of compile-baselines)."""
+    try:
+        if git(["rev-parse", "HEAD"], repo_dir, timeout=30).strip() != commit:
+            return []
+        out = git(["status", "--porcelain", "--untracked-files=no"], repo_dir, timeout=30)
+    except CommitError:
+        return []
+    return [line[3:] for line in out.splitlines() if len(line) > 3]
 
 
 def match_ref(ref: str, known: Iterable[str], repo_dir: Path | None) -> str:

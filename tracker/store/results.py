@@ -30,7 +30,7 @@ import pandas as pd
 from tracker import metrics
 from tracker.errors import ToolError
 from tracker.stats import LATENCY_MS
-from tracker.store.asvfiles import BENCHMARK_CLASS, CANDIDATE_CLASS, HOST_BENCHMARK
+from tracker.store.asvfiles import CANDIDATE_CLASSES, HOST_BENCHMARK, MODE_CLASSES
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 from workloads import catalog
@@ -153,6 +153,16 @@ class Names:
     def installed(cls) -> Names:
         return cls(catalog.preset_names(), catalog.workload_names())
 
+    def exist(self, preset: np.ndarray, workload: np.ndarray) -> np.ndarray:
+        """Whether each (preset, workload) code pair is an instance of the suite as installed (catalog.applies):
+        False for what cannot exist (decode of a decode-invariant workload, a preset a plugin workload does not
+        declare) and for unknown names (-1)."""
+        table = np.array([[catalog.applies(p, w) for w in self.workloads] for p in self.presets], dtype=bool)
+        known = (preset >= 0) & (workload >= 0)
+        out = np.zeros(len(preset), dtype=bool)
+        out[known] = table[preset[known], workload[known]] if table.size else False
+        return out
+
 
 @dataclass(frozen=True)
 class _Grid:
@@ -165,6 +175,7 @@ class _Grid:
     modes: tuple[str, ...]
     group: int
     unknown: tuple[str, ...]
+    exists: np.ndarray  # whether each point's (preset, workload) is an instance of the suite (Names.exist)
 
 
 Params = tuple[tuple[str, ...], ...]  # asv's "params" of a benchmark, hashable: each grid is decoded once
@@ -186,7 +197,8 @@ def _grid(key: Params, names: Names) -> _Grid:
         unknown += [f"{kind} {v!r}" for v in decoded if v not in known]
         codes.append(np.array([known.index(v) if v in known else -1 for v in decoded], dtype=np.int16))
     p, w, m = np.meshgrid(*codes, indexing="ij")  # asv orders combinations as itertools.product
-    return _Grid(p.ravel(), w.ravel(), m.ravel(), MODES, len(codes[2]), tuple(unknown))
+    p, w = p.ravel(), w.ravel()
+    return _Grid(p, w, m.ravel(), MODES, len(codes[2]), tuple(unknown), names.exist(p, w))
 
 
 @functools.cache
@@ -212,7 +224,8 @@ def _candidate_grid(key: Params, names: Names) -> _Grid:
     m_codes = np.array([modes.index(x[1]) if x else -1 for x in pairs], dtype=np.int16)
     p, w = np.meshgrid(p_codes, w_codes, indexing="ij")
     m = np.broadcast_to(m_codes, p.shape)
-    return _Grid(p.ravel(), w.ravel(), m.ravel(), modes, 1, tuple(unknown))
+    p, w = p.ravel(), w.ravel()
+    return _Grid(p, w, m.ravel(), modes, 1, tuple(unknown), names.exist(p, w))
 
 
 def _column(row: list[Any], columns: dict[str, int], name: str) -> Any:
@@ -330,32 +343,43 @@ def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[st
 
 def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes: list[str], names: Names
                ) -> list[_Chunk]:
-    """The file's cells: the compile modes', then the kernels under test's; what was read as n/a or failed for
-    being impossible goes to `notes`."""
+    """The file's cells: the compile modes' (the study's, then the plugins'), then the kernels under test's; what
+    was read as n/a or failed for being impossible goes to `notes`. A grid point that cannot exist (Names.exist)
+    is left out unless it holds a measurement: asv fills the points a grown grid adds with null, its mark of a
+    failure, and such a point was never run."""
     columns = {c: i for i, c in enumerate(data["result_columns"])}
     results = data["results"]
-    chunks: list[_Chunk] = []
-    measured: set[tuple[int, int]] = set()  # the (preset, workload) instances of the modes run here
     sampled = metrics.sampled().name
-    row = results.get(metrics.benchmark_names(BENCHMARK_CLASS)[sampled])
-    if row is not None:
+    mode_chunks: dict[str, _Chunk] = {}
+    taken: set[tuple[int, int]] = set()  # instances already read from a plugin class
+    for benchmark_class in reversed(MODE_CLASSES):  # the plugins' first: they supersede a study grid that had them
+        row = results.get(metrics.benchmark_names(benchmark_class)[sampled])
+        if row is None:
+            continue
         grid = _grid(_params(row, columns), names)
-        arrays = _metric_arrays(results, columns, BENCHMARK_CLASS, len(grid.preset), notes)
+        arrays = _metric_arrays(results, columns, benchmark_class, len(grid.preset), notes)
+        real = grid.exists | (arrays["status"] == 0)
         # Keep every mode of an instance that has any result; an instance with none was not run here.
-        has_result = arrays["status"] != 2
-        present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group)
-        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples, notes))
-        measured = set(zip(chunks[0].preset.tolist(), chunks[0].workload.tolist(), strict=True))
-    row = results.get(metrics.benchmark_names(CANDIDATE_CLASS)[sampled])
-    if row is not None:
+        has_result = (arrays["status"] != 2) & real
+        present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group) & real
+        present &= np.fromiter(((p, w) not in taken for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
+                                                                     strict=True)), dtype=bool, count=len(present))
+        chunk = _chunk(row, columns, grid, arrays, present, file_index, with_samples, notes)
+        taken |= set(zip(chunk.preset.tolist(), chunk.workload.tolist(), strict=True))
+        mode_chunks[benchmark_class] = chunk
+    chunks = [mode_chunks[c] for c in MODE_CLASSES if c in mode_chunks]
+    for benchmark_class in CANDIDATE_CLASSES:
+        row = results.get(metrics.benchmark_names(benchmark_class)[sampled])
+        if row is None:
+            continue
         grid = _candidate_grid(_params(row, columns), names)
-        arrays = _metric_arrays(results, columns, CANDIDATE_CLASS, len(grid.preset), notes)
+        arrays = _metric_arrays(results, columns, benchmark_class, len(grid.preset), notes)
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
         # existing file's grid with failures (null) in the presets this run did not select.
-        run_here = np.fromiter(((p, w) in measured for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
-                                                                  strict=True)), dtype=bool, count=len(grid.preset))
-        present = (arrays["status"] == 0) | run_here
+        run_here = np.fromiter(((p, w) in taken for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
+                                                                strict=True)), dtype=bool, count=len(grid.preset))
+        present = (arrays["status"] == 0) | (run_here & grid.exists)
         chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples, notes))
     return chunks
 
@@ -372,7 +396,7 @@ def _launch_us(data: dict[str, Any]) -> float:
 
 
 def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Path]], problems: _Problems) -> None:
-    ours = {*metrics.benchmark_names(BENCHMARK_CLASS).values(), *metrics.benchmark_names(CANDIDATE_CLASS).values(),
+    ours = {*(name for c in (*MODE_CLASSES, *CANDIDATE_CLASSES) for name in metrics.benchmark_names(c).values()),
             HOST_BENCHMARK}
     for name in data["results"]:
         if name not in ours:

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from workloads.catalog import check_workload
+from workloads.names import plugin_enabled
 
 ENTRY_POINT_GROUP = "compile_baselines.kernels"
 MODE_PREFIX = "kernel:"  # a candidate's cell is (preset, workload, "kernel:<name>")
@@ -195,8 +196,10 @@ def _why(exc: BaseException) -> str:
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
-    # One distribution visible twice on sys.path lists its entry points twice: keep one of each.
-    return list({(ep.name, ep.value): ep for ep in metadata.entry_points(group=group)}.values())
+    # One distribution visible twice on sys.path lists its entry points twice: keep one of each. Those that
+    # COMPILE_BASELINES_PLUGINS leaves out are not loaded at all.
+    return list({(ep.name, ep.value): ep for ep in metadata.entry_points(group=group)
+                 if plugin_enabled(ep.name)}.values())
 
 
 REGISTRY = Registry()
