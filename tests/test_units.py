@@ -44,6 +44,9 @@ def test_a_latency_switches_to_microseconds_below_a_millisecond_and_keeps_its_di
     assert [ms(x) for x in (0.0925, 1.5, 12.0, 3.5, None)] == ["92.5 µs", "1.50 ms", "12.0 ms", "3.50 ms", DASH]
     assert ms(0.1, PLAIN_MICRO, PLAIN_DASH) == "100 us" and ms(None, dash=PLAIN_DASH) == "-"  # no trailing point
     assert [ms(x, PLAIN_MICRO, digits=4) for x in (0.279, 93.57)] == ["279.0 us", "93.57 ms"]
+    # what rounds to 1000 µs reads in ms, and a latency past the digits has no exponent
+    assert [ms(0.9996), ms(0.99996, digits=4), ms(1234.4), ms(12345.6, digits=4)] == [
+        "1.00 ms", "1.000 ms", "1234 ms", "12346 ms"]
     assert [ms_fixed(x) for x in (0.0421, 0.25, 12.34)] == ["42.1 µs", "0.250 ms", "12.3 ms"]
     assert ms_plain(0.0123456) == "0.01235 ms"
     assert [us(4.567), us(4.567, decimals=2), us(20.0, PLAIN_MICRO, decimals=None), us(None)] == [
