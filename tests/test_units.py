@@ -19,7 +19,6 @@ from tracker.publish.units import (
     calls,
     change,
     factor,
-    geomean,
     interval,
     margin,
     ms,
@@ -30,6 +29,7 @@ from tracker.publish.units import (
     percent,
     ratio,
     speedup,
+    speedup_precise,
     spread,
     us,
 )
@@ -57,7 +57,7 @@ def test_ratios_and_speedups() -> None:
     assert [ratio(1.0712), ratio(None), ratio(0.5, times="x", dash="-")] == [f"1.07{TIMES}", DASH, "0.50x"]
     assert [speedup(1.371), speedup(0.0421), speedup(None)] == [f"1.37{TIMES}", f"0.042{TIMES}", DASH]
     assert [factor(1.153), factor(12.34)] == ["1.15x", "12.3x"]
-    assert [geomean(1.68749), geomean(None), geomean(None, "-")] == ["1.687", DASH, "-"]
+    assert [speedup_precise(1.68749), speedup_precise(None), speedup_precise(None, "-")] == ["1.687", DASH, "-"]
 
 
 def test_percentages_say_which_kind_they_are() -> None:

@@ -32,7 +32,18 @@ from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, decla
 from tracker.publish.summary_json import preset_summary
 from tracker.publish.sweeps import SweepView, sweep_views
 from tracker.publish.target import Target, target_text
-from tracker.publish.units import MICRO, calls, geomean, margin, ms_fixed, ms_plain, percent, speedup, spread, us
+from tracker.publish.units import (
+    MICRO,
+    calls,
+    margin,
+    ms_fixed,
+    ms_plain,
+    percent,
+    speedup,
+    speedup_precise,
+    spread,
+    us,
+)
 from tracker.stats import float_or_none, relative_spread, too_noisy
 from tracker.store import atomic, results
 from tracker.store.asvfiles import benchmark_class
@@ -178,7 +189,7 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
     lines = [f"median {ms_plain(median)}" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
                                              else "")]
     if vs_eager is not None:
-        lines.append(f"{geomean(vs_eager)}x {REFERENCE}")
+        lines.append(f"{speedup_precise(vs_eager)}x {REFERENCE}")
     if tp:
         lines.append(tp.detail + (f"; {tp.pct_of_peak:.2g}% of peak" if tp.pct_of_peak is not None else ""))
     if compile_s is not None:
@@ -358,7 +369,7 @@ def environment() -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=geomean, margin=margin)
+    env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
     env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD)
     return env
 

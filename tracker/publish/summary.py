@@ -19,7 +19,18 @@ from tracker.analyse.best import analyse
 from tracker.errors import UsageError
 from tracker.publish.summary_json import summary_json
 from tracker.publish.target import Target, target_text
-from tracker.publish.units import FORMATS, PLAIN_DASH, PLAIN_MICRO, calls, factor, geomean, margin, ms_plain, spread, us
+from tracker.publish.units import (
+    FORMATS,
+    PLAIN_DASH,
+    PLAIN_MICRO,
+    calls,
+    factor,
+    margin,
+    ms_plain,
+    speedup_precise,
+    spread,
+    us,
+)
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
 from tracker.store.commits import match_ref
@@ -201,7 +212,7 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
     for workload, mode in p["winners"].items():
         winners.setdefault(mode, []).append(workload)
     modes = sorted(p["wins"], key=lambda m: -p["wins"][m])  # the study's order: most wins first
-    rows = [{"mode": m, "wins": p["wins"][m], "geomean": geomean(p["geomean_vs_eager"].get(m), PLAIN_DASH),
+    rows = [{"mode": m, "wins": p["wins"][m], "geomean": speedup_precise(p["geomean_vs_eager"].get(m), PLAIN_DASH),
              "workloads": _wrap(sorted(winners.get(m, [])), WORKLOAD_COLUMN),
              "md_workloads": ", ".join(sorted(winners.get(m, []))) or "—"} for m in modes]
     h = p["head_to_head"]

@@ -72,8 +72,8 @@ def factor(x: float) -> str:
     return f"{x:.3g}x"
 
 
-def geomean(x: float | None, dash: str = DASH) -> str:
-    """A geomean speedup vs eager, 3 decimals, no sign (the tables add it)."""
+def speedup_precise(x: float | None, dash: str = DASH) -> str:
+    """A speedup to 3 decimals, without its sign (the caller adds it): a geomean, a cell's against eager."""
     return dash if x is None else f"{x:.3f}"
 
 
@@ -139,5 +139,5 @@ def calls(n: int | None) -> str:
 
 
 __all__ = ["ARROW", "DASH", "FORMATS", "MICRO", "PLAIN_ARROW", "PLAIN_DASH", "PLAIN_MICRO", "PLAIN_TIMES", "TIMES",
-           "band", "calls", "change", "factor", "geomean", "interval", "margin", "ms", "ms_fixed", "ms_plain",
-           "p_is", "p_value", "percent", "ratio", "speedup", "spread", "us"]
+           "band", "calls", "change", "factor", "interval", "margin", "ms", "ms_fixed", "ms_plain",
+           "p_is", "p_value", "percent", "ratio", "speedup", "speedup_precise", "spread", "us"]
