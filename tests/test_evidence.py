@@ -48,7 +48,14 @@ def test_changes_intervals_and_compiles_in_words() -> None:
     assert interval((1.049, 1.083), level=0.9) == "90% CI +4.9..+8.3%"
     assert [compiles(n) for n in ((1, 1), (3, 3), (1, 3), None)] == ["1 compile a side", "3 compiles a side",
                                                                      "1 → 3 compiles", ""]
-    assert [ms(x) for x in (0.0925, 1.5, 12.0, None)] == ["92.5 µs", "1.50 ms", "12.0 ms", DASH]  # zeros kept
+    # three significant digits, trailing zeros kept, no trailing point
+    assert [ms(x) for x in (0.0925, 1.5, 12.0, 100.0, 0.1, None)] == ["92.5 µs", "1.50 ms", "12.0 ms", "100 ms",
+                                                                      "100 µs", DASH]
+
+
+def test_a_latency_never_reads_in_exponent_notation() -> None:
+    assert ms(0.9996) == "1.00 ms"  # rounds up into the next unit
+    assert ms(999.6) == "1000 ms" and ms(1234.0) == "1234 ms"  # a second or more: whole milliseconds
 
 
 def test_a_best_latency_says_its_interval_or_its_band() -> None:
