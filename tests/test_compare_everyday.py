@@ -233,7 +233,7 @@ def test_cli_picks_a_table_on_a_terminal_and_markdown_into_a_pipe(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     _, (first, second, _) = repo
-    assert cli.FORMATS_COMPARE == FORMATS  # named in the CLI without loading pandas
+    assert cli.FORMATS == FORMATS  # one constant (tracker.publish.units), named in the CLI without loading pandas
     args = ["compare", "--results-dir", str(results), "--base", first[:8], "--head", second[:8]]
     assert cli.main(args) == 0
     assert capsys.readouterr().out.startswith(MARKER)  # captured: not a terminal

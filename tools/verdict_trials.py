@@ -59,6 +59,7 @@ from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey, combine, default_cells_dir
 from tracker.store.results import list_runs, load_runs
+from workloads.modes import REFERENCE
 
 
 def counts(c: Comparison) -> str:
@@ -140,7 +141,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 HISTORY = [FIXTURES / d / "results" for d in ("h100-aa2", "h100-aa3", "h100-aa4")]
 
 
-ALL, EAGER, COMPILED, NONE = "all", "eager", "compiled", "none"  # the modes a plant moves (NONE: a no-op)
+ALL, EAGER, COMPILED, NONE = "all", REFERENCE, "compiled", "none"  # the modes a plant moves (NONE: a no-op)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ class Trial:
     def moved(self, preset: str, workload: str, mode: str) -> bool:
         for w, modes, presets in self.plants:
             if w == workload and (presets is None or preset in presets):
-                return {ALL: True, EAGER: mode == "eager", COMPILED: mode != "eager"}.get(modes, False)
+                return {ALL: True, EAGER: mode == REFERENCE, COMPILED: mode != REFERENCE}.get(modes, False)
         return False
 
     @property

@@ -20,10 +20,11 @@ from typing import Any
 from tracker.analyse.verdicts import FAIL_ON, TESTS
 from tracker.errors import ToolError, UsageError
 from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
+from tracker.publish.units import FORMATS
+from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
-FORMATS_COMPARE = ("table", "md", "json")  # tracker.publish.comparison.FORMATS, without loading pandas
 
 
 EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for `yes | head -1`'s yes: 141
@@ -551,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
     r.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     r.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
-                   help="fresh compiles per cell of the autotuned modes (max-autotune, max-autotune-no-cudagraphs), "
+                   help=f"fresh compiles per cell of the autotuned modes ({', '.join(AUTOTUNED_MODES)}), "
                         "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
                         "CPU; a cell already measured gets the replicates it lacks)")
     r.add_argument("--replicate-all-modes", action="store_true", help="--replicates applies to every mode")
@@ -577,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     reading(s)
     s.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1 (default: the latest run)")
     s.add_argument("--machine", help="asv machine name (needed when several are present)")
-    s.add_argument("--format", choices=("table", "md", "json"), default="table",
+    s.add_argument("--format", choices=FORMATS, default="table",
                    help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 
     c = command("import-csv", "turn the study's results CSV into asv results",
@@ -618,7 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare torch versions: the base's, or its start (2.11 matches 2.11.0+cu130); with "
                         "--head-torch")
     d.add_argument("--head-torch", metavar="VERSION", help="compare torch versions: the head's; with --base-torch")
-    d.add_argument("--format", choices=FORMATS_COMPARE,
+    d.add_argument("--format", choices=FORMATS,
                    help="table: for a terminal (default on a terminal), what the PR comment says; md: the PR "
                         "comment (default into a pipe or --out); json: a stable shape for scripts")
     d.add_argument("--only-changed", action="store_true",

@@ -1,4 +1,4 @@
-"""The names of presets, workloads and modes, importable without torch.
+"""The names of presets and workloads (and, from workloads.modes, of modes), importable without torch.
 
 asv imports the benchmark suite in every benchmark process; keeping the names torch-free keeps a cell
 whose result is already stored cheap to report."""
@@ -9,6 +9,8 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
+
+from workloads.modes import MODES  # the modes themselves are data: workloads.modes
 
 PRESET_NAMES: tuple[str, ...] = ("prefill", "decode", "tiny")
 
@@ -21,13 +23,6 @@ WORKLOAD_NAMES: tuple[str, ...] = (
     "diff_scheduler_step", "llm_label_smoothed_ce_loss", "llm_kl_divergence_loss", "rl_ppo_clipped_loss",
     "rl_dpo_loss", "rl_grpo_loss",
 )
-
-# Eager first: it is the reference every speedup is taken against.
-MODES: tuple[str, ...] = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-# The modes whose compiles benchmark candidate kernels and launch configs and keep the fastest: two compiles of one
-# cell can choose differently (measured: up to 1.2x on a GPU-bound conv, 2.3x on a 9 us cell), so their cells are
-# measured in several compiles (tracker.runner.pool) and judged against their spread.
-AUTOTUNED_MODES: tuple[str, ...] = ("max-autotune", "max-autotune-no-cudagraphs")
 
 # Same shapes in both presets: the study measures these five in prefill only.
 DECODE_INVARIANT: frozenset[str] = frozenset(

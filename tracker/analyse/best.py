@@ -30,10 +30,9 @@ import pandas as pd
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel, too_noisy
 from tracker.store.results import CELL_KEYS, RUN_KEYS
 from workloads.kernels.registry import candidate_name
-from workloads.names import DECODE_INVARIANT, MODES
+from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
+from workloads.names import DECODE_INVARIANT
 
-EAGER, DEFAULT, MANCG = "eager", "default", "max-autotune-no-cudagraphs"
-COMPILED = tuple(m for m in MODES if m != EAGER)
 INSTANCE_KEYS = [*RUN_KEYS, "preset", "workload"]
 
 
@@ -140,16 +139,17 @@ def _figures(inst: pd.DataFrame) -> pd.DataFrame:
     host_bound."""
     keys = [*RUN_KEYS, "preset"]
     inst = inst[inst["winner"].notna()].copy()
-    eager = inst[f"ms_{EAGER}"].to_numpy()
+    eager = inst[f"ms_{REFERENCE}"].to_numpy()
     cols: dict[str, Any] = {"instances": inst["winner"].notna()}
     for m in MODES:
         cols[f"wins_{m}"] = inst["winner"] == m
     for m in COMPILED:
         cols[f"_log_{m}"] = np.log(eager / inst[f"ms_{m}"].to_numpy())  # NaN where either is not ok
-    d, a = inst[f"ms_{DEFAULT}"].to_numpy(), inst[f"ms_{MANCG}"].to_numpy()
+    first, second = HEAD_TO_HEAD
+    d, a = inst[f"ms_{first}"].to_numpy(), inst[f"ms_{second}"].to_numpy()
     margin = np.abs(d - a) / d * 100
     cols["h2h_instances"] = np.isfinite(d) & np.isfinite(a)  # both measured ok
-    for side, wins in ((DEFAULT, d < a), (MANCG, a < d)):
+    for side, wins in ((first, d < a), (second, a < d)):
         cols[f"h2h_{side}_wins"] = wins
         cols[f"_h2h_{side}_margin"] = np.where(wins, margin, np.nan)
     cols["ties"] = inst["tie"]
@@ -162,7 +162,7 @@ def _figures(inst: pd.DataFrame) -> pd.DataFrame:
     out = out.join(sums.astype(int))
     for m in COMPILED:
         out[f"geomean_{m}"] = np.exp(g[f"_log_{m}"].mean())
-    for side in (DEFAULT, MANCG):
+    for side in HEAD_TO_HEAD:
         out[f"h2h_{side}_margin_pct"] = g[f"_h2h_{side}_margin"].mean()
     return out.reset_index().sort_values(["date", *keys], kind="stable").reset_index(drop=True)
 
@@ -205,7 +205,7 @@ def _best_baselines(table: pd.DataFrame, inst: pd.DataFrame) -> pd.DataFrame:
     won = inst[inst["winner"].notna()]
     best = pd.DataFrame({**_as_str(won, INSTANCE_KEYS), "best_baseline": won["winner"].to_numpy(),
                          "best_ms": won["winner_ms"].to_numpy(dtype=float), "best_ties": won["ties"].to_numpy(),
-                         "eager_ms": won[f"ms_{EAGER}"].to_numpy(dtype=float)})
+                         "eager_ms": won[f"ms_{REFERENCE}"].to_numpy(dtype=float)})
     cells = table[baseline_rows(table) & (table["status"] == "ok")]
     ci = pd.DataFrame({**_as_str(cells, INSTANCE_KEYS), "best_baseline": cells["mode"].astype(str).to_numpy(),
                        "best_ci_low": cells["ci_low"].to_numpy(), "best_ci_high": cells["ci_high"].to_numpy()})
@@ -326,5 +326,5 @@ def best_mode_timeline(analysis: Analysis, machine: str | None = None) -> pd.Dat
     return out
 
 
-__all__ = ["CELL_KEYS", "COMPILED", "DEFAULT", "EAGER", "KERNEL_COLUMNS", "MANCG", "Analysis", "analyse",
-           "best_mode_timeline", "history", "instance_table", "kernel_rows"]
+__all__ = ["CELL_KEYS", "KERNEL_COLUMNS", "Analysis", "analyse", "best_mode_timeline", "history", "instance_table",
+           "kernel_rows"]

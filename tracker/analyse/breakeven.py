@@ -18,7 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracker.analyse.best import COMPILED, EAGER, INSTANCE_KEYS, baseline_rows, study_instances
+from tracker.analyse.best import INSTANCE_KEYS, baseline_rows, study_instances
+from workloads.modes import COMPILED, REFERENCE
 
 BREAK_EVEN_COLUMNS = [*INSTANCE_KEYS, "mode", "compile_s", "eager_ms", "mode_ms", "saved_ms", "calls"]
 
@@ -33,7 +34,7 @@ def break_even(table: pd.DataFrame) -> pd.DataFrame:
                           "mode": t["mode"].astype(str).to_numpy(),
                           "median_ms": t["median_ms"].to_numpy(dtype=float),
                           "compile_s": t["compile_s"].to_numpy(dtype=float)})
-    eager = frame[frame["mode"] == EAGER][[*keys, "median_ms"]].rename(columns={"median_ms": "eager_ms"})
+    eager = frame[frame["mode"] == REFERENCE][[*keys, "median_ms"]].rename(columns={"median_ms": "eager_ms"})
     modes = frame[frame["mode"].isin(COMPILED)].rename(columns={"median_ms": "mode_ms"})
     out = modes.merge(eager, on=keys, how="inner")
     out = out[np.isfinite(out["compile_s"]) & np.isfinite(out["eager_ms"]) & np.isfinite(out["mode_ms"])]

@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from tracker.analyse import attribution, noise, pairs
-from tracker.analyse.best import COMPILED, analyse, instance_table
+from tracker.analyse.best import analyse, instance_table
 from tracker.analyse.judge import (
     NOISE_TEST,
     ChangeRule,
@@ -86,7 +86,7 @@ from tracker.stats import float_or_none
 from tracker.store.asvjson import RunFile
 from workloads import catalog
 from workloads.kernels.registry import MODE_PREFIX
-from workloads.names import MODES
+from workloads.modes import COMPILED, MODES
 
 # ---------------------------------------------------------------------------------------------------- records
 

@@ -34,7 +34,7 @@ from tracker import stats
 from tracker.analyse.noise import CellNoise, compiles_of
 from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNKNOWN
 from tracker.stats import Compiles, HostBound, NoiseModel, float_or_none
-from workloads.names import AUTOTUNED_MODES
+from workloads.modes import AUTOTUNED_MODES
 
 NOISE_TEST, BANDS_TEST = TESTS
 # The variance of the best of k standard normal draws (k = 1..9): the best compile's own uncertainty.

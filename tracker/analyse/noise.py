@@ -36,7 +36,7 @@ import pandas as pd
 
 from tracker.analyse.steps import last_segment
 from tracker.stats import Compiles, HostBound, NoiseModel, float_or_none, set_aside
-from workloads.names import AUTOTUNED_MODES
+from workloads.modes import AUTOTUNED_MODES
 
 Cell = tuple[str, str, str]  # (preset, workload, mode)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracker.stats import TOO_NOISY_SPREAD, too_noisy
+from tracker.stats import TOO_NOISY_SPREAD, relative_spread, too_noisy
 from tracker.store.results import CELL_KEYS, RUN_KEYS
 
 COLUMNS = [*RUN_KEYS, *CELL_KEYS, "median_ms", "spread"]
@@ -16,9 +16,9 @@ COLUMNS = [*RUN_KEYS, *CELL_KEYS, "median_ms", "spread"]
 def unstable_cells(table: pd.DataFrame, max_spread: float = TOO_NOISY_SPREAD) -> pd.DataFrame:
     """The ok cells of `table` whose relative IQR exceeds `max_spread`, widest first within a run and preset."""
     ok = table[table["status"] == "ok"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        spread = ((ok["q75"] - ok["q25"]) / ok["median_ms"]).to_numpy(dtype=float)
-    out = ok.assign(spread=spread)[too_noisy(ok["median_ms"], ok["q25"], ok["q75"], max_spread)]
+    out = ok[too_noisy(ok["median_ms"], ok["q25"], ok["q75"], max_spread)]
+    spread = [relative_spread(*x) for x in zip(out["median_ms"], out["q25"], out["q75"], strict=True)]
+    out = out.assign(spread=np.array(spread, dtype=float))
     out = out.sort_values([*RUN_KEYS, "preset", "spread"], ascending=[True] * (len(RUN_KEYS) + 1) + [False],
                           kind="stable")
     return out[COLUMNS].astype({k: str for k in [*RUN_KEYS, *CELL_KEYS]}).reset_index(drop=True)

@@ -1,9 +1,10 @@
 """Measure one cell = (preset, workload, mode): compile, warm up, time, check against eager.
 
 The study's procedure: seed, build inputs, `torch._dynamo.reset()`, `torch.compile(fn,
-mode=MODE, dynamic=False)`, time the first call as compile seconds, 20 warm-up calls, synchronize, then
-`triton.testing.do_bench(warmup=100, rep=1000)`. On a CPU-only host a CPU timer with the same result
-shape (all samples, in ms) stands in for do_bench. A cell that fails returns a failed result; it never raises.
+mode=MODE, dynamic=False)` (the mode's backend and options: workloads.modes), time the first call as compile
+seconds, 20 warm-up calls, synchronize, then `triton.testing.do_bench(warmup=100, rep=1000)`. On a CPU-only
+host a CPU timer with the same result shape (all samples, in ms) stands in for do_bench. A cell that fails returns
+a failed result; it never raises.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from tracker.measure.fingerprint import compiled_fingerprint, loaded_modules
 from tracker.measure.hostinfo import host_info
 from tracker.stats import quantile
-from workloads import catalog, names, registry
+from workloads import catalog, modes, names, registry
 from workloads.kernels import registry as kernel_registry
 from workloads.presets import Preset
 from workloads.shapes import Shape
@@ -434,13 +435,14 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: s
         _sync(device)
     torch._dynamo.reset()
     before = loaded_modules()
+    m = modes.BY_NAME.get(mode)  # None: a kernel under test's label
     if fn_override is not None:
         call_fn = fn_override
-    elif mode == "eager":
+    elif not m.compiled:
         call_fn = fn
     else:
-        call_fn = torch.compile(fn, mode=mode, dynamic=False)
-    mark_step = settings.cudagraph_mark_step and device == "cuda" and mode in ("reduce-overhead", "max-autotune")
+        call_fn = torch.compile(fn, dynamic=False, **m.compile_options())
+    mark_step = settings.cudagraph_mark_step and device == "cuda" and m is not None and m.cudagraphs
 
     def call() -> Any:
         if mark_step:
@@ -448,7 +450,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: s
         return call_fn(*args, **kwargs)
 
     # Eager compiles nothing: its first call runs its kernels, so it holds the lock like the rest.
-    compiles = fn_override is not None or mode != "eager"
+    compiles = fn_override is not None or m.compiled
     with _phase(result, "first_call", contextlib.nullcontext if compiles else exclusive):
         out = _clone(call())
         _sync(device)
@@ -480,7 +482,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: s
             samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
         if device == "cuda":
             result.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
-    if fn_override is None and mode != "eager":
+    if fn_override is None and m.compiled:
         result.fingerprint = compiled_fingerprint(before)
     result.samples_ms = samples
     result.median_ms = quantile(samples, 0.5)

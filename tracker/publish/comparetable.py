@@ -10,6 +10,8 @@ moved on fewer compiles than the rule asks (unconfirmed, not counted). The foote
 
 from __future__ import annotations
 
+from functools import partial
+
 from tracker.analyse.compare import (
     IMPROVEMENT_VERDICTS,
     NOISY,
@@ -19,30 +21,15 @@ from tracker.analyse.compare import (
     Comparison,
     InstanceChange,
 )
-from tracker.publish.evidence import cell_evidence, ms
-from tracker.publish.prcomment import (
-    headline,
-    listed_cells,
-    ratio_text,
-    speedup_text,
-    unconfirmed_winners,
-    within_noise,
-)
+from tracker.publish.evidence import cell_evidence
+from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
+from tracker.publish.units import PLAIN_ARROW, PLAIN_DASH, PLAIN_MICRO, PLAIN_TIMES, ms, ratio, speedup
 
-DASH = "-"
-
-
-def _ms(x: float | None) -> str:  # plain ASCII for any terminal
-    return ms(x, micro="us", dash=DASH)
-
-
-def _ratio(x: float | None) -> str:
-    return ratio_text(x, times="x", dash=DASH)
-
-
-def _speedup(x: float | None) -> str:
-    return speedup_text(x, times="x", dash=DASH)
+# plain ASCII for any terminal
+_ms = partial(ms, micro=PLAIN_MICRO, dash=PLAIN_DASH)
+_ratio = partial(ratio, times=PLAIN_TIMES, dash=PLAIN_DASH)
+_speedup = partial(speedup, times=PLAIN_TIMES, dash=PLAIN_DASH)
 
 
 def _mark(verdict: str) -> str:
@@ -64,7 +51,7 @@ def _cell_rows(cells: list[CellChange]) -> list[str]:
     rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio),
               x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else "")
               + (" [method]" if x.method else ""), x.preset, x.workload,
-              x.mode, cell_evidence(x, micro="us", arrow="->")) for x in cells]
+              x.mode, cell_evidence(x, micro=PLAIN_MICRO, arrow=PLAIN_ARROW)) for x in cells]
     return _columns(rows, right={1, 2, 3})
 
 
@@ -102,7 +89,7 @@ def _figure_lines(c: Comparison) -> list[str]:
         return []
     rows = [("preset", "mode", "wins", "geomean vs eager")]
     rows += [(f.preset, f.mode, f"{f.base_wins} -> {f.head_wins}",
-              DASH if f.base_geomean is None and f.head_geomean is None else
+              PLAIN_DASH if f.base_geomean is None and f.head_geomean is None else
               f"{_speedup(f.base_geomean)} -> {_speedup(f.head_geomean)}") for f in c.figures]
     return ["", "wins and geomean speedup vs eager, per mode (instances both runs measured)",
             *_columns(rows, right=set())]

@@ -29,10 +29,9 @@ from tracker.analyse.versionattribution import attribute
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
 from tracker.publish.prcomment import headline, listed_cells, render_comment
+from tracker.publish.units import FORMATS
 from tracker.store import atomic
 from tracker.store.asvjson import RunFile
-
-FORMATS = ("table", "md", "json")
 
 
 def _round(x: Any) -> Any:

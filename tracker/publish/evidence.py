@@ -3,46 +3,17 @@
 "3.50 ms → 3.73 ms, +6.6% (95% CI +4.9..+8.3%), 3 compiles a side": the geometric means of the two sides'
 compiles (what the noise test compares; the tables' before and after are the best compiles), the change, its
 confidence interval and the compiles each side had. A cell judged by the fixed bands (its noise unknown) says its
-band and p-value instead. One function per unit, so the comment, the terminal table and the report say the same.
+band and p-value instead. Each number in the reader's unit (tracker.publish.units), so the comment, the terminal
+table and the report say the same.
 """
 
 from __future__ import annotations
 
-import math
-
 from tracker.analyse.compare import CellChange, InstanceChange
-
-DASH = "\u2013"  # what a missing value looks like
-
-
-def ms(x: float | None, micro: str = "µs", dash: str = DASH) -> str:
-    """A latency in ms as it is shown: µs below a millisecond, 3 significant digits."""
-    if x is None:
-        return dash
-    return f"{_digits(x * 1000)} {micro}" if float(f"{x * 1000:.3g}") < 1000 else f"{_digits(x)} ms"
+from tracker.publish.units import ARROW, DASH, MICRO, band, change, interval, ms, p_is
 
 
-def _digits(x: float) -> str:
-    """3 significant digits, trailing zeros kept (3.50, not 3.5), no trailing point (100, not 100.), and no
-    exponent (1234, not 1.23e+03)."""
-    return f"{x:#.3g}".rstrip(".") if abs(x) < 999.5 else f"{x:.0f}"
-
-
-def change(ratio: float) -> str:
-    """A ratio as a signed percentage: 1.066 -> "+6.6%"."""
-    if not math.isfinite(ratio):
-        return "+∞%" if ratio > 0 else DASH
-    pct = (ratio - 1) * 100
-    return f"{pct:+.1f}%" if abs(pct) < 100 else f"{pct:+.0f}%"
-
-
-def interval(ci: tuple[float, float], level: float = 0.95) -> str:
-    """"95% CI +4.9..+8.3%"."""
-    lo, hi = (change(x).removesuffix("%") for x in ci)
-    return f"{level:.0%} CI {lo}..{hi}%"
-
-
-def compiles(n: tuple[int, int] | None, arrow: str = "→") -> str:
+def compiles(n: tuple[int, int] | None, arrow: str = ARROW) -> str:
     if n is None:
         return ""
     base, head = n
@@ -51,7 +22,7 @@ def compiles(n: tuple[int, int] | None, arrow: str = "→") -> str:
     return f"{base} {arrow} {head} compiles"
 
 
-def cell_evidence(x: CellChange, micro: str = "µs", arrow: str = "→", level: float = 0.95) -> str:
+def cell_evidence(x: CellChange, micro: str = MICRO, arrow: str = ARROW, level: float = 0.95) -> str:
     """One cell's evidence; "" for a cell not judged on its times (missing, failed on either side)."""
     if x.ratio is None:
         return ""
@@ -59,9 +30,9 @@ def cell_evidence(x: CellChange, micro: str = "µs", arrow: str = "→", level: 
         means = f"{ms(x.means_ms[0], micro)} {arrow} {ms(x.means_ms[1], micro)}"
         parts = [means, f"{change(x.ratio)} ({interval(x.ci, level)})", compiles(x.compiles, arrow)]
         return ", ".join(p for p in parts if p)
-    band = f"band ±{x.threshold:.0%}" if x.threshold is not None else ""
-    p = "" if x.p_value is None else ("p < 0.001" if x.p_value < 0.001 else f"p = {x.p_value:.3f}")
-    return ", ".join(s for s in (change(x.ratio), band, p, compiles(x.compiles, arrow)) if s)
+    fixed = f"band {band(x.threshold)}" if x.threshold is not None else ""
+    p = "" if x.p_value is None else p_is(x.p_value)
+    return ", ".join(s for s in (change(x.ratio), fixed, p, compiles(x.compiles, arrow)) if s)
 
 
 def latency_evidence(i: InstanceChange, level: float = 0.95) -> str:
@@ -70,7 +41,8 @@ def latency_evidence(i: InstanceChange, level: float = 0.95) -> str:
         return ""
     if i.ci is not None:
         return f"{change(i.ratio)} ({interval(i.ci, level)})"
-    return change(i.ratio) + (f", band ±{i.threshold:.0%}" if i.threshold is not None else "")
+    return change(i.ratio) + (f", band {band(i.threshold)}" if i.threshold is not None else "")
 
 
-__all__ = ["cell_evidence", "change", "compiles", "interval", "latency_evidence", "ms"]
+# ms, change and interval are the reader's units, kept importable from here
+__all__ = ["DASH", "cell_evidence", "change", "compiles", "interval", "latency_evidence", "ms"]

@@ -24,7 +24,7 @@ from tracker.analyse.nightsteps import BEST, Step, recent_steps
 from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
-from tracker.publish.evidence import change, ms
+from tracker.publish.units import change, ms, p_value
 from tracker.store import atomic
 from tracker.store.commits import resolve_ref
 from tracker.store.resultsbranch import previous_measured, stored_in_dir
@@ -133,9 +133,8 @@ def steps_markdown(steps: list[Step]) -> str:
              "|---|---|---|---|---|---|---:|---:|---:|---:|"]
     for s in rows:
         mode = "**best latency**" if s.mode == BEST else s.mode
-        p = "<0.001" if s.p_value < 0.001 else f"{s.p_value:.3f}"
         lines.append(f"| {s.workload} | {s.preset} | {mode} | {s.date[:16]} | `{s.commit[:8]}` | {s.torch} | "
-                     f"{ms(s.before_ms)} | {ms(s.after_ms)} | {change(s.ratio)} | {p} |")
+                     f"{ms(s.before_ms)} | {ms(s.after_ms)} | {change(s.ratio)} | {p_value(s.p_value)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,8 +1,8 @@
 """The report's plots: matplotlib (Agg) figures rendered to inline SVG strings.
 
 Each function takes plain data (labels, per-mode series) and returns one `<svg>` element, so the report page
-needs no image files and no JavaScript. Colours are fixed per mode (Okabe-Ito, colour-blind safe) and shared
-with the report's tables.
+needs no image files and no JavaScript. Colours are the modes' own (workloads.modes) and shared with the
+report's tables.
 """
 
 from __future__ import annotations
@@ -23,13 +23,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-MODE_COLORS: dict[str, str] = {
-    "eager": "#7f7f7f",
-    "default": "#0072b2",
-    "reduce-overhead": "#e69f00",
-    "max-autotune": "#009e73",
-    "max-autotune-no-cudagraphs": "#cc79a7",
-}
+from workloads.modes import BY_NAME, REFERENCE
+
 _FALLBACK_COLORS = ("#56b4e9", "#d55e00", "#f0e442", "#000000")
 RC = {
     "svg.fonttype": "none",  # text stays text: smaller files, and the page's font renders it
@@ -48,9 +43,10 @@ RC = {
 
 
 def mode_color(mode: str, modes: Sequence[str] = ()) -> str:
-    if mode in MODE_COLORS:
-        return MODE_COLORS[mode]
-    extra = [m for m in modes if m not in MODE_COLORS]
+    """A mode's colour (workloads.modes); another series (a kernel under test) gets one of the fallbacks."""
+    if mode in BY_NAME:
+        return BY_NAME[mode].colour
+    extra = [m for m in modes if m not in BY_NAME]
     return _FALLBACK_COLORS[extra.index(mode) % len(_FALLBACK_COLORS)] if mode in extra else "#000000"
 
 
@@ -112,9 +108,9 @@ def series_plot(x_labels: Sequence[str], wins: Mapping[str, Mapping[str, Sequenc
                 color = mode_color(mode, modes)
                 if mode in wins.get(group, {}):
                     ax_w.plot(x, wins[group][mode], color=color, **style)
-                if mode in geomean.get(group, {}) and mode != "eager":
+                if mode in geomean.get(group, {}) and mode != REFERENCE:
                     ax_g.plot(x, geomean[group][mode], color=color, **style)
-        ax_g.axhline(1.0, color=MODE_COLORS["eager"], lw=1, ls="-.")
+        ax_g.axhline(1.0, color=mode_color(REFERENCE), lw=1, ls="-.")
         ax_w.set_ylabel("instances won (count)")
         ax_w.set_title("Wins per mode (fastest median)")
         ax_w.yaxis.get_major_locator().set_params(integer=True)
@@ -124,7 +120,7 @@ def series_plot(x_labels: Sequence[str], wins: Mapping[str, Mapping[str, Sequenc
         for ax in (ax_w, ax_g):
             _tick_labels(ax, x_labels)
             ax.set_xlabel(xlabel)
-        extra = [Line2D([], [], color=MODE_COLORS["eager"], lw=1, ls="-.", label="eager = 1.0")]
+        extra = [Line2D([], [], color=mode_color(REFERENCE), lw=1, ls="-.", label=f"{REFERENCE} = 1.0")]
         if len(groups) > 1:
             extra += [Line2D([], [], color="#333333", lw=1.2, ls=LINESTYLES[i % len(LINESTYLES)],
                              label=f"{group_name} {g}") for i, g in enumerate(groups)]

@@ -10,7 +10,8 @@ import jinja2
 
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNKNOWN
-from tracker.publish.evidence import cell_evidence, latency_evidence, ms
+from tracker.publish import units
+from tracker.publish.evidence import cell_evidence, latency_evidence
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
@@ -18,34 +19,10 @@ from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-DASH, TIMES = "\u2013", "\u00d7"  # what a missing value and a ratio look like in the comment
-
-
-def ratio_text(x: float | None, times: str = TIMES, dash: str = DASH) -> str:
-    return dash if x is None else f"{x:.2f}{times}"
-
-
-def _p(x: float | None) -> str:
-    return DASH if x is None else "<0.001" if x < 0.001 else f"{x:.3f}"
-
-
-def _p_is(x: float | None) -> str:
-    return "p < 0.001" if x is not None and x < 0.001 else f"p = {_p(x)}"
-
-
-def _pct(x: float | None) -> str:
-    return DASH if x is None else f"±{x:.0%}"
-
-
-def speedup_text(x: float | None, times: str = TIMES, dash: str = DASH) -> str:
-    if x is None:
-        return dash
-    return f"{x:.2f}{times}" if x >= 0.1 else f"{x:.2g}{times}"  # two digits even for a kernel far behind
-
-
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                           keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=ms, ratio=ratio_text, p=_p, p_is=_p_is, pct=_pct, speedup=speedup_text,
+_ENV.filters.update(ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band,
+                    speedup=units.speedup, spread=units.spread, us=units.us,
                     evidence=lambda x: cell_evidence(x).replace("|", "\\|"), latency=latency_evidence,
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 

@@ -29,16 +29,27 @@ from tracker.errors import ToolError
 from tracker.publish import plots
 from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
-from tracker.publish.summary import calls_text
 from tracker.publish.summary_json import preset_summary
 from tracker.publish.sweeps import SweepView, sweep_views
 from tracker.publish.target import Target, target_text
-from tracker.stats import TOO_NOISY_SPREAD, float_or_none, relative_spread
+from tracker.publish.units import (
+    MICRO,
+    calls,
+    margin,
+    ms_fixed,
+    ms_plain,
+    percent,
+    speedup,
+    speedup_precise,
+    spread,
+    us,
+)
+from tracker.stats import float_or_none, relative_spread, too_noisy
 from tracker.store import atomic, results
 from tracker.store.asvfiles import benchmark_class
 from tracker.store.cells import RunKey
 from workloads import catalog
-from workloads.names import MODES
+from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -151,29 +162,13 @@ def timers(sections: Sequence[MachineSection]) -> list[str]:
     return [f"{t} ({', '.join(machines)})" for t, machines in by_timer.items()]
 
 
-def _fmt_pct(pct: float) -> str:
-    if pct < 0.01:
-        return "<0.01%"
-    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
-
-
-def _fmt_x(x: float) -> str:
-    return f"{x:.2f}\N{MULTIPLICATION SIGN}" if x >= 0.1 else f"{x:.2g}\N{MULTIPLICATION SIGN}"
-
-
-def _fmt_ms(ms: float) -> str:
-    if ms < 0.1:
-        return f"{ms * 1e3:.1f} µs"
-    return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
-
-
 def asv_link(asv_index: str | None, machine: str, preset: str, workload: str) -> str | None:
     """asv's history graph of one instance (all modes), in asv's URL-hash syntax (parameter values as reprs)."""
     if not asv_index:
         return None
     q = "&".join(f"{k}={quote(v, safe='')}" for k, v in
                  (("machine", machine), ("p-preset", repr(preset)), ("p-workload", repr(workload))))
-    latency = metrics.benchmark_names(benchmark_class(workload, "eager"))["latency"]
+    latency = metrics.benchmark_names(benchmark_class(workload, REFERENCE))["latency"]
     return f"{asv_index}#{latency}?{q}"
 
 
@@ -187,14 +182,14 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
     median = float_or_none(r.get("median_ms"))
     if status != "ok" or median is None:
         return Cell(mode, "failed", title=f"failed: {reason or 'no reason recorded'}")
-    speedup = eager_ms / median if eager_ms else None
+    vs_eager = eager_ms / median if eager_ms else None
     tp = throughput(work, median, peak)
     lo, hi = float_or_none(r.get("ci_low")), float_or_none(r.get("ci_high"))
     compile_s, mem = float_or_none(r.get("compile_s")), float_or_none(r.get("peak_mem_mib"))
-    lines = [f"median {median:.4g} ms" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
-                                          else "")]
-    if speedup is not None:
-        lines.append(f"{speedup:.3f}x eager")
+    lines = [f"median {ms_plain(median)}" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
+                                             else "")]
+    if vs_eager is not None:
+        lines.append(f"{speedup_precise(vs_eager)}x {REFERENCE}")
     if tp:
         lines.append(tp.detail + (f"; {tp.pct_of_peak:.2g}% of peak" if tp.pct_of_peak is not None else ""))
     if compile_s is not None:
@@ -207,12 +202,13 @@ def _cell(r: Mapping[str, Any] | None, mode: str, eager_ms: float | None, winner
     elif others:
         lines.insert(0, "tie: within noise of the best (" + ", ".join(others) + ")")
     tied = bool(others) and mode != winner
-    spread = relative_spread(median, float_or_none(r.get("q25")), float_or_none(r.get("q75")))
-    too_noisy = spread > TOO_NOISY_SPREAD  # NaN: no quartiles, not flagged
-    if too_noisy:
-        lines.insert(0, f"TOO NOISY TO JUDGE: its samples spread (IQR) over {spread:.0%} of the median")
-    return Cell(mode, "ok", median, speedup, best=mode == winner, tied=tied, throughput=tp, compile_s=compile_s,
-                peak_mem_mib=mem, title="\n".join(lines), too_noisy=too_noisy)
+    q25, q75 = float_or_none(r.get("q25")), float_or_none(r.get("q75"))
+    noisy = bool(too_noisy(median, q25, q75))  # no quartiles: not flagged
+    if noisy:
+        relative = relative_spread(median, q25, q75)
+        lines.insert(0, f"TOO NOISY TO JUDGE: its samples spread (IQR) over {spread(relative)} of the median")
+    return Cell(mode, "ok", median, vs_eager, best=mode == winner, tied=tied, throughput=tp, compile_s=compile_s,
+                peak_mem_mib=mem, title="\n".join(lines), too_noisy=noisy)
 
 
 def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes: Sequence[str],
@@ -224,7 +220,7 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
     rows = []
     for workload in (w for w in catalog.workload_names() if w in set(sub["workload"].astype(str))):
         by_mode = {str(r["mode"]): r for r in sub[sub["workload"] == workload].to_dict("records")}
-        eager = by_mode.get("eager")
+        eager = by_mode.get(REFERENCE)
         eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
         v = verdicts.get(workload, {})
         winner, ties = v.get("winner"), tuple(v.get("ties") or ())
@@ -234,7 +230,7 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
             tuple(_cell(by_mode.get(m), m, eager_ms, winner, ties, work, peak) for m in modes),
             winner, ties, bool(v.get("host_bound", False)), work.intensity if work else None,
             asv_link(asv_index, str(cells["machine"].iloc[0]), preset, workload),
-            target_text(t, micro="µs") if (t := Target.of_instance(v)) is not None else None))
+            target_text(t, micro=MICRO) if (t := Target.of_instance(v)) is not None else None))
     return rows
 
 
@@ -244,10 +240,10 @@ def _kernel_title(k: Mapping[str, Any], median: float | None, best: float | None
     if k["status"] != "ok":
         return f"failed, never counted as fast: {k['reason'] or 'no reason recorded'}"
     lo, hi = float_or_none(k["ci_low"]), float_or_none(k["ci_high"])
-    lines = [f"median {median:.4g} ms" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
-                                          else "")]
+    lines = [f"median {ms_plain(median)}" + (f" (99% CI {lo:.4g} to {hi:.4g})" if lo is not None and hi is not None
+                                             else "")]
     if best is not None:
-        lines.append(f"best baseline {k['best_baseline']}: {best:.4g} ms")
+        lines.append(f"best baseline {k['best_baseline']}: {ms_plain(best)}")
     if k["within_noise"]:
         lines.append("within noise of the best baseline: the two are tied")
     if k["host_bound"]:
@@ -297,7 +293,7 @@ def _meta(latest: pd.DataFrame, run: RunKey, machine_info: Mapping[str, Any]) ->
     return [("commit", run.commit), ("date", pd.Timestamp(first["date"]).strftime("%Y-%m-%d %H:%M UTC")),
             ("machine", run.machine), ("gpu", pick("gpu")), ("driver", pick("driver")), ("cuda", pick("cuda")),
             ("torch", run.torch), ("triton", pick("triton")),
-            ("launch floor", f"{launch:.1f} µs" if launch else "unknown")]
+            ("launch floor", us(launch) if launch else "unknown")]
 
 
 def version_view(a: analysis.Analysis, machine: str, preset: str) -> VersionView | None:
@@ -319,7 +315,7 @@ def version_view(a: analysis.Analysis, machine: str, preset: str) -> VersionView
             column[i] = r.winner if isinstance(r.winner, str) else None
     known = catalog.workload_names()
     order = sorted(winners, key=lambda w: known.index(w) if w in known else len(known))
-    geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in analysis.COMPILED
+    geomeans = tuple((m, tuple(float_or_none(g) for g in hist[f"geomean_{m}"])) for m in COMPILED
                      if f"geomean_{m}" in hist)
     return VersionView(versions, commits, tuple((w, tuple(winners[w])) for w in order), geomeans)
 
@@ -373,9 +369,8 @@ def environment() -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["ms"] = _fmt_ms
-    env.filters["pct"] = _fmt_pct
-    env.filters["x"] = _fmt_x
+    env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
+    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD)
     return env
 
 
@@ -386,7 +381,7 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
     return environment().get_template("report.html.j2").render(
         sections=sections, modes=modes, mode_colors={m: plots.mode_color(m, modes) for m in modes},
         asv_index=asv_index, generated=generated.strftime("%Y-%m-%d %H:%M UTC"), peaks=[p for _, p in GPU_PEAKS],
-        timers=timers(sections), calls=calls_text,
+        timers=timers(sections), calls=calls,
         svg=Markup)  # the plots are our own matplotlib output
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tracker.analyse.compare import ChangeRule, Comparison, launch_floor
 from tracker.analyse.judge import NOISE_TEST
+from tracker.publish.units import PLAIN_MICRO, PLAIN_TIMES, TIMES, band, us
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,6 @@ class Applied:
                    several=several, one_sided=any(min(n) == 1 < max(n) for n in bands), noise=bool(noise) or default)
 
 
-def _pct(x: float, markdown: bool) -> str:
-    return f"±{x:.0%}" if markdown else f"{x:.0%}"
-
-
 def confirm_text(rule: ChangeRule) -> str:
     """"fewer than 3 compiles at head" (or "a side", "at base", both sides' numbers): what leaves a change
     unconfirmed; "" when the rule asks for none."""
@@ -57,7 +54,7 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     share, the confirmation, the spread limit)."""
     r, applied = c.rule, Applied.of(c)
     small_ms = r.noise.small_below_ms * 1000
-    factor = (f", and a change also had to exceed the factor {r.factor:g}\u00d7 (--factor)" if markdown else
+    factor = (f", and a change also had to exceed the factor {r.factor:g}{TIMES} (--factor)" if markdown else
               f" and beyond --factor {r.factor:g}") if r.factor is not None else ""
     ways = []
     if applied.noise:
@@ -75,9 +72,9 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
             who = "a cell measured in one compile a side" if applied.several else "a cell"
             who += " of unknown noise" if applied.noise else ""
             ways.append(f"{who} changed when Mann-Whitney U on its samples gives p < {r.p_value} and its median moved "
-                        f"beyond its band: {_pct(r.min_change, True)}, {_pct(r.small_change, True)} under "
-                        f"{small_ms:g} µs or host-bound (≤ {r.host.k:g} launch floors), "
-                        f"{_pct(r.autotuned_change, True)} for {' and '.join(r.autotuned_modes)}{factor}")
+                        f"beyond its band: {band(r.min_change)}, {band(r.small_change)} under "
+                        f"{us(small_ms, decimals=None)} or host-bound (≤ {r.host.k:g} launch floors), "
+                        f"{band(r.autotuned_change)} for {' and '.join(r.autotuned_modes)}{factor}")
         else:
             who = "a cell of one compile a side" if applied.several else "a cell"
             who += " of unknown noise" if applied.noise else ""
@@ -90,9 +87,9 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
         if markdown:
             ways.append(f"a cell measured in several compiles (fresh processes) was judged on its compiles: it changed "
                         f"when the slower side's best lies beyond the faster side's slowest compile by "
-                        f"{_pct(r.replicated_change, True)} ({_pct(r.replicated_autotuned_small_change, True)} for "
-                        f"{' and '.join(r.autotuned_modes)} under {small_ms:g} µs or host-bound{one_sided}), whatever "
-                        f"its samples' p-value{factor}")
+                        f"{band(r.replicated_change)} ({band(r.replicated_autotuned_small_change)} for "
+                        f"{' and '.join(r.autotuned_modes)} under {us(small_ms, decimals=None)} or "
+                        f"host-bound{one_sided}), whatever its samples' p-value{factor}")
         else:
             ways.append(f"a cell of several compiles changed when the slower side's best lay beyond the faster side's "
                         f"slowest compile by {r.replicated_change:.0%} ({r.replicated_autotuned_small_change:.0%} "
@@ -101,9 +98,10 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     jitter_us = r.launch_jitter * launch_floor(c.base, c.head)
     if jitter_us > 0:
         beyond = " beyond the faster side's slowest compile" if applied.several else ""
-        out.append(f"every change also had to exceed {r.launch_jitter:g}\u00d7 the launch floor in time "
-                   f"({jitter_us:.2f} µs){beyond}" if markdown else
-                   f"every change also beyond {r.launch_jitter:g}x the launch floor ({jitter_us:.2f} us){beyond}")
+        out.append(f"every change also had to exceed {r.launch_jitter:g}{TIMES} the launch floor in time "
+                   f"({us(jitter_us, decimals=2)}){beyond}" if markdown else
+                   f"every change also beyond {r.launch_jitter:g}{PLAIN_TIMES} the launch floor "
+                   f"({us(jitter_us, PLAIN_MICRO, decimals=2)}){beyond}")
     fewer = confirm_text(r)
     if fewer:
         out.append(f"a change found on {fewer} is unconfirmed: listed, not counted")

@@ -19,21 +19,32 @@ from tracker.analyse.best import analyse
 from tracker.errors import UsageError
 from tracker.publish.summary_json import summary_json
 from tracker.publish.target import Target, target_text
+from tracker.publish.units import (
+    FORMATS,
+    PLAIN_DASH,
+    PLAIN_MICRO,
+    calls,
+    factor,
+    margin,
+    ms_plain,
+    speedup_precise,
+    spread,
+    us,
+)
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
 from tracker.store.commits import match_ref
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
-from workloads.names import MODES
+from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
-COMPILED = tuple(m for m in MODES if m != "eager")
 # What the results can say about the compile times behind the break-even
 BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as this run measured them (the "
                    "results do not record whether the compile cache was cold or warm)")
 
-FORMATS = ("table", "md", "json")
 WIDTH = 100
 WORKLOAD_COLUMN = 45  # where the winning workloads start in the text table
-SHORT = {"max-autotune-no-cudagraphs": "mancg", "reduce-overhead": "r-o", "max-autotune": "max-at"}
+# The modes the text table abbreviates, in its legend's order: the longest names first.
+_ABBREVIATED = sorted((m for m in REGISTRY if m.short != m.name), key=lambda m: -len(m.name))
 
 # Inline templates: the whole rendered text of this module, kept beside the code that fills it.
 TEXT = """\
@@ -162,11 +173,7 @@ Compile break-even: calls until the time saved per call vs eager repays the comp
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
                           trim_blocks=True, lstrip_blocks=True)
-_ENV.globals["short"] = lambda m: SHORT.get(m, m)
-
-
-def _fmt_geomean(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
+_ENV.globals["short"] = short
 
 
 def _wrap(items: list[str], indent: int, prefix: str = "") -> str:
@@ -175,16 +182,12 @@ def _wrap(items: list[str], indent: int, prefix: str = "") -> str:
     return ("\n" + " " * indent).join(lines)
 
 
-def _times(x: float) -> str:
-    return f"{x:.3g}x"
-
-
 def _faster(speedup: float) -> str:
     """A speedup (baseline time / kernel time) as words that say which side is faster: "1.15x faster than",
     "1.25x slower than" (the inverse, 1 / 0.8), "as fast as" where it rounds to 1."""
-    if _times(speedup) == _times(1.0):
+    if factor(speedup) == factor(1.0):
         return "as fast as"
-    return f"{_times(speedup)} faster than" if speedup > 1 else f"{_times(1 / speedup)} slower than"
+    return f"{factor(speedup)} faster than" if speedup > 1 else f"{factor(1 / speedup)} slower than"
 
 
 def kernel_line(k: dict[str, Any], code: Any = str) -> str:
@@ -195,10 +198,10 @@ def kernel_line(k: dict[str, Any], code: Any = str) -> str:
     if not k["correct"]:
         return head + f"failed, not counted: {k['reason'] or 'no reason recorded'}"
     if k["speedup_vs_best"] is None:
-        return head + f"{k['median_ms']:.4g} ms, no baseline measured ok"
+        return head + f"{ms_plain(k['median_ms'])}, no baseline measured ok"
     parts = [f"{_faster(k['speedup_vs_best'])} best ({k['best_baseline']})"]
-    if k["speedup_vs_eager"] is not None and k["best_baseline"] != "eager":
-        parts.append(f"{_faster(k['speedup_vs_eager'])} eager")
+    if k["speedup_vs_eager"] is not None and k["best_baseline"] != REFERENCE:
+        parts.append(f"{_faster(k['speedup_vs_eager'])} {REFERENCE}")
     # why a speedup may not be a real one
     notes = [n for n, on in (("within noise", k.get("within_noise")), ("host-bound", k.get("host_bound"))) if on]
     return head + ", ".join(parts) + (f"; {', '.join(notes)}" if notes else "")
@@ -209,14 +212,14 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
     for workload, mode in p["winners"].items():
         winners.setdefault(mode, []).append(workload)
     modes = sorted(p["wins"], key=lambda m: -p["wins"][m])  # the study's order: most wins first
-    rows = [{"mode": m, "wins": p["wins"][m], "geomean": _fmt_geomean(p["geomean_vs_eager"].get(m)),
+    rows = [{"mode": m, "wins": p["wins"][m], "geomean": speedup_precise(p["geomean_vs_eager"].get(m), PLAIN_DASH),
              "workloads": _wrap(sorted(winners.get(m, [])), WORKLOAD_COLUMN),
              "md_workloads": ", ".join(sorted(winners.get(m, []))) or "—"} for m in modes]
     h = p["head_to_head"]
 
     def side(mode: str) -> str:
-        margin = h[mode]["avg_margin_pct"]
-        return f"{mode} {h[mode]['wins']}" + (f" (avg margin {margin:.2f}%)" if margin is not None else "")
+        pct = h[mode]["avg_margin_pct"]
+        return f"{mode} {h[mode]['wins']}" + (f" (avg margin {margin(pct)})" if pct is not None else "")
 
     def lines(name: Any) -> list[str]:
         ties = [f"{w} ({' ~ '.join(name(m) for m in modes_)})" for w, modes_ in p["ties"].items()]
@@ -225,22 +228,22 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
         noisy = p.get("too_noisy", [])
         if noisy:  # never silent: these medians rank nothing
             out.append(f"TOO NOISY TO JUDGE ({len(noisy)} cell{'s' if len(noisy) != 1 else ''}: samples spread over "
-                       f"more than {TOO_NOISY_SPREAD:.0%} of the median, so their medians rank nothing): "
-                       + ", ".join(f"{u['workload']} {name(u['mode'])} ({u['spread']:.0%})" for u in noisy))
+                       f"more than {spread(TOO_NOISY_SPREAD)} of the median, so their medians rank nothing): "
+                       + ", ".join(f"{u['workload']} {name(u['mode'])} ({spread(u['spread'])})" for u in noisy))
         return out + [f"note: {n}" for n in p["notes"]]
 
     kernels = p.get("kernels", [])
     targets = {w: Target.from_json(t) for w, t in p.get("targets", {}).items()}
     return {"instances": p["instances"], "rows": rows, "domain_wins": p["domain_wins"], "md_lines": lines(str),
             "md_target_lines": [f"{w}: {target_text(t)}" for w, t in targets.items()],
-            "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, lambda m: SHORT.get(m, m))}")
+            "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, short)}")
                              for w, t in targets.items()],
             "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`") for k in kernels],
             "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
                                            break_on_hyphens=False) for k in kernels],
             "h2h": _h2h(p, side), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
-                                    break_on_hyphens=False) for line in lines(lambda m: SHORT.get(m, m))]}
+                                    break_on_hyphens=False) for line in lines(short)]}
 
 
 def _fill_keeping_units(line: str) -> str:
@@ -254,33 +257,23 @@ def _h2h(p: dict[str, Any], side: Any) -> str:
     """The head-to-head line: the study's figures where both modes measured ok on some instance, else says so."""
     n = p.get("head_to_head_instances", 0)
     if not n:
-        return "head-to-head default vs max-autotune-no-cudagraphs: not measured (no instance has both measured ok)"
-    return textwrap.fill(f"head-to-head over {n} instances: {side('default')} vs {side('max-autotune-no-cudagraphs')}",
+        return f"head-to-head {' vs '.join(HEAD_TO_HEAD)}: not measured (no instance has both measured ok)"
+    return textwrap.fill(f"head-to-head over {n} instances: {' vs '.join(side(m) for m in HEAD_TO_HEAD)}",
                          WIDTH - 2, subsequent_indent="    ", break_on_hyphens=False)
-
-
-def calls_text(calls: int | None) -> str:
-    if calls is None:
-        return "never"
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if calls >= div:
-            x = calls / div
-            return f"{x:.0f}{unit}" if x >= 100 else f"{x:.3g}{unit}"
-    return str(calls)
 
 
 def _break_even_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per workload, the calls to break even of each compiled mode measured ok with eager ("-": not measured)."""
     by_workload: dict[str, dict[str, str]] = {}
     for b in rows:
-        by_workload.setdefault(b["workload"], {})[b["mode"]] = calls_text(b["calls"])
+        by_workload.setdefault(b["workload"], {})[b["mode"]] = calls(b["calls"])
     return [{"workload": w, "calls": [calls.get(m, "-") for m in COMPILED]} for w, calls in by_workload.items()]
 
 
 def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
     runs = []
     for r in summary["runs"]:
-        floor = f"{r['launch_us']:.1f} us" if r.get("launch_us") is not None else "not recorded"
+        floor = us(r["launch_us"], PLAIN_MICRO) if r.get("launch_us") is not None else "not recorded"
         note = (textwrap.fill(BREAK_EVEN_NOTE, WIDTH, break_on_hyphens=False)
                 if any(p.get("break_even") for p in r["presets"].values()) else "")
         runs.append({**r, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()},
@@ -289,7 +282,8 @@ def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _noise_note(noise: NoiseModel, host: HostBound) -> str:
-    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} < {noise.small_below_ms * 1000:g} us)"
+    small = us(noise.small_below_ms * 1000, PLAIN_MICRO, decimals=None)
+    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} < {small})"
             f"{', overlapping 99% CIs' if noise.use_ci else ''} or the winner's compiles; "
             f"host-bound <= {host.k:g} floors")
 
@@ -302,7 +296,7 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
     if fmt not in FORMATS:
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _ENV.from_string(TEXT if fmt == "table" else MARKDOWN)
-    legend = ", ".join(f"{v} = {k}" for k, v in SHORT.items())
+    legend = ", ".join(f"{m.short} = {m.name}" for m in _ABBREVIATED)
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
                            noise_note=_noise_note(noise or NoiseModel(), host or HostBound()))
 

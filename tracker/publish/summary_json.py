@@ -27,14 +27,14 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.analyse.best import COMPILED, DEFAULT, EAGER, MANCG, Analysis, analyse, kernel_rows
+from tracker.analyse.best import Analysis, analyse, kernel_rows
 from tracker.analyse.breakeven import break_even
 from tracker.analyse.unstable import unstable_cells
 from tracker.publish.target import Target
 from tracker.stats import float_or_none
 from tracker.store.results import RUN_KEYS
 from workloads.catalog import domains
-from workloads.names import MODES
+from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
 
 
 def _rounded(x: Any, digits: int) -> float | None:
@@ -42,7 +42,7 @@ def _rounded(x: Any, digits: int) -> float | None:
     return None if f is None else round(f, digits)
 
 
-_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{EAGER}",
+_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{REFERENCE}",
                     "winner_ms", "winner_compiles", "winner_compiles_median_ms", "winner_compiles_max_ms", "runner_up",
                     "runner_up_ms")
 
@@ -120,7 +120,7 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
         "geomean_vs_eager": {m: _rounded(fig(f"geomean_{m}"), 3) for m in COMPILED},
         "head_to_head": {side: {"wins": int(fig(f"h2h_{side}_wins") or 0),
                                 "avg_margin_pct": _rounded(fig(f"h2h_{side}_margin_pct"), 2)}
-                         for side in (DEFAULT, MANCG)},
+                         for side in HEAD_TO_HEAD},
         "head_to_head_instances": int(fig("h2h_instances") or 0),
         "domain_wins": domain_wins,
         "host_bound": [x["workload"] for x in won if x["host_bound"]],
@@ -136,7 +136,7 @@ def _notes(inst: list[dict[str, Any]]) -> list[str]:
     for x in inst:
         if not isinstance(x["winner"], str):
             notes.append(f"{x['workload']}: no mode measured ok: not counted")
-        elif math.isnan(x[f"ms_{EAGER}"]):
+        elif math.isnan(x[f"ms_{REFERENCE}"]):
             notes.append(f"{x['workload']}: no ok eager cell: left out of the geomeans")
         if x["failed_modes"]:
             notes.append(f"{x['workload']}: failed: {', '.join(x['failed_modes'])}")

@@ -15,7 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.publish import units
+from tracker.publish.units import PLAIN_MICRO
 from tracker.stats import float_or_none
+from workloads.modes import REFERENCE
 
 
 @dataclass(frozen=True)
@@ -57,29 +60,23 @@ class Target:
                    d["runner_up_ms"])
 
 
-def latency(ms: float, micro: str = "us") -> str:
-    """4 significant digits, trailing zeros kept (279.0 us): µs below a millisecond."""
-    value, unit = (ms * 1000, micro) if ms < 1 else (ms, "ms")
-    return f"{value:#.4g}".rstrip(".") + f" {unit}"
-
-
-def target_text(t: Target, name: Callable[[str], str] = str, micro: str = "us") -> str:
+def target_text(t: Target, name: Callable[[str], str] = str, micro: str = PLAIN_MICRO) -> str:
     """"beat 277.6 us: the best of 3 compiles of max-autotune-no-cudagraphs (median 323.6 us; default 279.0 us)",
     or with one compile "beat 93.57 us: 1 compile of default (max-autotune-no-cudagraphs 96.34 us)". `name` formats
-    mode names (the text summary's short names), `micro` the µs unit."""
-    def ms(x: float) -> str:
-        return latency(x, micro)
+    mode names (the text summary's short names), `micro` the µs unit; latencies to 4 significant digits."""
+    def latency(x: float) -> str:
+        return units.ms(x, micro, digits=4)
 
     # eager compiles nothing: its replicates are fresh processes
-    one, many = ("process", "processes") if t.mode == "eager" else ("compile", "compiles")
+    one, many = ("process", "processes") if t.mode == REFERENCE else ("compile", "compiles")
     if t.compiles > 1:
         what = f"the best of {t.compiles} {many} of {name(t.mode)}"
-        context = [f"median {ms(t.compiles_median_ms)}"]
+        context = [f"median {latency(t.compiles_median_ms)}"]
     else:
         what, context = f"1 {one} of {name(t.mode)}", []
     if t.runner_up is not None and t.runner_up_ms is not None:
-        context.append(f"{name(t.runner_up)} {ms(t.runner_up_ms)}")
-    return f"beat {ms(t.ms)}: {what}" + (f" ({'; '.join(context)})" if context else "")
+        context.append(f"{name(t.runner_up)} {latency(t.runner_up_ms)}")
+    return f"beat {latency(t.ms)}: {what}" + (f" ({'; '.join(context)})" if context else "")
 
 
-__all__ = ["Target", "latency", "target_text"]
+__all__ = ["Target", "target_text"]

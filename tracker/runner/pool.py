@@ -36,13 +36,10 @@ from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_
 from workloads import catalog
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
-from workloads.names import AUTOTUNED_MODES, MODES, is_plugin_workload
+from workloads.modes import AUTOTUNED_MODES, BY_NAME, MODES, REFERENCE
+from workloads.names import is_plugin_workload
 
-# Rough seconds per cell: eager a few, a compiled mode several times that, max-autotune's GEMM tuning the most.
-# Only the ratios matter: they balance shards and order the queue (queue_order).
-_MODE_COST = {"eager": 6.0, "default": 20.0, "reduce-overhead": 22.0, "max-autotune": 30.0,
-              "max-autotune-no-cudagraphs": 28.0}
-# max-autotune benchmarks GEMM and convolution templates: the workloads tagged gemm or conv cost it most.
+# The autotuned modes benchmark GEMM and convolution templates: the workloads tagged gemm or conv cost them most.
 _AUTOTUNED_WORKLOADS = frozenset(w.name for w in workload_registry.WORKLOADS if {"gemm", "conv"} & set(w.tags))
 
 
@@ -76,8 +73,11 @@ def _autotuned(workload: str) -> bool:
 def expected_cost(cell: CellId) -> float:
     if kernel_registry.candidate_name(cell.mode) is not None:
         return 8.0  # eager inputs plus a kernel's JIT compile
-    cost = _MODE_COST.get(cell.mode, 20.0)
-    if cell.mode.startswith("max-autotune") and _autotuned(cell.workload):
+    mode = BY_NAME.get(cell.mode)
+    if mode is None:
+        return 20.0
+    cost = mode.cost
+    if mode.autotuned and _autotuned(cell.workload):
         cost += 30.0
     return cost
 
@@ -141,8 +141,8 @@ def queue_order(cells: list[CellId]) -> list[CellId]:
     rest from the very first: they compile nothing, so they are almost all GPU-lock time and keep the GPU
     busy while the heaviest cells compile, rather than queueing for it at the end."""
     by_cost = sorted(cells, key=lambda c: (-expected_cost(c), c))
-    light = [c for c in by_cost if c.mode == "eager"]
-    heavy = [c for c in by_cost if c.mode != "eager"]
+    light = [c for c in by_cost if c.mode == REFERENCE]
+    heavy = [c for c in by_cost if c.mode != REFERENCE]
     if not light or not heavy:
         return by_cost
     step, out = len(heavy) / len(light), []
