@@ -202,7 +202,7 @@ def test_factor_only_makes_verdicts_stricter(results: Path, repo: tuple[Path, li
     data, _ = run_json(results, first, second, capsys, factor=1.3)
     assert data["rule"]["factor"] == 1.3 and data["summary"]["regressions"] == 2
     assert "factor 1.3\u00d7 (--factor)" in render_comment(strict)
-    with pytest.raises(ValueError, match="--factor takes a ratio of at least 1"):
+    with pytest.raises(ValueError, match="the factor is a ratio of at least 1"):
         ChangeRule(factor=0.9)
 
 

@@ -11,15 +11,15 @@ import signal
 import socket
 import sys
 import textwrap
-import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tracker.analyse.verdicts import FAIL_ON, TESTS
-from tracker.errors import ToolError, UsageError
+from tracker.errors import EXIT_FAILED, EXIT_USAGE, ToolError, UsageError
 from tracker.paths import HTML_SUBDIR, REPO_ROOT, RESULTS_SUBDIR, project_repo, workspace
+from workloads.errors import UnknownName, WorkloadsError
 from workloads.names import MODES
 
 ROOT = REPO_ROOT
@@ -283,9 +283,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from tracker.analyse.confirm import COMPILES
     from tracker.publish.comparison import compare_main
 
+    if args.confirm and (args.base is None or args.head is None or args.base_torch):
+        raise UsageError("--confirm needs --base and --head (the runs to confirm a change between)")
+    if (args.base_torch is None) != (args.head_torch is None):
+        raise UsageError("--base-torch and --head-torch go together: compare one torch version with another")
     if args.confirm:
-        if args.base is None or args.head is None or args.base_torch:
-            raise UsageError("--confirm needs --base and --head (the runs to confirm a change between)")
         from tracker.runner.remeasure import confirm_head
         from tracker.store import asvfiles
 
@@ -428,15 +430,20 @@ RESULTS_HELP = ("asv results directory (default: .asv/results of the kernel repo
                 "COMPILE_BASELINES_REPO names, else asv.conf.json's)")
 
 
-def _date(end_of_day: bool = False) -> Callable[[str], int]:
-    """An argparse type: ms since the epoch or an ISO date/time (tracker.store.commits.parse_date_ms)."""
+def _date(end_of_day: bool = False, recorded: bool = False) -> Callable[[str], int]:
+    """An argparse type: ms since the epoch or an ISO date/time (tracker.store.commits.parse_date_ms); `recorded`:
+    a run's date, which asv takes between 2000 and 2100 (tracker.store.asvjson.date_problem)."""
     def parse(text: str) -> int:
+        from tracker.store.asvjson import date_problem
         from tracker.store.commits import parse_date_ms
 
         try:
-            return parse_date_ms(text, end_of_day)
+            ms = parse_date_ms(text, end_of_day)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+        if recorded and (problem := date_problem(ms)):
+            raise argparse.ArgumentTypeError(problem)
+        return ms
     return parse
 
 
@@ -535,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kernels under test: all (default), none, NAME or WORKLOAD:NAME (see `list`)")
     r.add_argument("--machine", help="asv machine name (default: hostname)")
     r.add_argument("--commit", help="record under this commit: a hash or a git ref (default: HEAD)")
-    r.add_argument("--date", type=_date(), metavar="WHEN",
+    r.add_argument("--date", type=_date(recorded=True), metavar="WHEN",
                    help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
                         "offset is given) or ms since the epoch (default: from git, else now)")
     r.add_argument("-j", "--jobs", type=COUNT,
@@ -589,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--torch", required=True, help="torch version the CSV was measured with, e.g. 2.9.1")
     c.add_argument("--gpu", help="GPU name, e.g. 'NVIDIA H100 80GB HBM3'")
     c.add_argument("--commit", help="commit hash (default: derived from the file's content)")
-    c.add_argument("--date", type=_date(), metavar="WHEN",
+    c.add_argument("--date", type=_date(recorded=True), metavar="WHEN",
                    help="2026-11-23, 2026-11-23T10:00:00Z or ms since the epoch (default: the file's time)")
     c.add_argument("--triton", help="triton version, if known")
     c.add_argument("--driver", help="GPU driver version, if known")
@@ -796,9 +803,6 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CLOSED_PIPE
-    except (UsageError, KeyError, ValueError, FileNotFoundError) as e:
-        print(f"compile-baselines {args.command}: error: {_message(e)}", file=sys.stderr)
-        return 2
     except OSError as e:  # a file where a directory should be, a read-only directory, a full disk
         print(f"compile-baselines {args.command}: error: {e.strerror or e}"
               + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
@@ -807,9 +811,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compile-baselines {args.command}: interrupted"
               + INTERRUPTED.get(args.command, ""), file=sys.stderr)
         return 130
-    except ToolError as e:
-        print(f"compile-baselines {args.command}: error: {e}", file=sys.stderr)
-        return 1
+    except (ToolError, WorkloadsError) as e:  # any other exception is a bug: its traceback says where
+        print(f"compile-baselines {args.command}: error: {_line(e)}", file=sys.stderr)
+        return _exit_code(e)
+
+
+def _line(e: ToolError | WorkloadsError) -> str:
+    return e.as_option() if isinstance(e, UsageError) else str(e)
+
+
+def _exit_code(e: ToolError | WorkloadsError) -> int:
+    """A ToolError's own code; the workloads' errors as the tracker's: an unknown name is a usage error."""
+    if isinstance(e, ToolError):
+        return e.exit_code
+    return EXIT_USAGE if isinstance(e, UnknownName) else EXIT_FAILED
 
 
 # What an interrupt leaves behind, per command that writes (the others leave nothing to resume).
@@ -830,19 +845,6 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
         print(f"warning: {message}", file=file or sys.stderr)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
-
-
-def _message(e: BaseException) -> Any:
-    """The error's line. A KeyError with a message says it; one with a bare key (a lookup that failed) says which
-    key was missing and where, instead of the key alone."""
-    if not isinstance(e, KeyError) or not e.args:
-        return e
-    key = e.args[0]
-    if isinstance(key, str) and " " in key:
-        return key
-    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
-    place = f" (in {Path(where.filename).name}:{where.lineno}, {where.name})" if where else ""
-    return f"missing key {key!r}{place}"
 
 
 if __name__ == "__main__":

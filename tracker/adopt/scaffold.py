@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT
 from tracker.store.commits import CommitError, git
 from workloads.names import NAMESPACE
@@ -108,14 +108,15 @@ def add_ignores(path: Path, text: str) -> bool:
 def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: str | None = None,
          force: bool = False) -> tuple[Scaffold, list[Path], str | None]:
     """Write the scaffold into `directory`: what was written (the names, the paths), and the entry-point lines to
-    add by hand when a pyproject.toml was there already (it is never rewritten). InitError before writing anything
-    when a file exists (unless `force`) or a name is not usable."""
+    add by hand when a pyproject.toml was there already (it is never rewritten). Before writing anything: InitError
+    when a file exists (unless `force`), UsageError when a name is not usable."""
     root = Path(directory)
     namespace = namespace or namespace_for(root)
     if not NAMESPACE.fullmatch(namespace):
-        raise InitError(f"namespace {namespace!r}: use lower-case letters, digits and _, starting with a letter")
+        raise UsageError(f"namespace {namespace!r}: use lower-case letters, digits and _, starting with a letter")
     if ref is not None and not _FULL_SHA.fullmatch(ref):
-        raise InitError(f"--ref {ref!r}: give the full 40-hex commit hash (workflows are pinned to commits)")
+        raise UsageError(f"{ref!r}: give the full 40-hex commit hash (workflows are pinned to commits)",
+                         parameter="ref")
     package = namespace if namespace.endswith("kernels") else f"{namespace}_kernels"
     s = Scaffold(namespace, package, package.replace("_", "-"), ref or own_commit())
     wanted = files(s)

@@ -54,7 +54,7 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
 
     try:
         conf = Config.load(str(path))
-    except UserError as e:
+    except (UserError, ValueError, OSError) as e:  # missing, not JSON, a directory
         raise AsvError(f"cannot read asv config {path}: {e}") from None
     # asv resolves the config's relative paths against the working directory (its CLI runs from the config's
     # folder); the tracker may run anywhere, so they are resolved against the config's folder
