@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracker.analyse",),
     ("tracker.publish",),
     ("tracker.github", "tracker.runner", "tracker.adopt"),
+    ("tracker.cliparse",),
     ("tracker.cli",),
 )
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
-from tracker import cli
+from tracker import cli, cliparse
 from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
 from tracker.publish.comparison import FORMATS, compare_main, comparison_json
 from tracker.publish.markdown import MARKER
@@ -233,7 +233,7 @@ def test_cli_picks_a_table_on_a_terminal_and_markdown_into_a_pipe(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     _, (first, second, _) = repo
-    assert cli.FORMATS_COMPARE == FORMATS  # named in the CLI without loading pandas
+    assert cliparse.FORMATS_COMPARE == FORMATS  # named in the CLI without loading pandas
     args = ["compare", "--results-dir", str(results), "--base", first[:8], "--head", second[:8]]
     assert cli.main(args) == 0
     assert capsys.readouterr().out.startswith(MARKER)  # captured: not a terminal
