@@ -161,10 +161,6 @@ def test_on_the_h100_the_planted_slowdown_is_reported_and_nothing_else():
     assert (PLANT.parent / "comment.md").read_text().startswith("<!-- compile-baselines:pr-comment -->")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: decode diff_unet_resblock's best latency moved +19% (+18% in "
-                   "trial2; default 105 -> reduce-overhead 125 us, band 10%, p ~ 0) and is 'too noisy', because the "
-                   "new winner's own cell moved +8% (+7%) within the upper half of its 10% band, undisturbed "
-                   "(spread 0.8%, 1.0%); the old rule reported the best-baseline change in both trials")
 @pytest.mark.parametrize("trial", [PLANT, PLANT.parent / "trial2" / "results"], ids=["trial1", "trial2"])
 def test_on_the_h100_the_planted_best_latency_move_is_a_best_baseline_change(trial: Path):
     c = compare_runs(trial, "41112f50", "43e50533")

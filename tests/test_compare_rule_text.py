@@ -47,7 +47,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def as_measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fixture's runs and a copy of h100-d's with the slower cell, every cell with the compiles h100-d measured
     (three in some, one elsewhere), in a directory of their own: h100-d's run has no history there, so the noise test
-    judges the cells of three compiles a side where their compiles alone resolve the bands, the bands the rest."""
+    judges the cells of three compiles a side (their compiles tell their noise), the bands the rest."""
     rd = tmp_path_factory.mktemp("rule-text-measured") / "results"
     shutil.copytree(H100, rd)
     write_run(rd, fake_commit("measured-head"), {SLOWER_CELL: 1.5})
@@ -127,20 +127,23 @@ def test_cells_judged_against_their_own_noise_say_so_with_the_rules_numbers(as_m
     tested = [x for x in c.cells if x.ci is not None]
     assert tested and all(x.compiles == (3, 3) for x in tested)
     assert any(x.ci is None and x.compiles == (1, 1) for x in c.cells)  # unknown noise: the bands
+    # ... one compile a side: the bands judge no cell on several compiles, and the text names no such test
+    assert all(x.compiles == (1, 1) for x in c.cells if x.noise == "fixed bands")
     lines = footer(c)
     assert lines[0] == ("a cell changed when its compiles' mean moved beyond its own noise (t-test, the cells selected "
                         "together at 3% false alarms a comparison, modes together) and beyond 2% and one compile's "
                         "spread")
-    assert lines[1].startswith("a cell of one compile a side of unknown noise changed when p < 0.01")
-    assert lines[-1].endswith(f"every change also beyond 0.3x the launch floor ({jitter_us(c):.2f} us) beyond the "
-                              "faster side's slowest compile; spread over 20%: too noisy")
+    assert lines[1].startswith("a cell of unknown noise changed when p < 0.01")
+    assert lines[-1].endswith(f"every change also beyond 0.3x the launch floor ({jitter_us(c):.2f} us); spread over "
+                              "20%: too noisy")
+    assert not any("several compiles" in line for line in lines)
     text = fine_print(c)
     assert text.startswith("<sub>A cell changed when its compiles' mean moved beyond its own noise (compile to compile "
                            "and run to run, from this comparison, the cell's history and its class), the comparison's "
                            "cells selected together so that unchanged code raises an alarm in under 3% of comparisons "
                            "(Benjamini-Hochberg, an instance's modes together where its source changed), and beyond "
-                           "its minimum change (2%, and one compile's spread); a cell measured in one compile a side "
-                           "of unknown noise changed when Mann-Whitney U")
+                           "its minimum change (2%, and one compile's spread); a cell of unknown noise changed when "
+                           "Mann-Whitney U")
     assert comparison_json(c)["rule"]["test"] == "noise"
 
 

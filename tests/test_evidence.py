@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 from tracker.analyse.compare import CellChange, InstanceChange
 from tracker.publish.evidence import DASH, cell_evidence, change, compiles, interval, latency_evidence, ms
 
@@ -26,8 +24,6 @@ def test_a_cell_judged_against_its_noise_says_means_change_interval_and_compiles
                          arrow="->") == "270 us -> 278 us, +3.1% (95% CI +2.0..+4.0%), 3 compiles a side"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: evidence.ms formats 3 significant digits with 'g', which drops a "
-                   "trailing zero: '3.5 ms → 3.73 ms', not the docstring's '3.50 ms → 3.73 ms'")
 def test_the_issues_example_reads_as_the_module_says() -> None:
     assert cell_evidence(cell()) == "3.50 ms → 3.73 ms, +6.6% (95% CI +4.9..+8.3%), 3 compiles a side"
 
@@ -52,7 +48,14 @@ def test_changes_intervals_and_compiles_in_words() -> None:
     assert interval((1.049, 1.083), level=0.9) == "90% CI +4.9..+8.3%"
     assert [compiles(n) for n in ((1, 1), (3, 3), (1, 3), None)] == ["1 compile a side", "3 compiles a side",
                                                                      "1 → 3 compiles", ""]
-    assert [ms(x) for x in (0.0925, 1.5, 12.0, None)] == ["92.5 µs", "1.5 ms", "12 ms", DASH]
+    # three significant digits, trailing zeros kept, no trailing point
+    assert [ms(x) for x in (0.0925, 1.5, 12.0, 100.0, 0.1, None)] == ["92.5 µs", "1.50 ms", "12.0 ms", "100 ms",
+                                                                      "100 µs", DASH]
+
+
+def test_a_latency_never_reads_in_exponent_notation() -> None:
+    assert ms(0.9996) == "1.00 ms"  # rounds up into the next unit
+    assert ms(999.6) == "1000 ms" and ms(1234.0) == "1234 ms"  # a second or more: whole milliseconds
 
 
 def test_a_best_latency_says_its_interval_or_its_band() -> None:

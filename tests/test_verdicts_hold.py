@@ -47,8 +47,14 @@ def aa(rule: ChangeRule):
     return compare_runs(AA, AA_COMMIT, AA_COMMIT, "h100-a", head_machine="h100-b", rule=rule)
 
 
+PLANT_WORKLOADS = ["vlm_vit_mlp_block", "vlm_vision_rmsnorm_pool", "vlm_patch_embedding_conv2d",
+                   "vlm_contrastive_nce_loss"]
+
+
 def plant():
-    return compare_runs(PLANT, PLANT_BASE, PLANT_HEAD, "h100-p", rule=ChangeRule(confirm=(3, 3)))
+    # judged as the pr flow judges a PR: base and head measured in one session, the PR's workloads' modes together
+    return compare_runs(PLANT, PLANT_BASE, PLANT_HEAD, "h100-p", rule=ChangeRule(confirm=(3, 3)), together=True,
+                        joint=PLANT_WORKLOADS)
 
 
 def test_an_aa_pair_of_full_h100_runs_reports_no_change() -> None:
@@ -69,14 +75,16 @@ def test_the_same_pair_judged_on_one_compile_a_cell_raises_false_alarms() -> Non
     assert after.startswith("confirmed") and "best-baseline changes 0, regressions 0, improvements 0" in after
 
 
-def test_the_second_aa_pair_s_one_false_alarm_is_a_host_bound_cell_its_base_compiled_once() -> None:
+def test_the_second_aa_pair_reports_no_change_not_even_the_host_bound_cell_its_base_compiled_once() -> None:
     c = compare_runs(AA2, AA2_COMMIT, AA2_COMMIT, "h100-c", head_machine="h100-d",
                      rule=ChangeRule(confirm=(0, confirm.COMPILES)))
-    assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.unconfirmed) == ([], [], [])
-    [alarm] = c.improvements
-    assert (alarm.preset, alarm.workload, alarm.mode) == ("decode", "llm_rmsnorm", "max-autotune-no-cudagraphs")
-    # the base run gave it one compile, as a host-bound cell: every autotuned cell gets its compiles since
-    assert alarm.compiles == (1, 3) and alarm.base_ms < 0.01
+    assert len(c.cells) == 213 and not c.changed
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+    # the old rule's one false alarm: the base run gave it one compile, as a host-bound cell (every autotuned cell
+    # gets its compiles since); -26% against a host-bound cell's run-to-run noise is not selected among 213 cells
+    [cell] = [x for x in c.cells if (x.preset, x.workload, x.mode) == ("decode", "llm_rmsnorm",
+                                                                       "max-autotune-no-cudagraphs")]
+    assert cell.verdict == SAME and cell.compiles == (1, 3) and cell.base_ms < 0.01 and cell.ratio < 0.8
 
 
 def test_a_planted_pr_trial_reports_its_plants_and_nothing_else() -> None:
@@ -110,8 +118,13 @@ def test_calibrated_plants_are_reported_in_every_trial_and_their_controls_are_no
     c = calibrated(trial)
     by = {(x.preset, x.workload, x.mode): x for x in c.cells}
     changed = {(i.preset, i.workload): i for i in c.best_changes}
-    assert not c.unconfirmed and not c.improvements and not c.noisy
-    # GPU-bound, 8% more rows in prefill rmsnorm (~93 us compiled): the baseline to beat is slower by about that
+    assert not c.improvements and not c.noisy
+    # GPU-bound, 8% more rows in prefill rmsnorm (~93 us compiled): the baseline to beat is slower by about that;
+    # in trial 2 two of its cells moved +4-5% on the one compile a side the trial's confirmation (under the rule
+    # then) left them: unconfirmed, listed and not counted
+    assert {(x.preset, x.workload, x.mode) for x in c.unconfirmed} <= {
+        ("prefill", "llm_rmsnorm", "reduce-overhead"), ("prefill", "llm_rmsnorm", "max-autotune")}
+    assert all(x.compiles == (1, 1) and 1.03 < x.ratio < 1.06 for x in c.unconfirmed)
     rms = changed[("prefill", "llm_rmsnorm")]
     assert rms.latency_verdict == SLOWER and 1.05 < rms.ratio < 1.1
     assert by[("prefill", "llm_rmsnorm", "eager")].verdict == SLOWER
@@ -184,17 +197,8 @@ def forking_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs(tmp_path_factory.mktemp("forking"), AA2, AA3, AA4)
 
 
-FALSE_ALARM_D_F = (
-    "issue 28: d -> f raises an improvement on unchanged code: prefill vlm_contrastive_nce_loss reduce-overhead, "
-    "d's one compile 40.83 us against f's four (38.05-38.56 us), -6.3% (95% CI -9.4..-3.1%), p = 0.0004, judged "
-    "on '4 compiles of this comparison' alone: no history, no class prior, so the run-to-run spread of runs on two "
-    "machines is taken at the 1% run_floor; c, e and g drew 38.05, 36.9-38.21 and 38.98 us: d's compile is the "
-    "outlier, a run-to-run move the bands (25% under 50 us) covered")
-
-
 @pytest.mark.parametrize("base, base_commit, head", [
-    pytest.param("h100-d", AA2_COMMIT, "h100-f", id="d-f",
-                 marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARM_D_F)),
+    pytest.param("h100-d", AA2_COMMIT, "h100-f", id="d-f"),
     pytest.param("h100-e", AA3_COMMIT, "h100-f", id="e-f"), pytest.param("h100-f", AA4_COMMIT, "h100-g", id="f-g")])
 def test_runs_of_the_forking_runner_against_each_other_and_two_earlier_runs_report_no_change_once_confirmed(
         forking_runs: Path, base: str, base_commit: str, head: str) -> None:
@@ -218,9 +222,12 @@ INTERLEAVED_BASE = "0f9810380c3e"  # a commit of main's tree at dc78620, made on
 
 
 def host_trial(trial: str):
+    """A host-bound trial judged as the pr flow judged it: base and head in one session, the RL losses' modes
+    together."""
+    pr = {"rule": PR_RULE, "together": True, "joint": ["rl_dpo_loss", "rl_grpo_loss"]}
     if trial == "t6":  # trial 4's plants again, base and head measured at once
-        return compare_runs(INTERLEAVED, INTERLEAVED_BASE, "abd36aeb", "h100-t6", rule=PR_RULE)
-    return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", rule=PR_RULE)
+        return compare_runs(INTERLEAVED, INTERLEAVED_BASE, "abd36aeb", "h100-t6", **pr)
+    return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", **pr)
 
 
 @pytest.mark.parametrize("trial", ["t4", "t5", "t6"])
@@ -277,7 +284,8 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
     c = plant()
     by_cell = {(x.preset, x.workload, x.mode): x for x in c.cells}
     # +12.5% GEMM work in the ViT MLP: every mode's prefill cell (261-289 us) is slower, on three compiles a side
-    for mode in ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+    # (the autotuned modes': test_the_vit_mlps_autotuned_prefill_cells_are_never_the_same)
+    for mode in ("eager", "default", "reduce-overhead"):
         cell = by_cell[("prefill", "vlm_vit_mlp_block", mode)]
         assert cell.verdict == SLOWER and cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2, mode
     # compiled-only extra reductions: eager wins where a compiled mode won, beyond every spread
@@ -290,11 +298,21 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
     assert by_cell[("decode", "vlm_patch_embedding_conv2d", "eager")].verdict == SAME
 
 
+@pytest.mark.parametrize("mode", ["max-autotune", "max-autotune-no-cudagraphs"])
+def test_the_vit_mlps_autotuned_prefill_cells_are_slower(mode: str) -> None:
+    # every head compile beyond every base compile by 11%: slower, their noise read from the PR's base sides (the
+    # plant itself spread the head's compiles of other cells, 29-65% in the patch embedding's)
+    cell = next(x for x in plant().cells if (x.preset, x.workload, x.mode) == ("prefill", "vlm_vit_mlp_block", mode))
+    assert cell.compiles == (3, 3) and 1.05 < cell.ratio < 1.2
+    assert cell.verdict == SLOWER
+
+
 def test_a_change_every_compile_shows_is_not_hidden_by_the_slower_sides_spread() -> None:
     cell = next(x for x in plant().cells
                 if (x.preset, x.workload, x.mode) == ("prefill", "vlm_patch_embedding_conv2d", "max-autotune"))
-    # head's compiles spread 2x (606-1214 us), every one beyond base's slowest (345 us)
-    assert cell.verdict == SLOWER and cell.compiles == (3, 3) and cell.threshold < 0.1
+    # head's compiles spread 2x (606-1214 us), every one beyond base's slowest (345 us): the spread widens the
+    # minimum change (one compile's spread, 20%) and the interval, which still lies beyond it
+    assert cell.verdict == SLOWER and cell.compiles == (3, 3) and cell.ci[0] > 1 + cell.threshold
 
 
 def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_and_not_counted() -> None:
@@ -309,8 +327,8 @@ def test_a_change_on_fewer_compiles_than_the_rule_asks_is_unconfirmed_and_not_co
 def test_candidates_include_cells_beyond_the_floor_only_confirmation_can_judge() -> None:
     c = compare_runs(PLANT, PLANT_BASE, PLANT_HEAD, "h100-p", rule=ChangeRule())
     floor_only = [x for x in c.cells if x.verdict == SAME and x.ratio and x.compiles == (1, 1)
-                  and abs(math.log(x.ratio)) > math.log1p(c.rule.floor) and min(x.base_ms, x.head_ms) >= 0.05]
-    assert floor_only  # e.g. the ViT MLP's decode cells, +4-5% on one compile
+                  and abs(math.log(x.ratio)) > math.log1p(c.rule.floor)]
+    assert floor_only  # e.g. the vision pool's small cells, +5-6% on one compile, within their 25% band
     assert {(x.preset, x.workload, x.mode) for x in floor_only} <= set(confirm.candidates(c))
     # and the cells too noisy to judge (the ViT MLP's decode reduce-overhead, +5% within its 10% band)
     assert c.noisy and {(x.preset, x.workload, x.mode) for x in c.noisy} <= set(confirm.candidates(c))

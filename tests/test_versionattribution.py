@@ -38,14 +38,6 @@ C1 = "c1" * 20  # nightly N-1's commit: a label reassigned to copies of the fixt
 A, B = "2.9.1+cu128", "2.13.0+cpu"  # nightly N-1's torch and nightly N's
 MACHINE = "cpu-vm"
 JUDGED = ChangeRule(max_spread=math.inf)  # every fixture cell is too noisy under the default rule: see above
-# Two defects of the new rule (issue 28) that these tests wait for, each with its minimal test
-ALL_TOO_NOISY = ("issue 28: an instance whose every mode was measured ok but is too noisy to rank counts as a "
-                 "best-baseline change 'no mode measured ok at head' (tiny llm_rmsnorm; at base: tiny diff_cfg_blend): "
-                 "see test_versions.py::test_two_versions_measured_on_the_cpu_compare_by_version_and_say_they_cannot_"
-                 "be_judged")
-SPREAD_LIMIT = ("issue 28: ChangeRule.max_spread does not reach the ranking (best.instance_table drops every cell "
-                "spread over a fixed 20%), so under a rule that lifts the spread limit every cell is judged and none "
-                "ranks: see test_a_rule_that_lifts_the_spread_limit_ranks_the_cells_it_judges")
 
 
 def test_the_cause_is_the_leg_that_moved() -> None:
@@ -57,7 +49,6 @@ def test_the_cause_is_the_leg_that_moved() -> None:
         assert cause(*unclear) == UNDECIDED
 
 
-@pytest.mark.xfail(strict=True, reason=ALL_TOO_NOISY)
 def test_a_leg_says_moved_stayed_or_unclear_from_its_own_verdicts(tmp_path: Path) -> None:
     noisy = compare_versions(FIXTURE / "results", "2.9.1", "2.13")  # every cell spread over 20%: not judged
     judged = compare_versions(FIXTURE / "results", "2.9.1", "2.13", rule=JUDGED)
@@ -113,7 +104,6 @@ def keys(c: Comparison) -> list[tuple[str, str, str | None]]:
             + [(x.preset, x.workload, x.mode) for x in c.cells if x.significant])
 
 
-@pytest.mark.xfail(strict=True, reason=SPREAD_LIMIT)
 def test_a_rule_that_lifts_the_spread_limit_ranks_the_cells_it_judges() -> None:
     c = compare_versions(FIXTURE / "results", "2.9.1", "2.13", rule=JUDGED)
     assert not c.noisy and all(x.verdict != "noisy" for x in c.cells)
@@ -126,7 +116,6 @@ def test_one_change_alone_needs_no_attribution() -> None:
     assert c.base.commit == c.head.commit and attribute(FIXTURE / "results", c) is None
 
 
-@pytest.mark.xfail(strict=True, reason=ALL_TOO_NOISY)
 def test_the_cross_run_is_found_and_under_the_default_rule_nothing_moved_to_attribute(tmp_path: Path) -> None:
     results = _results(tmp_path)
     relabel_as_c1(results, A)  # C1 under A; the fixture's C2 under A stays: the cross run
@@ -137,7 +126,6 @@ def test_the_cross_run_is_found_and_under_the_default_rule_nothing_moved_to_attr
     assert len(c.noisy) == 10 and a.items == [] and a.decisive is None
 
 
-@pytest.mark.xfail(strict=True, reason=SPREAD_LIMIT)
 def test_with_the_cross_run_at_heads_commit_every_change_is_torchs(tmp_path: Path) -> None:
     results = _results(tmp_path)
     relabel_as_c1(results, A)
@@ -157,7 +145,6 @@ def test_with_the_cross_run_at_heads_commit_every_change_is_torchs(tmp_path: Pat
                        "latency faster")
 
 
-@pytest.mark.xfail(strict=True, reason=SPREAD_LIMIT)
 def test_without_a_cross_run_it_names_the_run_that_decides_and_that_run_decides(tmp_path: Path) -> None:
     results = _results(tmp_path)
     relabel_as_c1(results, A, keep_original=False)  # no run of C2 under A, none of C1 under B
@@ -176,7 +163,6 @@ def test_without_a_cross_run_it_names_the_run_that_decides_and_that_run_decides(
     assert decided.decisive is None and {x.cause for x in decided.items} == {BY_TORCH}
 
 
-@pytest.mark.xfail(strict=True, reason=SPREAD_LIMIT)
 def test_the_cross_run_at_bases_commit_decides_too_and_two_cross_runs_must_agree(tmp_path: Path) -> None:
     results = _results(tmp_path)
     relabel_as_c1(results, A, keep_original=False)
@@ -194,7 +180,6 @@ def test_the_cross_run_at_bases_commit_decides_too_and_two_cross_runs_must_agree
     assert {x.cause for x in both.items} == {BY_TORCH} and all(x.why.count("via ") == 2 for x in both.items)
 
 
-@pytest.mark.xfail(strict=True, reason=SPREAD_LIMIT)
 def test_the_markdown_says_which_change_moved_each_and_the_run_that_decides(tmp_path: Path) -> None:
     results = _results(tmp_path)
     relabel_as_c1(results, A, keep_original=False)
@@ -211,7 +196,6 @@ def test_the_markdown_says_which_change_moved_each_and_the_run_that_decides(tmp_
     assert "```" not in md
 
 
-@pytest.mark.xfail(strict=True, reason=ALL_TOO_NOISY)
 def test_compare_attribute_adds_the_section_to_the_markdown_and_the_json(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     results = _results(tmp_path)
@@ -242,7 +226,6 @@ def test_compare_files_of_a_relabelled_copy_is_no_change(tmp_path: Path) -> None
     assert not c.changed and {x.verdict for x in c.cells} == {SAME}
 
 
-@pytest.mark.xfail(strict=True, reason=SPREAD_LIMIT)
 def test_the_tracking_issue_says_which_change_moved_each_best_baseline(tmp_path: Path) -> None:
     """The nightly's issue body is compare --attribute's markdown per machine (nightly.yml): the section follows the
     best-baseline changes and survives the fitting of the issue to GitHub's limit."""

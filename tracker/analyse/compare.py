@@ -300,7 +300,7 @@ def _judge_all(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule
     (the instances of `joint` workloads as families of their modes), the bands elsewhere."""
     verdicts = {key: judge_bands(b, h, [key[2]], rule, launch_us) for key, (b, h) in ok.items()}
     if model is not None:
-        model = model.pooling(_pooled(ok, rule, launch_us))
+        model = model.pooling(_pooled(ok, rule, launch_us, base_only=together and bool(joint)))
     ev = {}
     for key, (b, h) in ok.items():
         e = _evidence(key, b, h, model, rule, launch_us, together)
@@ -320,16 +320,18 @@ def _judge_all(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule
     return _Judged(verdicts, ev, chosen, model, together)
 
 
-def _pooled(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule,
-            launch_us: float) -> dict[str, list[float]]:
+def _pooled(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule, launch_us: float,
+            base_only: bool = False) -> dict[str, list[float]]:
     """The compile variances of this comparison's cells measured in several compiles on both sides, by class: the
-    prior of a class that no history measured in several compiles every run."""
+    prior of a class that no history measured in several compiles every run. `base_only`: the base sides' alone
+    (a PR's head is the changed code, whose compiles the change itself may spread: its plants are no prior)."""
     out: dict[str, list[float]] = {}
     for key, (b, h) in ok.items():
         cb, ch = compiles_of(b), compiles_of(h)
         if cb is None or ch is None or cb.log_sd is None or ch.log_sd is None:
             continue
-        var = ((cb.n - 1) * cb.log_sd ** 2 + (ch.n - 1) * ch.log_sd ** 2) / (cb.n + ch.n - 2)
+        var = cb.log_sd ** 2 if base_only else \
+            ((cb.n - 1) * cb.log_sd ** 2 + (ch.n - 1) * ch.log_sd ** 2) / (cb.n + ch.n - 2)
         cls = cell_class(key[2], min(cb.best_ms, ch.best_ms), launch_us, rule.noise, rule.host)
         out.setdefault(cls, []).append(var)
     return out
