@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from fake_github import FakeGitHub
@@ -22,6 +22,22 @@ os.environ[ENV_PLUGINS] = ""
 def fake() -> Iterator[FakeGitHub]:
     with FakeGitHub() as server:
         yield server
+
+
+@pytest.fixture
+def cli_run(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """`cli_run(argv, env)`: `compile-baselines ARGV` in this process, its exit code, with `env` as GitHub's
+    variables (GITHUB_TOKEN, GITHUB_API_URL; those not in it unset)."""
+    def run(argv: list[str], env: dict[str, str] | None = None) -> int:
+        from tracker import cli
+
+        for name in ("GITHUB_TOKEN", "GITHUB_API_URL"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        return cli.main(argv)
+
+    return run
 
 
 @pytest.fixture

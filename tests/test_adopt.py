@@ -67,10 +67,12 @@ def test_init_never_overwrites_and_leaves_an_existing_pyproject_alone(tmp_path: 
     assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", REF]) == 1
     err = capsys.readouterr().err.strip()
     assert err.endswith("already exist in " + str(tmp_path) + ": move them aside or pass --force")
-    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "Mine", "--ref", REF]) == 1
+    # names the command line gives that cannot be used: usage errors
+    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "Mine", "--ref", REF]) == 2
     assert "lower-case letters" in capsys.readouterr().err
-    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", "main"]) == 1
-    assert "full 40-hex commit hash" in capsys.readouterr().err
+    assert cli.main(["init", "--dir", str(tmp_path), "--namespace", "mine", "--ref", "main"]) == 2
+    assert capsys.readouterr().err == ("compile-baselines init: error: --ref 'main': give the full 40-hex commit hash "
+                                       "(workflows are pinned to commits)\n")
 
 
 def test_init_adds_to_an_existing_gitignore_what_it_lacks(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 A module of tracker/ imports only from its own package or from a lower layer (function-level imports count
 too); the workloads never import the tracker or the suite; no two modules import each other, even indirectly.
+A function fits on a screen, and the CLI's handlers only hand what was parsed to the library.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracker.analyse",),
     ("tracker.publish",),
     ("tracker.github", "tracker.runner", "tracker.adopt"),
+    ("tracker.cliparse",),
     ("tracker.cli",),
 )
 
@@ -112,3 +114,42 @@ def test_no_import_cycles_between_modules():
         if m not in state:
             visit(m, [m])
     assert cycles == []
+
+
+MAX_FUNCTION_LINES = 60
+# Functions allowed to be longer, by module.name, each with the reason: none needed so far.
+LONG_FUNCTIONS: dict[str, str] = {}
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:
+    """(name, lines) of each function in `source` longer than `limit`: from its `def` to its last line, docstring,
+    comments and nested functions included."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_the_length_rule_counts_a_function_from_def_to_its_last_line():
+    body = '    """Docstring."""\n' + "    x = 1\n" * 58
+    assert long_functions(f"def fits():\n{body}") == []  # 60 lines
+    assert long_functions(f"def one_too_many():\n{body}    return x\n") == [("one_too_many", 61)]
+    nested = body.replace("\n    ", "\n        ")
+    assert long_functions(f"class C:\n    def method(self):\n    {nested}        # the end\n        return 1\n") == [
+        ("method", 62)]
+
+
+def test_no_function_is_longer_than_60_lines():
+    long = [f"{module}.{name}: {lines} lines ({path.relative_to(ROOT)})"
+            for top in ("tracker", "workloads", "benchmarks") for module, path in _modules(top).items()
+            for name, lines in long_functions(path.read_text(encoding="utf-8"))
+            if f"{module}.{name}" not in LONG_FUNCTIONS]
+    assert long == []
+
+
+def test_the_cli_hands_each_command_to_the_library_in_a_few_lines():
+    """tracker/cli.py dispatches what tracker/cliparse.py parsed: each command's handler calls the function that does
+    the command, and checks no more than the parser cannot (options that go together)."""
+    tree = ast.parse((ROOT / "tracker" / "cli.py").read_text(encoding="utf-8"))
+    handlers = {node.name: node.end_lineno - node.lineno + 1 for node in tree.body
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_")}
+    assert len(handlers) == 16 and {name: n for name, n in handlers.items() if n > 20} == {}

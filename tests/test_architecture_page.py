@@ -141,8 +141,8 @@ def test_the_readme_layout_names_what_exists_and_every_stage() -> None:
     assert sorted(t for t in top if not (ROOT / t).exists()) == []
     parents = {"kernels/": "workloads"}
     assert sorted(t for t in nested if not (ROOT / parents.get(t, "tracker") / t).exists()) == []
-    stages = {f"{u.removeprefix('tracker.')}{'.py' if u == 'tracker.cli' else '/'}" for layer in LAYERS[1:]
-              for u in layer}
+    stages = {u.removeprefix("tracker.") + (".py" if (ROOT / f"{u.replace('.', '/')}.py").is_file() else "/")
+              for layer in LAYERS[1:] for u in layer}
     assert stages <= set(nested)
     assert {"workloads/", "benchmarks/", "tracker/", "tools/", "tests/", "docs/"} <= set(top)
 

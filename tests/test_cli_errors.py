@@ -11,6 +11,8 @@ import pytest
 from test_results import instance, write_result_file
 
 from tracker import cli
+from tracker.errors import ToolError, UsageError
+from workloads.errors import UnknownName, WorkloadClash
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,16 +69,39 @@ def test_report_into_a_read_only_directory_is_one_line(tmp_path: Path, monkeypat
     assert list(out.iterdir()) == []
 
 
-def test_a_bare_missing_key_says_which_and_where() -> None:
-    def lookup() -> None:
-        {}["samples_ms"]
+@pytest.mark.parametrize("bug", [KeyError("samples_ms"), ValueError("could not convert string to float: 'x'"),
+                                 TypeError("unhashable type: 'list'"), AttributeError("'NoneType' has no 'x'")])
+def test_a_bug_is_a_traceback_never_a_usage_error(monkeypatch: pytest.MonkeyPatch, bug: Exception) -> None:
+    """Only the tool's own errors are one line; any other exception out of a command is a bug, and its traceback
+    (exit 1 from the interpreter) says where, rather than passing for a mistake in the command line."""
+    def broken(args: object) -> int:
+        raise bug
 
-    try:
-        lookup()
-    except KeyError as e:
-        message = str(cli._message(e))
-    assert message.startswith("missing key 'samples_ms' (in test_cli_errors.py:")
-    assert cli._message(KeyError("unknown metric 'x'")) == "unknown metric 'x'"
+    monkeypatch.setitem(cli.COMMANDS, "list", broken)
+    with pytest.raises(type(bug)):
+        cli.main(["list"])
+
+
+@pytest.mark.parametrize(("error", "code", "line"), [
+    (ToolError("cannot read x"), 1, "cannot read x"),
+    (UsageError("say which runs to remove"), 2, "say which runs to remove"),
+    (UsageError("is one of never, regression, not 'x'", parameter="fail_on"), 2,
+     "--fail-on is one of never, regression, not 'x'"),
+    (UnknownName("unknown workload 'x'; choose from a, b"), 2, "unknown workload 'x'; choose from a, b"),
+    (WorkloadClash("workload 'a.b' is declared twice by a"), 1, "workload 'a.b' is declared twice by a"),
+    # what the system refused (a full disk, a missing file): the tool could not do it
+    (FileNotFoundError(2, "No such file or directory", "x.json"), 1, "No such file or directory: x.json"),
+])
+def test_the_tool_s_errors_are_one_line_with_the_exit_code_of_their_kind(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: Exception, code: int,
+        line: str) -> None:
+    """exit 1: the tool could not do it; 2: what was asked is wrong (a library's parameter named as its option)."""
+    def failing(args: object) -> int:
+        raise error
+
+    monkeypatch.setitem(cli.COMMANDS, "list", failing)
+    assert cli.main(["list"]) == code
+    assert _one_error_line(capsys.readouterr().err, "list") == f"compile-baselines list: error: {line}"
 
 
 def test_summary_of_unreadable_files_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,11 +124,16 @@ def test_measurement_settings_must_be_positive(argv: list[str], capsys: pytest.C
     assert e.value.code == 2 and "give a number" in capsys.readouterr().err
 
 
-def test_run_refuses_a_date_in_nanoseconds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["run", "--commit", "abc1234", "--date", "1795333738000000000", "--results-dir", str(tmp_path / "r"),
-            "--workload", "llm_rmsnorm", "--mode", "eager"]
-    assert cli.main(argv) == 1
-    assert "ms since the epoch" in _one_error_line(capsys.readouterr().err, "run")
+@pytest.mark.parametrize("command", [["run", "--commit", "abc1234", "--workload", "llm_rmsnorm", "--mode", "eager"],
+                                     ["import-csv", "x.csv", "--machine", "m", "--torch", "2"]])
+def test_a_date_in_nanoseconds_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 command: list[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main([*command, "--date", "1795333738000000000", "--results-dir", str(tmp_path / "r")])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"compile-baselines {command[0]}: error: argument --date: date 1795333738000000000 is not in ms since the "
+        "epoch between 2000 and 2100 (seconds or nanoseconds given for ms?)")
     assert not (tmp_path / "r").exists()
 
 
@@ -144,3 +174,26 @@ def test_counts_below_their_least_are_usage_errors_before_anything_is_written(
     err = capsys.readouterr().err
     assert e.value.code == 2 and ("give a number >=" in err or "is not a number" in err)
     assert not results.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["run", "--machine", "bad/name"], "machine name 'bad/name': use letters"),
+    (["run", "--commit", "not-a-ref"], "commit 'not-a-ref' is not a hexadecimal git hash"),
+    (["compare", "--base-torch", "2.9"], "--base-torch and --head-torch go together"),
+    (["compare", "--head-torch", "2.9", "--confirm"], "--confirm needs --base and --head"),
+])
+def test_a_value_the_command_line_gives_that_cannot_be_used_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    results = tmp_path / "r"
+    assert cli.main([*argv, "--results-dir", str(results), "--workload" if argv[0] == "run" else "--machine",
+                     "llm_rmsnorm" if argv[0] == "run" else "m"]) == 2
+    assert says in _one_error_line(capsys.readouterr().err, argv[0])
+    assert not results.exists()
+
+
+def test_an_asv_config_that_is_no_json_is_one_line_naming_it(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "asv.conf.json"
+    config.write_text("not json")
+    assert cli.main(["--config", str(config), "summary"]) == 1  # as a missing one: the tool could not read it
+    assert f"cannot read asv config {config}: " in _one_error_line(capsys.readouterr().err, "summary")

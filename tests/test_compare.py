@@ -413,7 +413,7 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     assert tested["ci"][0] < tested["ratio"] == 1.0 < tested["ci"][1] and tested["means_ms"][0] == tested["means_ms"][1]
     assert 0 < tested["threshold"] < tested["resolution"]
     assert data == comparison_json(comparisons["regression"])  # stable: same input, same JSON
-    with pytest.raises(ValueError, match="--fail-on"):
+    with pytest.raises(ValueError, match="fail_on is one of"):
         compare_main(results_dir, BASE, reg, fail_on="sometimes")
-    with pytest.raises(ValueError, match="--format"):
+    with pytest.raises(ValueError, match="fmt is one of"):
         compare_main(results_dir, BASE, reg, fmt="html")

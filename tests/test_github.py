@@ -178,10 +178,14 @@ def test_a_body_over_githubs_limit_is_refused_before_any_request(fake, client):
     assert len(fake.requests) == requests_before
 
 
-def test_comment_command_exits_2_on_a_too_large_body(fake, tmp_path, capsys):
+def comment_argv(body_file, repo=f"{OWNER}/{REPO}", pr=PR):
+    return ["comment", "--repo", repo, "--pr", str(pr), "--body-file", str(body_file)]
+
+
+def test_comment_command_exits_2_on_a_too_large_body(fake, tmp_path, capsys, cli_run):
     body = tmp_path / "comment.md"
     body.write_text("x" * MAX_BODY_CHARS)
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env_for(fake)) == 2
+    assert cli_run(comment_argv(body), env_for(fake)) == 2
     assert capsys.readouterr().err.startswith("compile-baselines comment: error: comment body has")
 
 
@@ -310,14 +314,14 @@ def test_an_empty_body_is_a_validation_error_with_githubs_message(fake, client):
 # -- the token stays secret -----------------------------------------------------------------------------------
 
 
-def test_the_token_never_appears_in_errors_or_output(fake, tmp_path, capsys):
+def test_the_token_never_appears_in_errors_or_output(fake, tmp_path, capsys, cli_run):
     secret = "ghp_secretTOKENvalue123"
     body = tmp_path / "comment.md"
     body.write_text("x")
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env_for(fake, secret)) == 1  # 401
+    assert cli_run(comment_argv(body), env_for(fake, secret)) == 1  # 401
     fake.token = secret
     fake.inject(Fault(422, {"message": f"Validation Failed: echoed {secret}"}))
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env_for(fake, secret)) == 1
+    assert cli_run(comment_argv(body), env_for(fake, secret)) == 1
     fake.inject(*[Fault(502, {"message": secret})] * 6)
     client = GitHubClient(fake.url, secret, max_retries=1, sleep=lambda s: None)
     with pytest.raises(GitHubError) as error:
@@ -364,19 +368,20 @@ def test_comment_command_prints_one_line_of_outcome(fake, tmp_path, capsys):
         (f"{OWNER}/{REPO}", PR, "missing.md", "cannot read the comment body file"),
     ],
 )
-def test_comment_command_usage_errors_exit_2(fake, tmp_path, capsys, monkeypatch, repo, pr, body_file, expected):
+def test_comment_command_usage_errors_exit_2(fake, tmp_path, capsys, monkeypatch, cli_run, repo, pr, body_file,
+                                            expected):
     monkeypatch.chdir(tmp_path)
     Path("comment.md").write_text("x")
-    assert comment_main(repo, pr, body_file, False, None, env_for(fake)) == 2
+    assert cli_run(comment_argv(body_file, repo, pr), env_for(fake)) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"compile-baselines comment: error: {expected}") and err.count("\n") == 1
     assert fake.requests == []
 
 
-def test_comment_command_exits_1_when_github_fails(fake, tmp_path, capsys):
+def test_comment_command_exits_1_when_github_fails(fake, tmp_path, capsys, cli_run):
     body = tmp_path / "comment.md"
     body.write_text("x")
-    assert comment_main("octo/unknown", PR, str(body), False, None, env_for(fake)) == 1
+    assert cli_run(comment_argv(body, "octo/unknown"), env_for(fake)) == 1
     assert "found no octo/unknown#7" in capsys.readouterr().err
 
 

@@ -128,15 +128,14 @@ def test_a_next_link_that_never_ends_stops_at_the_page_cap(fake, waits, listing)
     assert len(fake.calls("GET")) == 5 and "\n" not in str(error.value)
 
 
-def test_the_comment_command_stops_an_endless_listing_in_one_line(fake, tmp_path, capsys):
+def test_the_comment_command_stops_an_endless_listing_in_one_line(fake, tmp_path, capsys, cli_run):
     from tracker.github.client import MAX_PAGES
-    from tracker.github.comment import comment_main
 
     body = tmp_path / "c.md"
     body.write_text("hi")
     fake.endless = True
     env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env) == 1
+    assert cli_run(["comment", "--repo", f"{OWNER}/{REPO}", "--pr", str(PR), "--body-file", str(body)], env) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"after {MAX_PAGES} pages" in err
     assert len(fake.calls("GET")) == MAX_PAGES and not fake.calls("POST")
@@ -177,18 +176,20 @@ BAD_TOKENS = {"a line break inside": "ghp_abc\nghp_def", "a space": "ghp_abc def
 
 @pytest.mark.parametrize("how", list(BAD_TOKENS))
 @pytest.mark.parametrize("command", ["comment", "issue"])
-def test_a_token_no_github_token_looks_like_is_refused_naming_github_token(fake, tmp_path, capsys, how, command):
+def test_a_token_no_github_token_looks_like_is_refused_naming_github_token(fake, tmp_path, how, command):
+    from tracker.errors import UsageError
     from tracker.github.comment import comment_main
     from tracker.github.tracking import issue_main
 
     body = tmp_path / "c.md"
     body.write_text("hi")
-    env = {"GITHUB_TOKEN": BAD_TOKENS[how], "GITHUB_API_URL": fake.url}
-    code = (comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env) if command == "comment"
-            else issue_main(f"{OWNER}/{REPO}", "title", str(body), env))
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and f"compile-baselines {command}: error: GITHUB_TOKEN holds" in err
-    assert BAD_TOKENS[how] not in err and fake.requests == []
+    env = {"GITHUB_TOKEN": BAD_TOKENS[how], "GITHUB_API_URL": fake.url}  # some cannot be put in os.environ
+    with pytest.raises(UsageError, match=r"^GITHUB_TOKEN holds") as refused:  # exit 2, in one line
+        if command == "comment":
+            comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env)
+        else:
+            issue_main(f"{OWNER}/{REPO}", "title", str(body), env)
+    assert "\n" not in str(refused.value) and BAD_TOKENS[how] not in str(refused.value) and fake.requests == []
 
 
 def test_a_token_with_a_trailing_newline_is_the_token(fake, waits):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tracker import cli
+from tracker.errors import UsageError
 from tracker.measure import gpulock
 from tracker.measure.harness import Settings
 from tracker.runner import gpus
@@ -35,9 +36,9 @@ def test_gpus_are_all_of_the_host_the_first_n_or_those_listed(spec: str | None, 
                                                ("0,4", "indices 0 to 3"), ("1,1", "each once"),
                                                ("fast", "a count or a list of indices")])
 def test_a_selection_the_host_cannot_meet_is_one_clear_error(spec: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UsageError, match=message):
         gpus.select(spec, HOST)
-    with pytest.raises(ValueError, match="no CUDA device"):
+    with pytest.raises(UsageError, match="no CUDA device"):
         gpus.select(None, ())
 
 
@@ -63,11 +64,11 @@ def test_gpus_of_one_model_pass_in_any_numbering() -> None:
 
 
 def test_gpus_of_different_models_are_refused_naming_them_and_the_indices_of_each_model() -> None:
-    with pytest.raises(ValueError, match="different models") as refused:
+    with pytest.raises(UsageError, match="different models") as refused:
         gpus.check_one_model(("0", "2"), HOST, MIXED, "PCI_BUS_ID")
     assert str(refused.value).startswith(f"--gpus picks GPUs of different models (0: {H100}, 2: {A100})")
     assert str(refused.value).endswith(f"e.g. --gpus 0,1,3 ({H100}) or --gpus 2, ({A100})")
-    with pytest.raises(ValueError, match="different models"):
+    with pytest.raises(UsageError, match="different models"):
         gpus.check_one_model(HOST, HOST, MIXED, "PCI_BUS_ID")  # --gpus all
     gpus.check_one_model(("0", "1", "3"), HOST, MIXED, "PCI_BUS_ID")  # the suggestion passes
     gpus.check_one_model(("2",), HOST, MIXED, None)  # one GPU is one model
@@ -75,14 +76,14 @@ def test_gpus_of_different_models_are_refused_naming_them_and_the_indices_of_eac
 
 def test_on_a_host_of_several_models_an_index_needs_pci_bus_order_to_name_a_model() -> None:
     # CUDA numbers the GPUs fastest first by default: CUDA's 0 and 1 may be nvidia-smi's 0 and 1, or 0 and 3
-    with pytest.raises(ValueError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID") as refused:
+    with pytest.raises(UsageError, match="CUDA_DEVICE_ORDER=PCI_BUS_ID") as refused:
         gpus.check_one_model(("0", "1"), HOST, MIXED, None)
     assert f"nvidia-smi: 0: {H100}, 1: {H100}, 2: {A100}, 3: {H100}" in str(refused.value)
 
 
 def test_uuids_in_cuda_visible_devices_map_to_their_models_whole_or_a_prefix() -> None:
     host = (UUIDS[0], UUIDS[2][:12], UUIDS[3])  # CUDA_VISIBLE_DEVICES takes a UUID's unique prefix too
-    with pytest.raises(ValueError, match="different models") as refused:
+    with pytest.raises(UsageError, match="different models") as refused:
         gpus.check_one_model(host, host, MIXED, None)  # UUIDs name one GPU in any device order
     assert f"0 ({UUIDS[0]}): {H100}, 1 ({UUIDS[2][:12]}): {A100}, 2 ({UUIDS[3]}): {H100}" in str(refused.value)
     assert f"--gpus 0,2 ({H100}) or --gpus 1, ({A100})" in str(refused.value)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from plugin_fixture import on_sys_path
 
+from tracker.errors import UsageError
 from tracker.measure import harness as measure
 from tracker.measure.harness import Settings, compare_outputs, measure_cell
 from tracker.runner import pool as runner
@@ -202,7 +203,7 @@ def test_the_run_plan_adds_the_selected_candidates_after_the_modes() -> None:
     assert [(c.workload, c.mode) for c in cells] == [("llm_rmsnorm", "kernel:triton_rmsnorm"),
                                                      ("diff_cfg_blend", "kernel:torch_lerp")]
     assert runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"]) == runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"], [])
-    with pytest.raises(KeyError, match="unknown candidate 'nope'"):
+    with pytest.raises(UsageError, match="unknown candidate 'nope'"):
         runner.plan(["tiny"], kernels=["nope"])
 
 

@@ -13,6 +13,7 @@ from fake_github import FakeGitHub
 from test_compare import MACHINE, SCENARIOS, write_run
 
 from tracker.analyse.compare import EXIT_FAIL_ON
+from tracker.errors import UsageError
 from tracker.github.prflow import (
     Command,
     PrFlowError,
@@ -222,7 +223,7 @@ def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_pat
         pr_main(c["base"], c["head"], results_dir=tmp_path, machine=MACHINE, env={}, repo_dir=r,
                 runner=FakeRunner(c["head"], rc=2))
     assert git(r, "worktree", "list").count("\n") == 0
-    with pytest.raises(ValueError, match="--repo and --pr go together"):
+    with pytest.raises(UsageError, match="a repository and a PR number go together"):
         pr_main(c["base"], c["head"], repo="octo/widgets", env={}, repo_dir=r)
 
 

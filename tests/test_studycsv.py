@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tracker.analyse import best as analysis
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.publish.summary_json import summary_json
 from tracker.store import asvfiles, results, studycsv
 from workloads.names import DECODE_INVARIANT
@@ -153,11 +153,11 @@ def test_malformed_csv_is_a_clear_error(tmp_path: Path, body: str, header: str, 
     assert isinstance(e.value, ToolError)
 
 
-def test_bad_commit_or_machine_name_is_refused(tmp_path: Path) -> None:
+def test_bad_commit_or_machine_name_is_a_usage_error(tmp_path: Path) -> None:
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n")
-    with pytest.raises(studycsv.StudyCsvError, match="hexadecimal"):
+    with pytest.raises(UsageError, match="hexadecimal"):
         studycsv.import_csv(path, tmp_path / "r", machine="m", torch="2.9.1", commit="study-2025")
-    with pytest.raises(studycsv.StudyCsvError, match="machine name"):
+    with pytest.raises(UsageError, match="machine name"):
         studycsv.import_csv(path, tmp_path / "r", machine="my machine", torch="2.9.1")
 
 
@@ -223,7 +223,7 @@ def test_a_zero_median_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("date_ms", [1_795_333_738_000_000_000, 1_795_333_738, -1])
 def test_an_implausible_date_is_refused_and_nothing_is_written(tmp_path: Path, date_ms: int) -> None:
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n")
-    with pytest.raises(studycsv.StudyCsvError, match=r"--date: .* ms since the epoch"):
+    with pytest.raises(UsageError, match=r"^date .* ms since the epoch"):
         studycsv.import_csv(path, tmp_path / "r", machine="study", torch="2.9.1", date_ms=date_ms)
     assert not (tmp_path / "r").exists()
 

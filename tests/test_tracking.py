@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fake_github import FakeGitHub, Fault
 
 from tracker.github.client import GitHubClient
-from tracker.github.tracking import MAX_BODY_CHARS, TRACKING_MARKER, issue_main, tracking_body, upsert_issue
+from tracker.github.tracking import MAX_BODY_CHARS, TRACKING_MARKER, tracking_body, upsert_issue
 
 OWNER, REPO = "octo", "widgets"
 TITLE = "Nightly: the best torch.compile baseline changed"
@@ -93,22 +94,26 @@ def test_a_body_over_githubs_limit_is_cut_at_a_line_keeping_the_marker() -> None
     assert body.endswith("(cut at GitHub's issue size limit: the workflow log has the full comparison)\n")
 
 
-def test_issue_main_posts_prints_without_a_token_and_fails_in_one_line(
-        fake: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_issue_command_posts_prints_without_a_token_and_fails_in_one_line(
+        fake: FakeGitHub, tmp_path: Path, capsys: pytest.CaptureFixture[str], cli_run: Callable[..., int]) -> None:
     body = tmp_path / "issue.md"
     body.write_text("## h100\nchanged")
-    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), env_for(fake)) == 0
+
+    def issue(repo: str, body_file: Path, env: dict[str, str]) -> int:
+        return cli_run(["issue", "--repo", repo, "--title", TITLE, "--body-file", str(body_file)], env)
+
+    assert issue(f"{OWNER}/{REPO}", body, env_for(fake)) == 0
     number = fake.issue_list()[0]["number"]
     assert capsys.readouterr().out.startswith(f"created tracking issue #{number} of octo/widgets")
-    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), {}) == 0
+    assert issue(f"{OWNER}/{REPO}", body, {}) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"# {TITLE}\n\n{TRACKING_MARKER}\n## h100") and "GITHUB_TOKEN is not set" in out
-    assert issue_main("not a repo", TITLE, str(body), {}) == 2
-    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(tmp_path / "missing.md"), {}) == 2
-    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), {**env_for(fake), "GITHUB_TOKEN": "wrong"}) == 1
-    assert issue_main(f"{OWNER}/nope", TITLE, str(body), env_for(fake)) == 1
+    assert issue("not a repo", body, {}) == 2
+    assert issue(f"{OWNER}/{REPO}", tmp_path / "missing.md", {}) == 2
+    assert issue(f"{OWNER}/{REPO}", body, {**env_for(fake), "GITHUB_TOKEN": "wrong"}) == 1
+    assert issue(f"{OWNER}/nope", body, env_for(fake)) == 1
     fake.inject(Fault(status=403, body={"message": "Resource not accessible by integration"}))
-    assert issue_main(f"{OWNER}/{REPO}", TITLE, str(body), env_for(fake)) == 1
+    assert issue(f"{OWNER}/{REPO}", body, env_for(fake)) == 1
     errors = capsys.readouterr().err.splitlines()
     assert len(errors) == 5 and all(e.startswith("compile-baselines issue: error: ") for e in errors)
     assert "401" in errors[2] and "404" in errors[3] and "issues: write" in errors[4]

@@ -15,6 +15,7 @@ import pytest
 from tracker.analyse import best as analysis
 from tracker.analyse.compare import UNKNOWN, Comparison, compare_runs, compare_versions
 from tracker.analyse.pairs import CompareError
+from tracker.errors import UsageError
 from tracker.publish.comparetable import render_table
 from tracker.publish.comparison import compare_main, comparison_json
 from tracker.publish.prcomment import headline, render_comment
@@ -174,7 +175,7 @@ def test_a_version_without_runs_is_a_clear_error(h100: Path) -> None:
 
 def test_compare_main_takes_both_versions_or_neither(h100: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(CompareError, match="--base-torch and --head-torch go together"):
+    with pytest.raises(UsageError, match="base_torch and head_torch go together"):
         compare_main(h100, None, None, base_torch="2.9.1")
     out = tmp_path / "c.json"
     assert compare_main(h100, None, None, fmt="json", out=out, base_torch="2.9.1", head_torch="2.11") == 0

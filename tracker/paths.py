@@ -41,6 +41,13 @@ def workspace(environ: os._Environ[str] | dict[str, str] = os.environ, cwd: Path
     return None if found is None or found == REPO_ROOT else found
 
 
+def workspace_subdir(config: str | os.PathLike[str], subdir: Path) -> str | None:
+    """`subdir` of the kernel repository the commands work for (`workspace`), where the project's own asv config
+    (`config`) would put it into compile-baselines' checkout; None otherwise."""
+    here = workspace()
+    return str(here / subdir) if here is not None and Path(config).resolve() == ASV_CONF else None
+
+
 def project_repo(environ: os._Environ[str] | dict[str, str] = os.environ, cwd: Path | None = None) -> Path:
     """The git repository whose commits `run` records under and `compare`, `rm` and `pr` resolve refs in."""
     return workspace(environ, cwd) or REPO_ROOT

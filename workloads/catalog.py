@@ -9,6 +9,7 @@ no plugin installed, this is workloads.names plus one scan of the installed entr
 from __future__ import annotations
 
 from workloads import plugins
+from workloads.errors import UnknownName
 from workloads.names import (
     DOMAINS,
     PRESET_NAMES,
@@ -91,7 +92,7 @@ def expand(selectors: list[str] | tuple[str, ...]) -> list[str]:
             found = [w for w in known if w.startswith(sel[:-1])]
             if not found:
                 spaces = sorted({w.split(".")[0] for w in known if is_plugin_workload(w)})
-                raise KeyError(f"no workloads match {sel!r}; plugin namespaces: {', '.join(spaces) or 'none'}")
+                raise UnknownName(f"no workloads match {sel!r}; plugin namespaces: {', '.join(spaces) or 'none'}")
         else:
             found = [check_workload(sel)]
         out += [w for w in found if w not in out]

@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from workloads.errors import UnknownName
 from workloads.modes import MODES  # the modes themselves are data: workloads.modes
 
 PRESET_NAMES: tuple[str, ...] = ("prefill", "decode", "tiny")
@@ -56,11 +57,6 @@ def plugin_enabled(name: str, environ: Mapping[str, str] = os.environ) -> bool:
     return listed is None or name in {n.strip() for n in listed.split(",")}
 
 
-class WorkloadClash(ValueError):
-    """A workload name that is, or could be taken for, another's: two plugins with one namespace, a plugin's
-    workload without its namespace or outside it, a name declared twice."""
-
-
 def is_plugin_workload(workload: str) -> bool:
     """Whether `workload` is a plugin's name (namespaced), not one of the study's 23."""
     return NAMESPACE_SEP in workload
@@ -84,12 +80,12 @@ def domain_of(workload: str) -> str:
     raise KeyError(f"workload {workload!r} has no known domain prefix ({', '.join(DOMAIN_PREFIXES)})")
 
 
-def unknown_name(kind: str, name: str, known: tuple[str, ...], listing: str | None = None) -> KeyError:
+def unknown_name(kind: str, name: str, known: tuple[str, ...], listing: str | None = None) -> UnknownName:
     """The error for a name that is not one of `known`: the closest ones first (a typo's fix), then `listing` (what
     to choose from; default: every known name)."""
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-    return KeyError(f"unknown {kind} {name!r}{hint}; choose from {listing or ', '.join(known)}")
+    return UnknownName(f"unknown {kind} {name!r}{hint}; choose from {listing or ', '.join(known)}")
 
 
 def check_name(kind: str, name: str, known: tuple[str, ...]) -> str:

@@ -25,7 +25,8 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from workloads.names import NAMESPACE, WorkloadClash, check_plugin_workload, plugin_enabled
+from workloads.errors import UnknownName, WorkloadClash
+from workloads.names import NAMESPACE, check_plugin_workload, plugin_enabled
 from workloads.spec import Workload
 
 ENTRY_POINT_GROUP = "compile_baselines.workloads"
@@ -140,7 +141,7 @@ class Registry:
         try:
             return self._by_name[name]
         except KeyError:
-            raise KeyError(f"unknown workload {name!r}; plugin workloads: {', '.join(self._by_name) or 'none'}"
+            raise UnknownName(f"unknown workload {name!r}; plugin workloads: {', '.join(self._by_name) or 'none'}"
                            ) from None
 
 

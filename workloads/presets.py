@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workloads.errors import UnknownName
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -71,4 +73,4 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise KeyError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}") from None
+        raise UnknownName(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}") from None

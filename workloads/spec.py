@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.names import DECODE_INVARIANT, PRESET_NAMES, WorkloadClash, applies, domain_of, is_plugin_workload
+from workloads.errors import UnknownName, WorkloadClash
+from workloads.names import DECODE_INVARIANT, PRESET_NAMES, applies, domain_of, is_plugin_workload
 from workloads.presets import Preset, get_preset
 from workloads.shapes import Shape
 
@@ -76,7 +77,7 @@ class Workload:
         for p in self.presets:
             if p.name == name:
                 return p
-        raise KeyError(f"unknown preset {name!r} for {self.name}; it has {', '.join(p.name for p in self.presets)}")
+        raise UnknownName(f"unknown preset {name!r} for {self.name}; it has {', '.join(p.name for p in self.presets)}")
 
     def build(self, preset: Preset | Shape, device: Any = "cpu") -> Built:
         """Inputs for `preset` on `device`, seeded with torch.manual_seed(0) as in the study."""

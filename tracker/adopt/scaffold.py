@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT
 from tracker.store import atomic
 from tracker.store.commits import CommitError, git
@@ -108,14 +108,15 @@ def add_ignores(path: Path, text: str) -> bool:
 def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: str | None = None,
          force: bool = False) -> tuple[Scaffold, list[Path], str | None]:
     """Write the scaffold into `directory`: what was written (the names, the paths), and the entry-point lines to
-    add by hand when a pyproject.toml was there already (it is never rewritten). InitError before writing anything
-    when a file exists (unless `force`) or a name is not usable."""
+    add by hand when a pyproject.toml was there already (it is never rewritten). Before writing anything: InitError
+    when a file exists (unless `force`), UsageError when a name is not usable."""
     root = Path(directory)
     namespace = namespace or namespace_for(root)
     if not NAMESPACE.fullmatch(namespace):
-        raise InitError(f"namespace {namespace!r}: use lower-case letters, digits and _, starting with a letter")
+        raise UsageError(f"namespace {namespace!r}: use lower-case letters, digits and _, starting with a letter")
     if ref is not None and not _FULL_SHA.fullmatch(ref):
-        raise InitError(f"--ref {ref!r}: give the full 40-hex commit hash (workflows are pinned to commits)")
+        raise UsageError(f"{ref!r}: give the full 40-hex commit hash (workflows are pinned to commits)",
+                         parameter="ref")
     package = namespace if namespace.endswith("kernels") else f"{namespace}_kernels"
     s = Scaffold(namespace, package, package.replace("_", "-"), ref or own_commit())
     wanted = files(s)
@@ -133,3 +134,18 @@ def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: s
         atomic.write_text(path, text)
         written.append(path)
     return s, written, hand_edit
+
+
+def init_main(directory: str, namespace: str | None = None, ref: str | None = None, force: bool = False) -> int:
+    """`compile-baselines init`: write the scaffold into `directory` and say what was written and what is next."""
+    scaffold, written, hand_edit = init(directory, namespace, ref, force)
+    for path in written:
+        print(f"wrote {path}")
+    if hand_edit:
+        print(f"\n{Path(directory) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
+        print(hand_edit)
+    print(f"next (docs/plugins.md): pip install -e {directory} beside compile-baselines; `compile-baselines list` "
+          f"then shows {scaffold.namespace}.silu. Commit the repository (git init; git add -A; git commit), and from "
+          f"inside it `compile-baselines run --workload '{scaffold.namespace}.*'` measures it, recorded under its "
+          "commit into its .asv/")
+    return 0

@@ -219,7 +219,7 @@ class Comparison:
 
     def fails(self, fail_on: str) -> bool:
         if fail_on not in FAIL_ON:
-            raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
+            raise ValueError(f"fail_on is one of {', '.join(FAIL_ON)}, not {fail_on!r}")
         return {"best-change": bool(self.best_changes), "regression": bool(self.regressions),
                 "never": False}[fail_on]
 

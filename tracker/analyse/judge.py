@@ -74,7 +74,7 @@ class ChangeRule:
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
-            raise ValueError(f"--factor takes a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
+            raise ValueError(f"the factor is a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
         if self.test not in TESTS:
             raise ValueError(f"the change test is one of {', '.join(TESTS)}, not {self.test!r}")
 

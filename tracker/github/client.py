@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
@@ -52,6 +52,10 @@ class GitHubError(ToolError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(" ".join(message.split()))  # one line, whatever GitHub's message held
         self.status = status
+
+
+class TokenError(GitHubError, UsageError):
+    """GITHUB_TOKEN holds what no token looks like: a mistake in the job's settings, before any call."""
 
 
 @dataclass(frozen=True)
@@ -340,16 +344,31 @@ def parse_repo(repo: str) -> tuple[str, str] | None:
     return match[1], match[2]
 
 
+def repository(repo: str) -> tuple[str, str]:
+    """(owner, name) of `repo`; UsageError unless it is OWNER/NAME as GitHub allows them."""
+    parsed = parse_repo(repo)
+    if parsed is None:
+        raise UsageError(f"must be OWNER/NAME, got {repo!r}", parameter="repo")
+    return parsed
+
+
+def check_pr(pr: int) -> int:
+    """`pr` if it can be a pull request's number; UsageError otherwise."""
+    if pr <= 0:
+        raise UsageError(f"must be a positive PR number, got {pr}", parameter="pr")
+    return pr
+
+
 def from_env(env: Mapping[str, str], **options: Any) -> GitHubClient | None:
     """A client from GITHUB_TOKEN and GITHUB_API_URL (what Actions sets), or None when there is no token.
-    GitHubError for a token no GitHub token looks like (a line break inside, a space, a non-ASCII character): sent
+    TokenError for a token no GitHub token looks like (a line break inside, a space, a non-ASCII character): sent
     as a header it would fail as an unrelated error, or not at all."""
     token = env.get("GITHUB_TOKEN", "").strip()
     if not token:
         return None
     if not _TOKEN.fullmatch(token):
-        raise GitHubError("GITHUB_TOKEN holds a line break, a space or a character no GitHub token has (tokens are "
-                          "printable ASCII): set it to the token alone")
+        raise TokenError("GITHUB_TOKEN holds a line break, a space or a character no GitHub token has (tokens are "
+                         "printable ASCII): set it to the token alone")
     return GitHubClient(env.get("GITHUB_API_URL") or DEFAULT_API_URL, token, **options)
 
 

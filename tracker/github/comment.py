@@ -16,14 +16,13 @@ Without a token nothing is posted: the body is printed and the command succeeds,
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from tracker.github.client import GitHubClient, GitHubError, from_env, parse_repo
-from tracker.github.upsert import PrComments, Upserted, upsert, with_marker
+from tracker.errors import UsageError
+from tracker.github.client import GitHubClient, check_pr, from_env, repository
+from tracker.github.upsert import PrComments, Upserted, read_body, upsert, with_marker
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 
 _CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
@@ -31,8 +30,8 @@ _CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
 Action = Literal["created", "updated", "skipped", "printed"]
 
 
-class BodyTooLargeError(ValueError):
-    pass
+class BodyTooLargeError(UsageError):
+    """A body longer than GitHub takes: refused before any request."""
 
 
 @dataclass(frozen=True)
@@ -81,30 +80,15 @@ def _note(done: Upserted) -> str:
 def comment_main(
     repo: str, pr: int, body_file: str, only_on_change: bool, changed: bool | None, env: Mapping[str, str]
 ) -> int:
-    """`compile-baselines comment`: post or update the PR comment; one line of outcome. Exit 0 ok (also when
-    printed or skipped), 1 if the GitHub API failed, 2 for a usage error."""
-    parsed = parse_repo(repo)
-    if parsed is None:
-        return _fail(f"--repo must be OWNER/NAME, got {repo!r}", 2)
-    if pr <= 0:
-        return _fail(f"--pr must be a positive PR number, got {pr}", 2)
-    try:
-        body = Path(body_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return _fail(f"cannot read the comment body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
-    owner, name = parsed
+    """`compile-baselines comment`: post or update the PR comment; one line of outcome, exit 0 (also when printed
+    or skipped). UsageError for a repository, PR number, body file or token that cannot be right (a body too
+    large included), GitHubError when the GitHub API failed."""
+    owner, name = repository(repo)
+    check_pr(pr)
+    body = read_body(body_file, "comment")
     if changed is None:
         changed = changed_in_body(body)
-    try:
-        client = from_env(env)
-    except GitHubError as exc:  # a token no token looks like: a mistake in the job's settings
-        return _fail(str(exc), 2)
-    try:
-        outcome = upsert_comment(client, owner, name, pr, body, only_on_change, changed)
-    except BodyTooLargeError as exc:
-        return _fail(str(exc), 2)
-    except GitHubError as exc:
-        return _fail(str(exc), 1)
+    outcome = upsert_comment(from_env(env), owner, name, pr, body, only_on_change, changed)
     where = f"{owner}/{name}#{pr}"
     if outcome.action == "printed":
         print(ensure_marker(body))
@@ -115,8 +99,3 @@ def comment_main(
         note = f" ({outcome.note})" if outcome.note else ""
         print(f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}{note}")
     return 0
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"compile-baselines comment: error: {message}", file=sys.stderr)  # as the CLI words errors
-    return code

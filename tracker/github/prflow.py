@@ -25,8 +25,8 @@ from typing import TextIO
 
 from tracker.analyse import compare, confirm
 from tracker.analyse.attribution import select_workloads
-from tracker.errors import ToolError
-from tracker.github.client import GitHubError, from_env, parse_repo
+from tracker.errors import ToolError, UsageError
+from tracker.github.client import GitHubError, check_pr, from_env, repository
 from tracker.github.comment import upsert_comment
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment
@@ -190,13 +190,9 @@ def _target(repo: str | None, pr: int | None) -> tuple[str, str] | None:
     if repo is None and pr is None:
         return None
     if repo is None or pr is None:
-        raise ValueError("--repo and --pr go together (or leave both out to print the comment)")
-    parsed = parse_repo(repo)
-    if parsed is None:
-        raise ValueError(f"--repo must be OWNER/NAME, got {repo!r}")
-    if pr <= 0:
-        raise ValueError(f"--pr must be a positive PR number, got {pr}")
-    return parsed
+        raise UsageError("a repository and a PR number go together (or neither, to print the comment)")
+    check_pr(pr)
+    return repository(repo)
 
 
 def publish(body: str, changed: bool, target: tuple[str, str] | None, pr: int | None, env: Mapping[str, str],
@@ -241,14 +237,11 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     the PR changed, so each instance's modes are judged together (tracker.analyse.judge). `modes`: only these (None:
     all five)."""
     if fail_on not in compare.FAIL_ON:
-        raise ValueError(f"--fail-on takes {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
+        raise ValueError(f"fail_on is one of {', '.join(compare.FAIL_ON)}, not {fail_on!r}")
     target = _target(repo, pr)
     env = os.environ if env is None else env
     if target is not None:
-        try:
-            from_env(env)  # a malformed token fails now, not after the measuring
-        except GitHubError as e:
-            raise ValueError(str(e)) from None
+        from_env(env)  # a malformed token fails now, not after the measuring
     repo_dir, results = Path(repo_dir).resolve(), Path(results_dir).resolve()
     machine = machine or socket.gethostname()
     base, head = _resolve(base_ref, repo_dir), _resolve(head_ref, repo_dir)

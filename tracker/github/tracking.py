@@ -13,14 +13,13 @@ of them moved each best baseline and significant cell (tracker.publish.attributi
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-from tracker.github.client import GitHubClient, GitHubError, from_env, parse_repo
-from tracker.github.upsert import OpenIssues, upsert, with_marker
+from tracker.errors import UsageError
+from tracker.github.client import GitHubClient, from_env, repository
+from tracker.github.upsert import OpenIssues, read_body, upsert, with_marker
 from tracker.publish.markdown import MAX_BODY_CHARS, fit
 
 TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
@@ -53,26 +52,14 @@ def upsert_issue(client: GitHubClient | None, owner: str, repo: str, title: str,
 
 
 def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) -> int:
-    """`compile-baselines issue`: open or update the tracking issue; one line of outcome. Exit 0 ok (also when
-    printed), 1 if the GitHub API failed, 2 for a usage error."""
-    parsed = parse_repo(repo)
-    if parsed is None:
-        return _fail(f"--repo must be OWNER/NAME, got {repo!r}", 2)
+    """`compile-baselines issue`: open or update the tracking issue; one line of outcome, exit 0 (also when
+    printed). UsageError for a repository, title, body file or token that cannot be right, GitHubError when the
+    GitHub API failed."""
+    owner, name = repository(repo)
     if not title.strip():
-        return _fail("--title must not be empty", 2)
-    try:
-        body = Path(body_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return _fail(f"cannot read the issue body file {body_file}: {getattr(exc, 'strerror', None) or exc}", 2)
-    owner, name = parsed
-    try:
-        client = from_env(env)
-    except GitHubError as exc:  # a token no token looks like: a mistake in the job's settings
-        return _fail(str(exc), 2)
-    try:
-        outcome = upsert_issue(client, owner, name, title, body)
-    except GitHubError as exc:
-        return _fail(str(exc), 1)
+        raise UsageError("must not be empty", parameter="title")
+    body = read_body(body_file, "issue")
+    outcome = upsert_issue(from_env(env), owner, name, title, body)
     if outcome.action == "printed":
         print(f"# {title}\n\n{tracking_body(body)}")
         print(f"not posted to {owner}/{name}: GITHUB_TOKEN is not set (the issue is printed above)")
@@ -80,8 +67,3 @@ def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) ->
         note = f" ({outcome.note})" if outcome.note else ""
         print(f"{outcome.action} tracking issue #{outcome.number} of {owner}/{name}: {outcome.url}{note}")
     return 0
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"compile-baselines issue: error: {message}", file=sys.stderr)
-    return code

@@ -11,8 +11,10 @@ no error. This narrows the race to GitHub's listing lag; the workflows' `concurr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
+from tracker.errors import UsageError
 from tracker.github.client import Comment, GitHubClient, GitHubError, Issue
 
 
@@ -132,3 +134,11 @@ def _comment(c: Comment) -> Post:
 
 def _issue(i: Issue) -> Post:
     return Post(i.number, i.body, i.html_url, i.created_at)
+
+
+def read_body(path: str, what: str) -> str:
+    """The text of the body file at `path` (`what`: "comment", "issue"); UsageError when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the {what} body file {path}: {getattr(exc, 'strerror', None) or exc}") from None

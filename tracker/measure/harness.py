@@ -424,6 +424,29 @@ def _skip(result: CellResult, reason: str, start: float) -> CellResult:
     return result
 
 
+def _warm_up(result: CellResult, call: Callable[[], Any], device: str, settings: Settings) -> int:
+    """The direct calls before timing; on a GPU then the host's time per call, and the L2 flushes each timed call
+    gets (`flush_multiple`, as many as memory affords), returned. The caller holds the cell's GPU lock."""
+    with _phase(result, "warmup"):
+        t0 = time.perf_counter()
+        for _ in range(settings.warmup_calls):
+            call()
+        _sync(device)
+        per_call_ms = (time.perf_counter() - t0) * 1e3 / settings.warmup_calls if settings.warmup_calls else None
+    if device != "cuda":
+        return 1
+    import torch
+
+    with _phase(result, "host_time"):
+        result.host_us = host_time_us(call, host_calls(per_call_ms))
+    wanted = flush_multiple(result.host_us, flush_time_us())
+    flush = affordable_flush(wanted, torch.cuda.mem_get_info()[0])
+    result.flush_capped = flush < wanted
+    result.flush_mib = flush * FLUSH_BYTES // 2**20
+    torch.cuda.reset_peak_memory_stats()
+    return flush
+
+
 def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: str, device: str,
                   settings: Settings, exclusive: Callable[[], Any], fn_override: Callable[..., Any] | None) -> None:
     import torch
@@ -462,21 +485,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: s
         result.correct, result.error_vs_eager = True, 0.0
     del out, ref
     with exclusive():
-        with _phase(result, "warmup"):
-            t0 = time.perf_counter()
-            for _ in range(settings.warmup_calls):
-                call()
-            _sync(device)
-            per_call_ms = (time.perf_counter() - t0) * 1e3 / settings.warmup_calls if settings.warmup_calls else None
-        flush = 1
-        if device == "cuda":
-            with _phase(result, "host_time"):
-                result.host_us = host_time_us(call, host_calls(per_call_ms))
-            wanted = flush_multiple(result.host_us, flush_time_us())
-            flush = affordable_flush(wanted, torch.cuda.mem_get_info()[0])
-            result.flush_capped = flush < wanted
-            result.flush_mib = flush * FLUSH_BYTES // 2**20
-            torch.cuda.reset_peak_memory_stats()
+        flush = _warm_up(result, call, device, settings)
         with _phase(result, "timing"):
             samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
         if device == "cuda":

@@ -24,8 +24,9 @@ from tracker.analyse.compare import (
     compare_versions,
 )
 from tracker.analyse.judge import NOISE_TEST
-from tracker.analyse.pairs import CompareError, default_pair
+from tracker.analyse.pairs import default_pair
 from tracker.analyse.versionattribution import attribute
+from tracker.errors import UsageError
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
 from tracker.publish.prcomment import headline, listed_cells, render_comment
@@ -101,12 +102,12 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
     more results directories for the cells' noise; `test`: the change test (ChangeRule.test). Exit 0, or
     EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
     if fmt not in FORMATS:
-        raise ValueError(f"--format takes {', '.join(FORMATS)}, not {fmt!r}")
+        raise ValueError(f"fmt is one of {', '.join(FORMATS)}, not {fmt!r}")
     if fail_on not in FAIL_ON:
-        raise ValueError(f"--fail-on takes {', '.join(FAIL_ON)}, not {fail_on!r}")
+        raise ValueError(f"fail_on is one of {', '.join(FAIL_ON)}, not {fail_on!r}")
     rule = ChangeRule(test=test, factor=factor, confirm=confirm)
     if (base_torch is None) != (head_torch is None):
-        raise CompareError("--base-torch and --head-torch go together: compare one torch version with another")
+        raise UsageError("base_torch and head_torch go together: compare one torch version with another")
     if base_torch is not None and head_torch is not None:
         c = compare_versions(results_dir, base_torch, head_torch, machine, head_machine, base, head,
                              allow_cross_versions, rule, repo_dir, history)

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tracker.errors import UsageError
+
 
 def visible() -> tuple[str, ...]:
     """This host's GPUs as CUDA_VISIBLE_DEVICES names them (indices or UUIDs): its own list when set, else every
@@ -29,22 +31,22 @@ def visible() -> tuple[str, ...]:
 
 def select(spec: str | None, gpus: tuple[str, ...]) -> tuple[str, ...]:
     """`--gpus`: "all" (the default), N (the first N) or a list of indices into `gpus` ("0,2,5"; one index: "3,").
-    A spec this host cannot meet is a ValueError (a usage error: exit 2)."""
+    A spec this host cannot meet is a UsageError."""
     if not gpus:
-        raise ValueError("--gpus: this host has no CUDA device")
+        raise UsageError("--gpus: this host has no CUDA device")
     if spec is None or spec == "all":
         return gpus
     if spec.isdigit():
         n = int(spec)
         if not 1 <= n <= len(gpus):
-            raise ValueError(f"--gpus {spec}: this host has {len(gpus)} GPUs")
+            raise UsageError(f"--gpus {spec}: this host has {len(gpus)} GPUs")
         return gpus[:n]
     try:
         picked = [int(x) for x in spec.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--gpus takes all, a count or a list of indices such as 0,2,5, not {spec!r}") from None
+        raise UsageError(f"--gpus takes all, a count or a list of indices such as 0,2,5, not {spec!r}") from None
     if not picked or len(set(picked)) != len(picked) or not all(0 <= i < len(gpus) for i in picked):
-        raise ValueError(f"--gpus {spec}: indices 0 to {len(gpus) - 1}, each once")
+        raise UsageError(f"--gpus {spec}: indices 0 to {len(gpus) - 1}, each once")
     return tuple(gpus[i] for i in picked)
 
 
@@ -90,7 +92,7 @@ def _listed(entry: str, listing: list[HostGpu]) -> HostGpu | None:
 
 def check_one_model(picked: tuple[str, ...], host: tuple[str, ...], listing: str | None,
                     device_order: str | None) -> None:
-    """Refuse (ValueError, a usage error) GPUs of more than one model: a run's results are keyed by the GPU model
+    """Refuse (UsageError) GPUs of more than one model: a run's results are keyed by the GPU model
     (asv's machine entry "gpu"). `picked` and `host` as `select` takes and returns them, `listing` nvidia-smi's
     output (`nvidia_smi`), `device_order` CUDA_DEVICE_ORDER.
 
@@ -106,7 +108,7 @@ def check_one_model(picked: tuple[str, ...], host: tuple[str, ...], listing: str
         # CUDA numbers the GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi in PCI bus order. On
         # a host of one model the two agree; on this one an index may name another model than nvidia-smi's.
         models = ", ".join(f"{g.index}: {g.name}" for g in gpus)
-        raise ValueError(f"--gpus: this host's GPUs are of different models (nvidia-smi: {models}) and CUDA "
+        raise UsageError(f"--gpus: this host's GPUs are of different models (nvidia-smi: {models}) and CUDA "
                          "numbers them fastest first, so which index is which model is unknown: set "
                          "CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi's numbering) or name the GPUs by UUID in "
                          "CUDA_VISIBLE_DEVICES, and pick GPUs of one model")
@@ -123,7 +125,7 @@ def check_one_model(picked: tuple[str, ...], host: tuple[str, ...], listing: str
         if e in model:
             of_model.setdefault(model[e], []).append(str(k))
     hint = " or ".join(f"--gpus {','.join(ks)}{',' if len(ks) == 1 else ''} ({name})" for name, ks in of_model.items())
-    raise ValueError(f"--gpus picks GPUs of different models ({', '.join(named(e) for e in picked if e in model)}) "
+    raise UsageError(f"--gpus picks GPUs of different models ({', '.join(named(e) for e in picked if e in model)}) "
                      f"and a run's results are keyed by one GPU model: measure one model a run, e.g. {hint}")
 
 

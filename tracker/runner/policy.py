@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracker.measure.hostinfo import cuda_available
+from tracker.runner import gpus
 from tracker.runner.pool import usable_cpus
 from workloads import catalog
 
@@ -28,6 +29,12 @@ def default_jobs(device: str, gpus: int = 1) -> int:
     if device != "cuda":
         return 1
     return max(1, min(16 * max(1, gpus), len(usable_cpus())))
+
+
+def default_jobs_here() -> int:
+    """`default_jobs` of a run on this host with every GPU visible (what `pr` gives both sides together)."""
+    here = device(None)
+    return default_jobs(here, len(gpus.visible()) if here == "cuda" else 0)
 
 
 RUN_REP_MS = 500.0

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tracker import stats
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
@@ -95,7 +95,7 @@ def plan(presets: Iterable[str], workloads: Iterable[str] | None = None, modes: 
                                ("mode", modes, MODES)):
         unknown = [x for x in given if x not in known]
         if unknown:
-            raise KeyError(f"unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
+            raise UsageError(f"unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
     picked = kernel_modes(kernels, workloads)
     return [CellId(p, w, m) for p in presets for w in all_workloads if w in workloads and catalog.applies(p, w)
             for m in [*(m for m in MODES if m in modes), *picked.get(w, [])]]
@@ -103,7 +103,7 @@ def plan(presets: Iterable[str], workloads: Iterable[str] | None = None, modes: 
 
 def kernel_modes(selectors: Iterable[str], workloads: Iterable[str] | None = None) -> dict[str, list[str]]:
     """Candidate modes per workload for `selectors`: "all", a candidate name (that name for every workload
-    that has it) or "workload:name". Only candidates of `workloads` are kept; an unknown one is a KeyError."""
+    that has it) or "workload:name". Only candidates of `workloads` are kept; an unknown one is a UsageError."""
     workloads = set(catalog.workload_names() if workloads is None else workloads)
     registered = kernel_registry.candidates()
     chosen: dict[str, list[str]] = {}
@@ -116,7 +116,7 @@ def kernel_modes(selectors: Iterable[str], workloads: Iterable[str] | None = Non
             found = [c for c in registered if c.name == sel]
             if not found:
                 known = ", ".join(c.key for c in registered) or "none"
-                raise KeyError(f"unknown candidate {sel!r}; registered: {known}")
+                raise UsageError(f"unknown candidate {sel!r}; registered: {known}")
         for c in found:
             if c.workload in workloads and c.mode not in chosen.setdefault(c.workload, []):
                 chosen[c.workload].append(c.mode)

@@ -21,6 +21,7 @@ from typing import Any
 
 from tracker import metrics
 from tracker.errors import ToolError
+from tracker.paths import RESULTS_SUBDIR, workspace_subdir
 from tracker.store import atomic
 from tracker.store.cells import CellFailed, CellSkipped, check_commit, check_machine_name, metric_value
 from workloads.kernels.registry import candidate_name
@@ -54,7 +55,7 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
 
     try:
         conf = Config.load(str(path))
-    except UserError as e:
+    except (UserError, ValueError, OSError) as e:  # missing, not JSON, a directory
         raise AsvError(f"cannot read asv config {path}: {e}") from None
     # asv resolves the config's relative paths against the working directory (its CLI runs from the config's
     # folder); the tracker may run anywhere, so they are resolved against the config's folder
@@ -66,6 +67,12 @@ def load_conf(path: str | os.PathLike[str] = "asv.conf.json", results_dir: str |
     if results_dir:
         conf.results_dir = os.path.abspath(results_dir)
     return conf
+
+
+def results_dir_for(config: str | os.PathLike[str], given: str | None = None) -> str:
+    """The results directory a command reads or writes: `given`, else .asv/results of the kernel repository it works
+    for (paths.workspace_subdir), else the asv config's."""
+    return given or workspace_subdir(config, RESULTS_SUBDIR) or load_conf(config).results_dir
 
 
 def results_lock(results_dir: str | os.PathLike[str]) -> Any:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import metrics
-from tracker.errors import ToolError
+from tracker.errors import UsageError
 from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
 from tracker.store import atomic
 
@@ -59,7 +59,7 @@ def _safe(part: str) -> str:
     return safe if safe.strip(".") else f"_{safe}"
 
 
-class NameRefused(ToolError):
+class NameRefused(UsageError):
     """A machine name or commit that cannot name a directory or file of the results."""
 
 

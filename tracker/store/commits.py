@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.store.asvjson import date_problem
 
 
@@ -49,7 +49,7 @@ def resolve_ref(ref: str, repo_dir: Path) -> str:
 def resolve(commit: str | None, repo_dir: Path, date_ms: int | None = None) -> tuple[str, int]:
     """(full hash, commit date in ms). Without .git, an explicit hash is recorded with `date_ms` or now."""
     if date_ms is not None and (problem := date_problem(date_ms)):
-        raise CommitError(f"--date: {problem}")
+        raise UsageError(problem)
     if commit is None:
         commit = _git(["rev-parse", "HEAD"], repo_dir)
         if not commit:

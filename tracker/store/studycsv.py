@@ -37,10 +37,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from tracker import metrics
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles, asvjson
-from tracker.store.cells import CellStore, NameRefused, RunKey, check_commit, check_machine_name, default_cells_dir
+from tracker.store.cells import CellStore, RunKey, check_commit, check_machine_name, default_cells_dir
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
@@ -182,15 +182,12 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
     """Write the study CSV at `path` as one asv run in `results_dir`; returns the result file written."""
     path = Path(path)
     if date_ms is not None and (problem := asvjson.date_problem(date_ms)):
-        raise StudyCsvError(f"--date: {problem}")
+        raise UsageError(problem)
     cells = read_study_csv(path)
     if commit is None:
         commit = hashlib.sha1(path.read_bytes()).hexdigest()
-    try:
-        check_commit(commit)
-        check_machine_name(machine)  # the same rule as `run`'s
-    except NameRefused as e:
-        raise StudyCsvError(str(e)) from None
+    check_commit(commit)
+    check_machine_name(machine)  # the same rule as `run`'s
     if date_ms is None:  # when it was written
         date_ms = int(path.stat().st_mtime * 1000)
         if problem := asvjson.date_problem(date_ms):

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from workloads.catalog import check_workload
+from workloads.errors import UnknownName
 from workloads.names import plugin_enabled
 
 ENTRY_POINT_GROUP = "compile_baselines.kernels"
@@ -186,7 +187,7 @@ class Registry:
             return self._by_key[(workload, name)]
         except KeyError:
             known = ", ".join(c.name for c in self.candidates(workload)) or "none"
-            raise KeyError(f"unknown candidate {name!r} for {workload}; registered: {known}") from None
+            raise UnknownName(f"unknown candidate {name!r} for {workload}; registered: {known}") from None
 
 
 def _why(exc: BaseException) -> str:
@@ -226,5 +227,5 @@ def split_key(key: str) -> tuple[str, str]:
     """`workload:name` -> (workload, name)."""
     workload, sep, name = key.partition(":")
     if not sep or not name:
-        raise KeyError(f"candidate {key!r}: expected workload:name, e.g. llm_rmsnorm:triton_rmsnorm")
+        raise UnknownName(f"candidate {key!r}: expected workload:name, e.g. llm_rmsnorm:triton_rmsnorm")
     return workload, name

@@ -1,0 +1,49 @@
+"""`compile-baselines measure`: one cell measured in this process, without asv, printed as a table or as JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from tracker.measure.harness import CellResult, Settings, measure_cell
+from tracker.measure.hostinfo import busy_warning
+
+
+def measure_main(preset: str, workload: str, mode: str, device: str | None, settings: Settings, as_json: bool = False,
+                 all_samples: bool = False) -> int:
+    """Measure the cell and print it; exit 0 when it measured, 1 when it failed or was skipped. `mode`: a compile
+    mode or a candidate's `kernel:NAME`; `all_samples`: with `as_json`, every sample too. Unknown names raise."""
+    result = measure_cell(preset, workload, mode, device=device, settings=settings)
+    if as_json:
+        print(json.dumps(_as_json(result, all_samples), indent=1))
+    else:
+        for k, v in _rows(result, f"{preset} / {workload} / {mode}"):
+            print(f"{k:>13}  {v}")
+    if result.status == "skipped":  # nothing measured: the work asked for was not done
+        print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
+    elif result.device == "cpu" and (warning := busy_warning()):  # said of the timings just taken
+        print(f"measure: warning: {warning}", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+def _as_json(result: CellResult, all_samples: bool) -> dict[str, object]:
+    d = result.as_dict()
+    d["n_samples"] = len(d["samples_ms"])
+    if not all_samples:
+        d.pop("samples_ms")
+    return d
+
+
+def _rows(result: CellResult, cell: str) -> list[tuple[str, str]]:
+    rows = [("cell", f"{cell} on {result.device}"),
+            ("status", result.status + (f" ({result.reason})" if result.reason else ""))]
+    if result.ok:
+        rows += [("median", f"{result.median_ms:.4f} ms"),
+                 ("p25 / p99", f"{result.p25_ms:.4f} / {result.p99_ms:.4f} ms"),
+                 ("samples", str(len(result.samples_ms))), ("compile", f"{result.compile_s:.2f} s"),
+                 ("vs eager", f"correct (error {result.error_vs_eager:.2g})")]
+        if result.peak_mem_bytes is not None:
+            rows.append(("peak memory", f"{result.peak_mem_bytes / 2**20:.1f} MiB"))
+    return [*rows, ("seconds", ", ".join(f"{k} {v:.3f}" for k, v in result.phase_s.items()) or "-"),
+            ("launch floor", f"{result.launch_us:.1f} us" if result.launch_us else "-"),
+            ("host", ", ".join(f"{k} {v}" for k, v in result.host.items() if k in ("gpu", "torch", "triton")))]
