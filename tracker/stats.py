@@ -151,8 +151,8 @@ def p_value(a: Sequence[float | None] | None, b: Sequence[float | None] | None,
 
 # A compile at least this far from the other compiles of its cell (a factor of 3 in time) and far beyond their own
 # spread is a gross outlier: a process disturbed while it ran (a loaded CPU host's oversubscribed threads). The states
-# of one cell's compiles stay inside it: two generated codes a few tens of percent apart, and max-autotune's launch
-# configs on a 9 us cell up to 2.3x apart.
+# of one cell's compiles (other generated code, other launch configs) stay inside it: a state is never set aside
+# (docs/verdicts.md).
 GROSS_OUTLIER = math.log(3.0)
 OUTLIER_SPREADS = 5.0
 
@@ -257,12 +257,10 @@ class NoiseModel:
     """When two medians count as tied: the slower within a relative band of the faster (`rel_band`, or
     `small_rel_band` when the faster is under `small_below_ms`), or, with `use_ci`, their 99% CIs overlapping.
 
-    The band has to cover run-to-run noise, which the within-run CI does not see (each run is a fresh process).
-    Measured on an H100: the same cells timed in two fresh processes differed by under 2% from 50 us up (one cell
-    by 5.8%) and by a median 5% (up to 20%) under 50 us; a study this project follows saw up to ~9% under 50 us
-    and winners within 0.5% of the runner-up. Hence 3% from 50 us up and 10% below; the cells beyond are host-bound
-    ones (HostBound), flagged separately. Re-derive the parameters from repeated runs (tools/bench_runner.py
-    `agree` measures exactly this)."""
+    The band has to cover run-to-run noise, which the within-run CI does not see (each run is a fresh process):
+    cells under 50 us move between processes several times as much as larger ones, hence the wider band there; the
+    cells beyond it are host-bound (HostBound), flagged separately. The measurements behind the defaults are in
+    docs/verdicts.md; `tools/bench_runner.py agree` measures them again from repeated runs."""
 
     rel_band: float = 0.03
     small_rel_band: float = 0.10
@@ -300,11 +298,10 @@ class HostBound:
     """A time is host-bound when median_ms * 1000 <= k * launch_us: it could be all host work (Python, dispatch,
     launches), so it says little about the kernels.
 
-    launch_us is the run's launch floor: one eager one-element add under the same timer. Measured on an H100
-    (decode): compiled single-kernel cells take 1.0-1.2 floors and eager chains of 2-8 tiny ops 2.2-5.5 floors,
-    all of it host work, and such an eager cell does win when the compiled cell has a slow run. The cheapest
-    GPU-bound cells take 10 floors or more. k = 6 lies between, with ~1.8x to spare either side. All cells of a
-    run share the floor, so an instance is host-bound exactly when its fastest cell is."""
+    launch_us is the run's launch floor: one eager one-element add under the same timer. `k` lies between the
+    slowest cells that are all host work (short eager op chains) and the cheapest GPU-bound ones, with room either
+    side (docs/verdicts.md has the measurements). All cells of a run share the floor, so an instance is host-bound
+    exactly when its fastest cell is."""
 
     k: float = 6.0
 

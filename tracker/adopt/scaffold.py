@@ -18,6 +18,7 @@ import jinja2
 
 from tracker.errors import ToolError, UsageError
 from tracker.paths import REPO_ROOT
+from tracker.store import atomic
 from tracker.store.commits import CommitError, git
 from workloads.names import NAMESPACE
 
@@ -100,8 +101,7 @@ def add_ignores(path: Path, text: str) -> bool:
     if not missing:
         return False
     head = text.splitlines()[0]
-    path.write_text(old + ("" if old.endswith("\n") or not old else "\n") + "\n".join([head, *missing]) + "\n",
-                    encoding="utf-8")
+    atomic.write_text(path, old + ("" if old.endswith("\n") or not old else "\n") + "\n".join([head, *missing]) + "\n")
     return True
 
 
@@ -131,8 +131,7 @@ def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: s
     written = [root / GITIGNORE] if ignores is not None and add_ignores(root / GITIGNORE, ignores) else []
     for rel, text in wanted.items():
         path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        atomic.write_text(path, text)
         written.append(path)
     return s, written, hand_edit
 

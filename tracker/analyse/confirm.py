@@ -1,12 +1,12 @@
 """Confirmation before an alarm: which cells of a comparison to measure again before a change is believed.
 
 One compile in one process is not the truth: two compiles of one cell can choose different kernels and launch
-configs (max-autotune: up to 1.2x on a GPU-bound conv, 2.3x on a 9 us cell), and a process can be disturbed. So a
-change found on one measurement is a candidate: its cells are measured again in fresh processes, each compiling
-anew (the PR flow: base and head, until each side has COMPILES; a nightly: the head, COMPILES more than its run
-made, against the stored history), and the comparison is made again with `ChangeRule.confirm`, which leaves a
-change found on fewer compiles UNCONFIRMED. Every confirmed change has every compile of one side beyond every
-compile of the other by more than the band (analyse.compare._judge).
+configs, far apart under max-autotune (docs/verdicts.md), and a process can be disturbed. So a change found on one
+measurement is a candidate: its cells are measured again in fresh processes, each compiling anew (the PR flow: base
+and head, until each side has COMPILES; a nightly: the head, COMPILES more than its run made, against the stored
+history), and the comparison is made again with `ChangeRule.confirm`, which leaves a change found on fewer compiles
+UNCONFIRMED. Under the fixed bands, a confirmed change has every compile of one side beyond every compile of the
+other by more than the band (analyse.judge.judge_bands).
 """
 
 from __future__ import annotations

@@ -268,8 +268,8 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     comparison = compare.compare_runs(results, base, head, machine, **judge)
     cells = confirm.candidates(comparison)
     if cells:
-        # Each side's further compiles in one run, so they compile side by side: one round a side took 60-90 s on
-        # the H100 (a planted PR of 4 workloads, 17 cells), whatever the number of compiles in it.
+        # Each side's further compiles in one run, not a run per compile: they compile side by side, so a run costs
+        # about the same whatever the number of compiles in it (docs/runner.md).
         print(f"pr: {len(cells)} cells moved; measuring each again until it has {confirm.COMPILES} compiles a side",
               file=log)
         measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, confirm.cell_names(cells),

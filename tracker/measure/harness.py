@@ -143,12 +143,11 @@ MAX_FLUSH = 8
 def flush_multiple(host_us: float, flush_us: float) -> int:
     """How many of do_bench's flush buffers to write before each timed call.
 
-    do_bench flushes L2 (256 MiB, ~80 us on an H100) and then records an event, calls, records another.
-    While the host issues a call faster than the GPU flushes, the host runs ahead and the events time the
-    GPU alone. When the host is slower (compiled wrappers, CUDA-graph bookkeeping and eager op chains took
-    40-300 us a call on the H100 host's CPU), the events also time part of the host's work: near that edge a
-    4 us kernel reads anywhere from 4 to 40 us, differently in every process. A flush that outlasts the
-    host's work twice over keeps the figure the GPU's time, which is what do_bench gives on a fast host."""
+    do_bench flushes L2 (FLUSH_BYTES) and then records an event, calls, records another. While the host issues
+    a call faster than the GPU flushes, the host runs ahead and the events time the GPU alone. When the host is
+    slower (compiled wrappers, CUDA-graph bookkeeping and eager op chains), the events also time part of the
+    host's work, differently in every process. A flush that outlasts the host's work twice over keeps the figure
+    the GPU's time, which is what do_bench gives on a fast host (README, "What it measures", has the figures)."""
     return max(1, min(MAX_FLUSH, math.ceil(HOST_HEADROOM * (host_us + LOOP_US) / flush_us)))
 
 
@@ -339,8 +338,8 @@ def measure_cell(
     `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
     eager reference, the launch floor, an eager first call, warm-up and timing); the parallel runner passes its
     cross-process GPU lock. The CUDA context is created before it (no kernels). The first call of a compiled
-    mode runs outside it: holding the lock from the compiler's return to the end of that call made a full
-    parallel run on the H100 twice as long.
+    mode runs outside it: that call still compiles, and the GPU would idle while other cells wait for the lock
+    (docs/runner.md).
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (workloads.kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
     callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`, when

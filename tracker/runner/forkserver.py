@@ -1,8 +1,8 @@
 """Start each measurement's process by forking one that has already imported torch, dynamo, inductor and Triton.
 
 Every measurement runs in a process of its own: its own compile caches, CUDA context and autotuning. Started as a
-fresh interpreter, each of a full H100 run's 377 processes first spent several seconds of CPU importing torch and the
-compiler, on the cores the other cells compile on. The server imports them once and forks a child per measurement. It
+fresh interpreter, each process first spent seconds of CPU importing torch and the compiler, on the cores the other
+cells compile on (docs/runner.md). The server imports them once and forks a child per measurement. It
 never initializes CUDA (a forked child could not use a context made before the fork; `torch.cuda.is_available`
 asks NVML here, see SERVER_ENV), so each child still creates its own, as a fresh process would.
 

@@ -24,8 +24,8 @@ def default_presets(device: str) -> list[str]:
 def default_jobs(device: str, gpus: int = 1) -> int:
     """Cells at once. On a GPU host one per usable core, up to 16 a GPU: a cell is mostly CPU work (start-up, tracing,
     compiling, loading caches) around a short GPU timing that its GPU's lock serializes, so more workers keep the
-    GPUs busy until the cores run out; 16 is the most that has been measured to help one GPU. On a CPU host one,
-    since the timing itself runs on the cores that compiling would take."""
+    GPUs busy until the cores run out; 16 is the most that has been measured to help one GPU (docs/runner.md). On a
+    CPU host one, since the timing itself runs on the cores that compiling would take."""
     if device != "cuda":
         return 1
     return max(1, min(16 * max(1, gpus), len(usable_cpus())))
@@ -42,17 +42,14 @@ RUN_REP_MS = 500.0
 
 def default_rep_ms() -> float:
     """do_bench's measurement budget for each cell of a run: half the study's 1000 ms. What decides a verdict is what
-    differs between compiles and processes (up to 1.3x on a GPU-bound cell), not the within-process median's
-    precision: three compiles of a stable cell, each timed for a third of 1000 ms, agreed within 0.1-0.5% on the
-    H100 (prefill llm_topk_sampling_prep, llm_qk_norm, diff_vae_decoder_upsample; tests/fixtures/h100-aa). Halving
-    it takes about 100 s of GPU time off the cold full suite, whose GPU lock is its bottleneck. `measure` (one cell)
-    keeps the study's budget."""
+    differs between compiles and processes, far more than the within-process median's precision, and the GPU lock
+    is the cold full suite's bottleneck: half the budget saves GPU time and loses no precision a verdict needs
+    (docs/runner.md). `measure` (one cell) keeps the study's budget."""
     return RUN_REP_MS
 
 
 def default_replicates(device: str) -> int:
-    """Compiles per cell of the autotuned modes. On a GPU three: their compiles choose differently (up to 1.2x on a
-    GPU-bound conv, 2.3x on a 9 us cell, seven compiles measured on an H100), and three give the best, the median
-    and the spread. On a CPU one: inductor's CPU backend benchmarks no candidates, and the tiny preset is a smoke
-    run."""
+    """Compiles per cell of the autotuned modes. On a GPU three: their compiles choose different kernels and launch
+    configs (docs/runner.md), and three give the best, the median and the spread. On a CPU one: inductor's CPU
+    backend benchmarks no candidates, and the tiny preset is a smoke run."""
     return 3 if device == "cuda" else 1

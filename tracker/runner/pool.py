@@ -405,14 +405,12 @@ def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
 def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
     """The cell's next further compile once `job` is done: the first replicate after it that the store lacks (or
     whose measurement failed), none when the cell's first measurement failed or none is lacking. A host-bound cell
-    gets them too: its compiles can differ as much (decode llm_rmsnorm max-autotune-no-cudagraphs, 5 us: 5.4-9.7 us
-    over five compiles on the H100).
+    gets them too: its compiles can differ as much as a GPU-bound one's.
 
-    One at a time: two compiles of one cell side by side hold twice its memory while they autotune (in a full H100
-    run, a further compile of the prefill logits projection ran out of GPU memory beside its sibling twice, and each
-    was measured again alone at the end, 115 s of the run's 874). A further compile that failed is measured again by
-    the next run: the cell's result is its first measurement's, and one further compile cut short (an interrupted
-    run) must not leave the cell unconfirmed for good."""
+    One at a time: two compiles of one cell side by side hold twice its memory while they autotune, and the largest
+    cells then run out of GPU memory and are measured again alone at the end (docs/runner.md has both cases). A
+    further compile that failed is measured again by the next run: the cell's result is its first measurement's,
+    and one further compile cut short (an interrupted run) must not leave the cell unconfirmed for good."""
     if job.replicate == 1 and result.get("status") != "ok":
         return []
     return [Job(job.cell, r) for r in _lacking(job.cell, cfg, store, after=job.replicate)[:1]]

@@ -3,10 +3,9 @@
 `compile-baselines compare --confirm` calls `confirm_head` before judging: the cells that moved
 (tracker.analyse.confirm.candidates) get analyse.confirm.COMPILES more fresh processes, each compiling anew, beyond
 the compiles the run already made; the run's results are recorded again with them all. The run's own compiles are
-what found the candidate: a verdict read from them alone would keep whatever draw raised it (a GPU-bound conv whose
-three compiles in one run all chose its slower generated code, tests/fixtures/h100-aa3). The base is not measured:
-it is history (an earlier commit, another night). The PR flow, which can build both sides, confirms base and head
-instead (tracker.github.prflow).
+what found the candidate: a verdict read from them alone would keep whatever draw raised it (all of a run's compiles
+can choose the same slower code, docs/verdicts.md). The base is not measured: it is history (an earlier commit,
+another night). The PR flow, which can build both sides, confirms base and head instead (tracker.github.prflow).
 """
 
 from __future__ import annotations

@@ -161,8 +161,8 @@ def discover(conf: Any, env: Any, commit: str) -> Any:
 @contextlib.contextmanager
 def importable(checkout: Path) -> Iterator[None]:
     """The suite imports tracker and workloads from its checkout, installed or not: asv's processes drop PYTHONPATH
-    and take ASV_PYTHONPATH, so the checkout goes first on that for the duration (a plain clone run with
-    `python -m tracker.cli` on a GPU host found no `tracker` there)."""
+    and take ASV_PYTHONPATH, so the checkout goes first on that for the duration (a clone that is not installed
+    would otherwise measure every cell and then fail in asv's discovery)."""
     old = os.environ.get("ASV_PYTHONPATH")
     os.environ["ASV_PYTHONPATH"] = os.pathsep.join([str(checkout), *([old] if old else [])])
     try:

@@ -1,8 +1,8 @@
 """The asv result file, read fast: its JSON with the samples skipped unless asked for, and its header.
 
 A year of nightly history is ~730 files of ~4 MB, almost all of it samples. Unless `with_samples`, every
-samples column is found with a bracket-hopping scan and cut out before parsing, which makes a file cost ~1 ms
-instead of ~90 ms; anything the scan does not expect falls back to the plain JSON parser. Which run a file
+samples column is found with a bracket-hopping scan and cut out before parsing, so a file costs its small rest, not
+its megabytes of samples; anything the scan does not expect falls back to the plain JSON parser. Which run a file
 holds is read from its first bytes. Files are only ever read.
 """
 

@@ -2,10 +2,10 @@
 
 The study's file has one row per (workload, preset, mode, tag): every measurement appears once per tag. As the
 study's analysis did, rows are de-duplicated on (shape_preset, workload, mode) and ok rows kept; a cell with no ok
-row is recorded as failed, its `error` (or status) as the reason. The published file
-(tests/fixtures/study/raw_results.csv) also measures the five decode-invariant workloads in decode, with the same
-shapes as in prefill; the study's figures count 18 decode instances, so those rows are left out
-(`workloads.names.applies`), as they are from our own runs, and the import says how many.
+row is recorded as failed, its `error` (or status) as the reason. The study's published file (docs/workloads.md)
+also measures the five decode-invariant workloads in decode, with the same shapes as in prefill; the study's
+figures count 18 decode instances, so those rows are left out (`workloads.names.applies`), as they are from our
+own runs, and the import says how many.
 
 What is written, and why:
 - latency: the study's median, exactly, as the benchmark's value. The study kept no samples, only median, p25
