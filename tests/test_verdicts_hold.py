@@ -452,3 +452,16 @@ def test_this_sessions_cold_full_run_against_run_g_reports_no_change_once_confir
     c = compare_runs(results, AA4_COMMIT, AA5_COMMIT, "h100-g", head_machine="h100-h",
                      rule=ChangeRule(confirm=(0, confirm.COMPILES)), history=HISTORY)
     assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.improvements) == ([], [], [])
+
+
+AA6 = ROOT / "tests" / "fixtures" / "h100-aa6" / "results"
+AA6_COMMIT = "682d016b"
+
+
+def test_a_cold_full_run_after_the_code_moves_against_run_h_reports_no_change_once_confirmed(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(AA6, results)
+    shutil.copytree(AA5 / "h100-h", results / "h100-h")
+    c = compare_runs(results, AA5_COMMIT, AA6_COMMIT, "h100-h", head_machine="h100-i",
+                     rule=ChangeRule(confirm=(0, confirm.COMPILES)), history=HISTORY)
+    assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.improvements) == ([], [], [])
