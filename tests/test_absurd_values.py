@@ -108,6 +108,7 @@ def test_a_summary_of_a_run_whose_every_cell_was_skipped_says_so(tmp_path: Path,
     assert cli.main(["summary", "--results-dir", str(results), "--commit", "aaaa"]) == 0
 
 
+@pytest.mark.slow
 def test_a_run_whose_every_cell_is_skipped_records_nothing_and_says_so(tmp_path: Path) -> None:
     results = tmp_path / "results"
     write_result_file(results, instance("tiny", "llm_rmsnorm", {"eager": 0.02}), commit="a" * 40, gpu="cpu")

@@ -24,6 +24,7 @@ def _one_error_line(err: str, command: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_list_quietly_with_the_status_of_sigpipe() -> None:
     script = "import sys\nfrom tracker import cli\nsys.exit(cli.main(['list']))"
     p = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -149,6 +149,7 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
     assert counts.startswith("41 instances and 213 cells: 3 slower or now failing (+), 1 faster or now ok (-)")
 
 
+@pytest.mark.slow
 def test_the_table_says_what_the_comment_says(capsys: pytest.CaptureFixture[str]) -> None:
     """The two hosts' runs of one commit (tests/fixtures/h100-aa2): besides the cells, the table has the comment's
     winner changed within noise, every kernel's speedup over the best baseline, and wins and geomeans per mode."""
@@ -190,6 +191,7 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     assert "| llm_qk_norm | decode | reduce-overhead | 24.0 µs | 71.9 µs | 3.00\u00d7 |" in md
 
 
+@pytest.mark.slow
 def test_factor_only_makes_verdicts_stricter(results: Path, repo: tuple[Path, list[str]],
                                              capsys: pytest.CaptureFixture[str]) -> None:
     _, (first, second, _) = repo

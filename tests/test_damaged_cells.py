@@ -110,6 +110,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
 
 
+@pytest.mark.slow
 def test_run_names_each_damaged_cell_s_file_and_measures_it_again(tmp_path: Path, env: dict[str, str]) -> None:
     """Two real CPU cells, each damaged a way that stopped `run` with a traceback or a missing key before."""
     res, cells = tmp_path / "results", tmp_path / "cells"

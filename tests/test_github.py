@@ -439,6 +439,7 @@ def test_a_run_whose_new_comment_the_other_run_removed_writes_to_the_survivor(fa
     assert [c["body"] for c in fake.comments()] == [f"{MARKER}\nthis run"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after_create", [False, True], ids=["one sees the other", "both see both"])
 def test_two_concurrent_runs_leave_exactly_one_comment(fake, after_create):
     barrier = threading.Barrier(2)

@@ -95,6 +95,7 @@ CALLS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", list(CALLS))
 def test_a_server_dripping_its_body_fails_at_the_deadline(fake, waits, call):
     """Headers at once, then a byte every 50 ms: no read ever waits past the 0.5 s timeout, so only a deadline on

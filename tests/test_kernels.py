@@ -229,6 +229,7 @@ def test_asv_candidate_benchmark_lists_every_candidate() -> None:
     assert AsvCandidate.param_names == ["preset", "candidate"] and AsvCandidate.version == "1"
 
 
+@pytest.mark.slow
 @kernel_modes
 def test_asv_candidate_benchmark_records_ok_and_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks.candidates import Candidate as AsvCandidate

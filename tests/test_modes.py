@@ -44,6 +44,7 @@ def test_the_max_autotune_modes_autotune_and_the_cuda_graph_modes_are_named() ->
     assert modes.short("max-autotune-no-cudagraphs") == "mancg" and modes.short("kernel:mine") == "kernel:mine"
 
 
+@pytest.mark.slow
 def test_the_harness_calls_torch_compile_with_the_registry_s_options(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 

@@ -82,6 +82,7 @@ def test_ctrl_c_while_a_plugin_imports_still_interrupts(tmp_path: Path, monkeypa
         plugins.REGISTRY.workloads() if kind == "workload" else kernels.REGISTRY.candidates()
 
 
+@pytest.mark.slow
 def test_list_with_plugins_that_exit_lists_the_built_ins_and_warns_once_each(tmp_path: Path) -> None:
     modules = {kind: _install(tmp_path, kind, "sys.exit(3)") for kind in GROUPS}
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),

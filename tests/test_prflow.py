@@ -227,6 +227,7 @@ def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_pat
         pr_main(c["base"], c["head"], repo="octo/widgets", env={}, repo_dir=r)
 
 
+@pytest.mark.slow
 def test_an_interrupted_pr_asks_its_run_to_stop_so_no_worker_outlives_it(tmp_path: Path) -> None:
     # The run ends its cell workers on SIGINT and records nothing half-done; killed outright it could not, and its
     # workers (each in a session of its own) would go on writing into the cell store.
@@ -261,6 +262,7 @@ def test_the_sides_run_at_once_each_line_of_their_output_after_its_label(tmp_pat
     assert "base | done base\n" in err and "head | done head\n" in err
 
 
+@pytest.mark.slow
 def test_on_a_gpu_host_base_and_head_are_measured_at_once_with_half_the_workers_each(
         repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo

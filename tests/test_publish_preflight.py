@@ -60,6 +60,7 @@ def test_a_file_in_place_of_the_output_directory_is_refused(results: Path, tmp_p
     assert (tmp_path / "site").read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_a_site_publish_wrote_is_replaced_and_marked_again(results: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     out.mkdir()  # an empty folder is fine

@@ -177,6 +177,7 @@ def test_self_contained(built: dict[str, Any]) -> None:
     assert not re.search(r"url\((?!#)", html)  # only the SVGs' own clip paths
 
 
+@pytest.mark.slow
 def test_standalone_report_has_no_asv_links(tmp_path: Path) -> None:
     results_dir = make_results(tmp_path)
     assert report.report_main(results_dir, tmp_path / "out") == 0
@@ -229,6 +230,7 @@ def _page(results_dir: Path) -> str:  # built once for the tests that read it (t
                              machine_info=report.machine_files(results_dir))
 
 
+@pytest.mark.slow
 def test_the_page_names_the_timer_that_timed_the_cells() -> None:
     cpu = _page(FIXTURES / "cpu-tiny" / "results")  # gpu "cpu", triton none: the harness' CPU timer
     lead = re.search(r'<p class="lead">(.*?)</p>', cpu, re.S).group(1)

@@ -151,6 +151,7 @@ def test_a_timing_spread_like_a_disturbed_one_runs_again_alone() -> None:
     assert not needs_gpu_alone(widest_clean)  # p25 10.7% under the median
 
 
+@pytest.mark.slow
 def test_the_agreement_benchmark_reproduces_its_recorded_h100_figures() -> None:
     # tools/bench_runner.py agree on the committed serial and parallel cell stores (see their PROVENANCE.md)
     root = Path(__file__).resolve().parent.parent
@@ -161,6 +162,7 @@ def test_the_agreement_benchmark_reproduces_its_recorded_h100_figures() -> None:
     assert "cells compared: 40 (serial 40, parallel 205)" in out
 
 
+@pytest.mark.slow
 def test_the_compile_spread_benchmark_reproduces_its_recorded_h100_table() -> None:
     # tools/bench_runner.py spread on the committed cold compiles (tests/fixtures/h100-compiles/PROVENANCE.md)
     root = Path(__file__).resolve().parent.parent
@@ -187,6 +189,7 @@ def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch:
     assert default_jobs("cuda") == 16 and default_jobs("cpu") == 1  # one worker per core of its own
 
 
+@pytest.mark.slow
 def test_the_phase_benchmark_splits_a_run_s_gpu_lock_between_timing_and_autotuning() -> None:
     # tools/bench_runner.py phases on the cold full run h100-e (tests/fixtures/h100-aa3/PROVENANCE.md), its
     # confirmation's compiles included: autotuning's benchmarks hold the lock longer than the cells' own timing

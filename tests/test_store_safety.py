@@ -180,11 +180,13 @@ def test_run_refuses_a_machine_name_that_is_not_one_folder_before_measuring(tmp_
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing written, inside or outside
 
 
+@pytest.mark.slow
 def test_run_refuses_a_commit_that_is_not_a_hash(tmp_path: Path, env: dict[str, str]) -> None:
     out = run_cli([*RUN[:-1], "../../x", "--results-dir", str(tmp_path / "results"), "--machine", "box"], env)
     assert "not a hexadecimal git hash" in one_line_error(out)
 
 
+@pytest.mark.slow
 def test_run_and_merge_into_a_file_in_place_of_the_results_dir_refuse_in_one_line(tmp_path: Path,
                                                                                   env: dict[str, str]) -> None:
     blocker = tmp_path / "results"
@@ -313,6 +315,7 @@ CONCURRENT_FLOOR = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_concurrent_cells_agree_on_one_launch_floor(tmp_path: Path, env: dict[str, str]) -> None:
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT_FLOOR, str(tmp_path / "cells"), str(v), str(go)],

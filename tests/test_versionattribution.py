@@ -163,6 +163,7 @@ def test_without_a_cross_run_it_names_the_run_that_decides_and_that_run_decides(
     assert decided.decisive is None and {x.cause for x in decided.items} == {BY_TORCH}
 
 
+@pytest.mark.slow
 def test_the_cross_run_at_bases_commit_decides_too_and_two_cross_runs_must_agree(tmp_path: Path) -> None:
     results = _results(tmp_path)
     relabel_as_c1(results, A, keep_original=False)
@@ -196,6 +197,7 @@ def test_the_markdown_says_which_change_moved_each_and_the_run_that_decides(tmp_
     assert "```" not in md
 
 
+@pytest.mark.slow
 def test_compare_attribute_adds_the_section_to_the_markdown_and_the_json(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     results = _results(tmp_path)

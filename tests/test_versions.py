@@ -237,6 +237,7 @@ def test_the_version_view_is_rendered_and_absent_with_one_version(h100: Path, tm
 # -- the worked example in docs/versions.md -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     doc = (ROOT / "docs" / "versions.md").read_text().splitlines()

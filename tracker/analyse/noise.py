@@ -20,7 +20,7 @@ cells; 2% small, 3% host-bound): a machine's day moves some cells together by a 
 history shows (the A/A pairs of docs/verdicts.md).
 
 Where nothing at all is known of a cell's noise (no history, one compile a side), `EmpiricalNoise.noise` returns
-None and the fixed bands judge it (tracker.analyse.bands).
+None and the fixed bands judge it (tracker.analyse.judge.judge_bands).
 """
 
 from __future__ import annotations
