@@ -443,25 +443,22 @@ def test_every_best_latency_a_power_trial_moved_by_five_percent_in_prefill_is_a_
 
 AA5 = ROOT / "tests" / "fixtures" / "h100-aa5" / "results"
 AA5_COMMIT = "00bcc6240993"
-
-
-def test_this_sessions_cold_full_run_against_run_g_reports_no_change_once_confirmed(tmp_path: Path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(AA5, results)
-    shutil.copytree(AA4 / "h100-g", results / "h100-g")
-    c = compare_runs(results, AA4_COMMIT, AA5_COMMIT, "h100-g", head_machine="h100-h",
-                     rule=ChangeRule(confirm=(0, confirm.COMPILES)), history=HISTORY)
-    assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.improvements) == ([], [], [])
-
-
 AA6 = ROOT / "tests" / "fixtures" / "h100-aa6" / "results"
 AA6_COMMIT = "682d016b"
+# (base run's results, its commit and machine; head run's results, commit and machine): each head a cold full run
+# confirmed against the run before it, as the nightly does (run i: main after the code moves of issue 31)
+NIGHTLY_PAIRS = [(AA4, AA4_COMMIT, "h100-g", AA5, AA5_COMMIT, "h100-h"),
+                 (AA5, AA5_COMMIT, "h100-h", AA6, AA6_COMMIT, "h100-i")]
 
 
-def test_a_cold_full_run_after_the_code_moves_against_run_h_reports_no_change_once_confirmed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("base", "base_commit", "base_machine", "head", "head_commit", "head_machine"),
+                         NIGHTLY_PAIRS, ids=["g-h", "h-i"])
+def test_a_cold_full_run_against_the_run_before_reports_no_change_once_confirmed(
+        tmp_path: Path, base: Path, base_commit: str, base_machine: str, head: Path, head_commit: str,
+        head_machine: str) -> None:
     results = tmp_path / "results"
-    shutil.copytree(AA6, results)
-    shutil.copytree(AA5 / "h100-h", results / "h100-h")
-    c = compare_runs(results, AA5_COMMIT, AA6_COMMIT, "h100-h", head_machine="h100-i",
+    shutil.copytree(head, results)
+    shutil.copytree(base / base_machine, results / base_machine)
+    c = compare_runs(results, base_commit, head_commit, base_machine, head_machine=head_machine,
                      rule=ChangeRule(confirm=(0, confirm.COMPILES)), history=HISTORY)
     assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.improvements) == ([], [], [])

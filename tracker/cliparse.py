@@ -152,7 +152,8 @@ def _timing_options(command: argparse.ArgumentParser) -> None:
 
 
 def _list(commands: Commands) -> None:
-    _command(commands, "list", "the 23 workloads, the modes, the presets and the kernels under test",
+    _command(commands, "list",
+             "the workloads (the study's 23 and the plugins'), the modes, the presets and the kernels under test",
              "compile-baselines list")
 
 
