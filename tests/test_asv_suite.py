@@ -176,7 +176,7 @@ def test_compare_confirm_measures_the_heads_moved_cells_again_until_three_compil
     confirmed = run_cli(["compare", "--results-dir", str(res), "--base", "b" * 8, "--head", commit[:8],
                          "--machine", "cpu-box", "--confirm", "--format", "json"], env)
     assert confirmed.returncode == 0, confirmed.stderr
-    assert "1 cells moved; measuring each at head cccccccc in 3 more compiles" in confirmed.stderr
+    assert "1 cell moved; measuring each at head cccccccc in 3 more compiles" in confirmed.stderr
     [cell] = [x for x in json.loads(confirmed.stdout)["cells"] if x["workload"] == "diff_cfg_blend"]
     assert cell["compiles"] == [1, 4]  # the head's cell was measured three times more, in fresh processes
     stored = sorted(p.name for p in (tmp_path / "cells").rglob("tiny/diff_cfg_blend/eager*.json"))

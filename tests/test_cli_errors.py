@@ -198,3 +198,14 @@ def test_an_asv_config_that_is_no_json_is_one_line_naming_it(tmp_path: Path,
     config.write_text("not json")
     assert cli.main(["--config", str(config), "summary"]) == 1  # as a missing one: the tool could not read it
     assert f"cannot read asv config {config}: " in _one_error_line(capsys.readouterr().err, "summary")
+
+
+@pytest.mark.parametrize(("argv", "command"), [(["run", "--replicates", "0"], "run"),
+                                               (["results", "bogus"], "results"),
+                                               (["compare", "--format", "xml"], "compare")])
+def test_a_mistake_the_parser_finds_is_one_line_too(argv: list[str], command: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    _one_error_line(capsys.readouterr().err, command)

@@ -221,9 +221,9 @@ def test_report_and_asv_link_both_ways(site: Path) -> None:
 
 
 def test_refuses_to_publish_over_or_into_the_results(results_dir: Path) -> None:
-    with pytest.raises(publish.PublishError, match="would replace the results"):
+    with pytest.raises(preflight.UnusableOutput, match="would replace the results"):
         publish.publish_main(results_dir, None, results_dir.parent)
-    with pytest.raises(publish.PublishError, match="inside the results"):
+    with pytest.raises(preflight.UnusableOutput, match="inside the results"):
         publish.publish_main(results_dir, None, results_dir / "site")
 
 
@@ -256,19 +256,26 @@ def test_a_stale_benchmarks_json_leaving_out_graphs_is_warned_about(results_dir:
 
 
 @pytest.mark.slow
-def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_path: Path) -> None:
-    """A suite newer than its results (kernels under test not yet run): asv's grid would 404 on them."""
+def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A suite newer than its results (kernels under test not yet run): asv's grid would 404 on them. Only those of a
+    class the results measure are warned about: a kernel repository's runs never hold the study's classes."""
     import shutil
 
     results = Path(shutil.copytree(results_dir, tmp_path / "results"))
     listed = json.loads((results / "benchmarks.json").read_text())
-    listed["candidates.Candidate.track_latency"] = {**listed[asvfiles.METRIC_BENCHMARKS["latency"]],
-                                                    "name": "candidates.Candidate.track_latency"}
+    latency = asvfiles.METRIC_BENCHMARKS["latency"]
+    new_metric = latency.rsplit(".", 1)[0] + ".track_new_metric"
+    for name in ("candidates.Candidate.track_latency", new_metric):
+        listed[name] = {**listed[latency], "name": name}
     (results / "benchmarks.json").write_text(json.dumps(listed))
     publish.publish_main(results, None, tmp_path / "site")
     index = json.loads((tmp_path / "site" / "index.json").read_text())
-    assert "candidates.Candidate.track_latency" not in index["benchmarks"]
-    assert asvfiles.METRIC_BENCHMARKS["latency"] in index["benchmarks"]
+    assert "candidates.Candidate.track_latency" not in index["benchmarks"] and new_metric not in index["benchmarks"]
+    assert latency in index["benchmarks"]
+    warned = [line for line in capsys.readouterr().err.splitlines() if "have no results and no graphs" in line]
+    assert len(warned) == 1 and warned[0].startswith("publish: warning: 1 benchmark(s)")
+    assert new_metric in warned[0] and "candidates.Candidate" not in warned[0]
 
 
 def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_a_folder_of_the_user_s_own_files_is_refused_and_left_alone(results: Pat
     out.mkdir()
     FOREIGN[what](out)
     before = tree(out)
-    assert cli.main(["publish", "--results-dir", str(results), "--out", str(out)]) == 1
+    assert cli.main(["publish", "--results-dir", str(results), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == (f"compile-baselines publish: error: output {out} is not empty and is not a site compile-baselines "
                    f"wrote (no {preflight.MARKER}): publish replaces its output directory, so choose a new or empty "
@@ -55,7 +55,7 @@ def test_a_folder_of_the_user_s_own_files_is_refused_and_left_alone(results: Pat
 
 def test_a_file_in_place_of_the_output_directory_is_refused(results: Path, tmp_path: Path) -> None:
     (tmp_path / "site").write_text("keep me")
-    with pytest.raises(preflight.PreflightError, match="is a file, not a directory"):
+    with pytest.raises(preflight.UnusableOutput, match="is a file, not a directory"):
         publish.publish_main(results, None, tmp_path / "site")
     assert (tmp_path / "site").read_text() == "keep me"
 

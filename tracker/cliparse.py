@@ -7,7 +7,7 @@ import argparse
 import math
 import textwrap
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from tracker.analyse.verdicts import FAIL_ON, TESTS
 from tracker.paths import REPO_ROOT
@@ -115,8 +115,15 @@ class _Version(argparse.Action):
 # ---------------------------------------------------------------------------------------------------- the parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes are one line, as every other error of the CLI, not a usage block first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compile-baselines", description=DESCRIPTION, epilog=EPILOG,
+    parser = _Parser(prog="compile-baselines", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version, nargs=0, help="the version and the checkout's commit, then exit")
     parser.add_argument("--config", default=str(REPO_ROOT / "asv.conf.json"),

@@ -29,7 +29,7 @@ from tracker.errors import ToolError, UsageError
 from tracker.github.client import GitHubError, check_pr, from_env, repository
 from tracker.github.comment import upsert_comment
 from tracker.paths import REPO_ROOT
-from tracker.publish import prcomment
+from tracker.publish import prcomment, units
 from tracker.store.commits import CommitError, git, resolve_ref
 
 ROOT = REPO_ROOT
@@ -250,8 +250,8 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     if scope is not None:
         selection = selection.within(scope)
     log = sys.stderr
-    print(f"pr: base {base[:12]} ({base_ref}), head {head[:12]} ({head_ref}), {len(files)} changed files; "
-          f"{selection.describe()}", file=log)
+    print(f"pr: base {base[:12]} ({base_ref}), head {head[:12]} ({head_ref}), "
+          f"{units.count(len(files), 'changed file')}; {selection.describe()}", file=log)
     if not selection.workloads:
         publish(prcomment.render_skipped(base, head, files), False, target, pr, env, only_on_change)
         return compare.EXIT_OK
@@ -260,7 +260,7 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
         there = workloads_at(commit, repo_dir)
         if names := tuple(w for w in selection.workloads if there is None or w in there):
             sides.append(Side(label, commit, names))
-            print(f"pr: measuring {len(names)} workloads at {commit[:12]}", file=log)
+            print(f"pr: measuring {units.count(len(names), 'workload')} at {commit[:12]}", file=log)
     measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, modes=modes)
     rule = compare.ChangeRule(confirm=(confirm.COMPILES, confirm.COMPILES))
     judge = {"workloads": selection.workloads, "rule": rule, "history": history, "together": True,
@@ -270,8 +270,8 @@ def pr_main(base_ref: str, head_ref: str, repo: str | None = None, pr: int | Non
     if cells:
         # Each side's further compiles in one run, not a run per compile: they compile side by side, so a run costs
         # about the same whatever the number of compiles in it (docs/runner.md).
-        print(f"pr: {len(cells)} cells moved; measuring each again until it has {confirm.COMPILES} compiles a side",
-              file=log)
+        print(f"pr: {units.count(len(cells), 'cell')} moved; measuring each again until it has {confirm.COMPILES} "
+              "compiles a side", file=log)
         measure(sides, repo_dir, results, machine, jobs, presets, runner or run_commands, confirm.cell_names(cells),
                 confirm.COMPILES, modes)
         comparison = compare.compare_runs(results, base, head, machine, **judge)

@@ -21,6 +21,7 @@ from tracker.analyse.compare import (
     Comparison,
     InstanceChange,
 )
+from tracker.publish import units
 from tracker.publish.evidence import cell_evidence
 from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
@@ -119,8 +120,9 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     lines += _instance_lines(c) + _kernel_lines(c, only_changed) + _figure_lines(c) + _only_in(c)
     same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
     unconfirmed = f"{len(c.unconfirmed)} unconfirmed, not counted (?), " if c.unconfirmed else ""
-    lines += ["", f"{len(c.instances)} instances and {len(c.cells)} cells: {len(c.regressions)} slower or now failing "
-                  f"(+), {len(c.improvements)} faster or now ok (-), {len(c.noisy)} too noisy to judge (~), "
+    lines += ["", f"{units.count(len(c.instances), 'instance')} and {units.count(len(c.cells), 'cell')}: "
+                  f"{len(c.regressions)} slower or now failing (+), {len(c.improvements)} faster or now ok (-), "
+                  f"{len(c.noisy)} too noisy to judge (~), "
                   f"{unconfirmed}{same} otherwise"
               + (f"; {len(c.cells) - len(cells)} not shown (--only-changed)" if only_changed else "")]
     lines.append(rule_text(c))

@@ -131,9 +131,9 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
 
 def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | None, only_changed: bool,
           attribute_changes: bool, repo_dir: Path | None, results_dir: str | os.PathLike[str]) -> int:
-    """Write the comparison in `fmt` to `out` or stdout, its headline to stderr; the exit code. With
-    `attribute_changes`, the attribution's section follows the best-baseline changes (md) or the table (table), or is
-    the JSON's "attribution" (null when only the commit or only torch changed)."""
+    """Write the comparison in `fmt` to `out` or stdout, its headline to stderr (unless a table on the terminal
+    showed it); the exit code. With `attribute_changes`, the attribution's section follows the best-baseline changes
+    (md) or the table (table), or is the JSON's "attribution" (null when only the commit or only torch changed)."""
     attribution = attribute(results_dir, c, repo_dir) if attribute_changes else None
     for w in c.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -152,8 +152,10 @@ def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | N
     else:
         sys.stdout.write(text)
     failed = c.fails(fail_on)
-    print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {headline(c)}"
-          + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
+    # A table on the terminal has just shown the headline; a file, a pipe or a CI log gets it on stderr
+    if failed or fmt != "table" or out is not None or not sys.stdout.isatty():
+        print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {headline(c)}"
+              + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
     return EXIT_FAIL_ON if failed else EXIT_OK
 
 

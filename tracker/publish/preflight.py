@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.store.asvfiles import VERSION_KEYS
 from tracker.store.results import list_runs
 
@@ -27,15 +27,19 @@ class PreflightError(ToolError):
     pass
 
 
+class UnusableOutput(UsageError):
+    """--out names a place publish cannot write a site to without losing what is there (exit 2: choose another)."""
+
+
 def check_output(site: Path) -> None:
-    """PreflightError unless `site` is absent, empty, or a site publish wrote (MARKER, or an earlier version's)."""
+    """UnusableOutput unless `site` is absent, empty, or a site publish wrote (MARKER, or an earlier version's)."""
     if not site.exists():
         return
     if not site.is_dir():
-        raise PreflightError(f"output {site} is a file, not a directory: choose another --out")
+        raise UnusableOutput(f"output {site} is a file, not a directory: choose another --out")
     if not any(site.iterdir()) or (site / MARKER).is_file() or _earlier_site(site):
         return
-    raise PreflightError(f"output {site} is not empty and is not a site compile-baselines wrote (no {MARKER}): "
+    raise UnusableOutput(f"output {site} is not empty and is not a site compile-baselines wrote (no {MARKER}): "
                          "publish replaces its output directory, so choose a new or empty one")
 
 
@@ -105,4 +109,4 @@ def _check_benchmark_list(path: Path) -> None:
         raise PreflightError(f"{path} cannot be read ({why}): delete it and publish again, which writes it anew")
 
 
-__all__ = ["MARKER", "PreflightError", "check_output", "check_results", "mark"]
+__all__ = ["MARKER", "PreflightError", "UnusableOutput", "check_output", "check_results", "mark"]

@@ -138,6 +138,9 @@ def graphs_left_out(results_dir: Path, site: Path, dropped: list[str]) -> list[s
     if missing:
         out.append(f"{len(missing)} benchmark(s) with results have no graphs: {results_dir / 'benchmarks.json'} "
                    f"does not describe them (stale? delete it and publish again): {', '.join(missing)}")
+    # A class the results never measured (a kernel repository's runs hold no study class) is no one's omission
+    classes = {name.rsplit(".", 1)[0] for name in measured}
+    dropped = [name for name in dropped if name.rsplit(".", 1)[0] in classes]
     if dropped:
         out.append(f"{len(dropped)} benchmark(s) of benchmarks.json have no results and no graphs: "
                    f"{', '.join(dropped)}")
@@ -341,6 +344,8 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
         Publish.run(conf, pull=False)
     except UserError as e:
         raise PublishError(f"asv publish failed: {' '.join(str(e).split())}") from None
+    finally:
+        log.flush()  # asv leaves its last progress line open: what we print next starts a line of its own
 
 
 def _write_benchmark_list(conf: Any) -> None:
@@ -420,9 +425,11 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
         raise PublishError("publish needs an output directory (--out, or html_dir in asv.conf.json)")
     results = Path(results_dir).resolve()
     if site == results or results.is_relative_to(site):
-        raise PublishError(f"output {site} would replace the results in {results}: asv publish empties it first")
+        raise preflight.UnusableOutput(f"output {site} would replace the results in {results}: asv publish empties "
+                                       "it first")
     if site.is_relative_to(results):
-        raise PublishError(f"output {site} is inside the results directory {results}: choose another --out")
+        raise preflight.UnusableOutput(f"output {site} is inside the results directory {results}: choose another "
+                                       "--out")
     preflight.check_output(site)
     run_asv_publish(results, site, config_path)
     preflight.mark(site)

@@ -24,6 +24,7 @@ from tracker.publish.units import (
     PLAIN_DASH,
     PLAIN_MICRO,
     calls,
+    count,
     factor,
     margin,
     ms_plain,
@@ -55,7 +56,7 @@ TEXT = """\
 {{ legend }}
 {% for preset, p in run.presets.items() %}
 
-{{ preset }}: {{ p.instances }} instances
+{{ preset }}: {{ count(p.instances, 'instance') }}
   {{ "%-26s %5s %8s  %s" % ("mode", "wins", "geomean", "winning workloads") }}
 {% for row in p.rows %}
   {{ "%-26s %5d %8s  " % (row.mode, row.wins, row.geomean) }}{{ row.workloads }}
@@ -108,7 +109,7 @@ MARKDOWN = """\
 Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 {% for preset, p in run.presets.items() %}
 
-#### {{ preset }}: {{ p.instances }} instances
+#### {{ preset }}: {{ count(p.instances, 'instance') }}
 
 | Mode | Wins | Geomean vs eager | Winning workloads |
 |---|---:|---:|---|
@@ -174,6 +175,7 @@ Compile break-even: calls until the time saved per call vs eager repays the comp
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
                           trim_blocks=True, lstrip_blocks=True)
 _ENV.globals["short"] = short
+_ENV.globals["count"] = count
 
 
 def _wrap(items: list[str], indent: int, prefix: str = "") -> str:
@@ -258,7 +260,7 @@ def _h2h(p: dict[str, Any], side: Any) -> str:
     n = p.get("head_to_head_instances", 0)
     if not n:
         return f"head-to-head {' vs '.join(HEAD_TO_HEAD)}: not measured (no instance has both measured ok)"
-    return textwrap.fill(f"head-to-head over {n} instances: {' vs '.join(side(m) for m in HEAD_TO_HEAD)}",
+    return textwrap.fill(f"head-to-head over {count(n, 'instance')}: {' vs '.join(side(m) for m in HEAD_TO_HEAD)}",
                          WIDTH - 2, subsequent_indent="    ", break_on_hyphens=False)
 
 

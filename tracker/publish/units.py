@@ -127,6 +127,11 @@ def p_is(x: float | None) -> str:
     return "p < 0.001" if x is not None and x < 0.001 else f"p = {p_value(x)}"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun: "1 cell", "3 cells", "0 instances"; `plural` where adding an s is wrong."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def calls(n: int | None) -> str:
     """A number of calls, 3 significant digits with k, M, G: "12.3k"; None: "never"."""
     if n is None:
@@ -139,5 +144,5 @@ def calls(n: int | None) -> str:
 
 
 __all__ = ["ARROW", "DASH", "FORMATS", "MICRO", "PLAIN_ARROW", "PLAIN_DASH", "PLAIN_MICRO", "PLAIN_TIMES", "TIMES",
-           "band", "calls", "change", "factor", "interval", "margin", "ms", "ms_fixed", "ms_plain",
+           "band", "calls", "change", "count", "factor", "interval", "margin", "ms", "ms_fixed", "ms_plain",
            "p_is", "p_value", "percent", "ratio", "speedup", "speedup_precise", "spread", "us"]

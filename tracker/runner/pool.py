@@ -28,6 +28,7 @@ from tracker.measure import gpulock
 from tracker.measure.harness import FAILED, Settings
 from tracker.measure.hostinfo import host_info
 from tracker.paths import REPO_ROOT
+from tracker.publish import units
 from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 from tracker.runner.gpus import GpuSlots
 from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, GPU_INDEX
@@ -549,9 +550,10 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
         done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
         counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
         each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
-        print(f"{len(cells)} cells ({done} already measured for this commit, machine and torch): {total} "
-              f"measurements to make, {cfg.jobs} at a time"
-              + (f"; {len(counts)} cells get {each} compiles each" if counts else ""), file=out, flush=True)
+        print(f"{units.count(len(cells), 'cell')} ({done} already measured for this commit, machine and torch): "
+              f"{units.count(total, 'measurement')} to make, {cfg.jobs} at a time"
+              + (f"; {units.count(len(counts), 'cell gets', 'cells get')} {each} compiles each" if counts else ""),
+              file=out, flush=True)
         progress = Progress(total, out)
         measured = measure_cells(cells, cfg, store, progress, server)
     finally:

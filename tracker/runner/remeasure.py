@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.errors import ToolError
+from tracker.publish import units
 from tracker.runner import pool
 from tracker.runner.policy import default_jobs, device
 from tracker.store.cells import default_cells_dir, torch_version
@@ -46,8 +47,8 @@ def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_mach
     cfg = pool.RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
                          machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
                          replicates_per_cell=more)
-    print(f"confirm: {len(cells)} cells moved; measuring each at head {c.head.commit[:8]} in {confirm.COMPILES} "
-          f"more compiles", file=out, flush=True)
+    print(f"confirm: {units.count(len(cells), 'cell')} moved; measuring each at head {c.head.commit[:8]} in "
+          f"{confirm.COMPILES} more compiles", file=out, flush=True)
     run = _latest(results_dir, c.head.machine, c.head.commit)
     pool.run_suite(cells, cfg, conf, run.date_ms, out)
     return len(cells)
