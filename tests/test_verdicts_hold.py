@@ -227,10 +227,15 @@ def host_trial(trial: str):
     pr = {"rule": PR_RULE, "together": True, "joint": ["rl_dpo_loss", "rl_grpo_loss"]}
     if trial == "t6":  # trial 4's plants again, base and head measured at once
         return compare_runs(INTERLEAVED, INTERLEAVED_BASE, "abd36aeb", "h100-t6", **pr)
+    if trial in AGAIN:  # trial 6's plants by later code's pr flow (h100-plant-power/PROVENANCE.md)
+        return compare_runs(POWER.parent / trial / "results", *AGAIN[trial], f"h100-{trial}", **pr)
     return compare_runs(HOST, "941f185d", "f471fa5d", f"h100-{trial}", **pr)
 
 
-@pytest.mark.parametrize("trial", ["t4", "t5", "t6"])
+AGAIN = {"t6b": ("9f949095", "5f69d055"), "t6c": ("fb5296f1", "648ed5f8")}
+
+
+@pytest.mark.parametrize("trial", ["t4", "t5", "t6", "t6b", "t6c"])
 def test_a_host_bound_slowdown_of_one_to_three_more_launches_is_reported_and_its_controls_are_not(
         trial: str) -> None:
     by = {(x.preset, x.workload, x.mode): x for x in host_trial(trial).cells}

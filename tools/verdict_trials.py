@@ -183,6 +183,7 @@ TRIALS = [
       for t in ("4", "5")),
     Trial("6", FIXTURES / "h100-pr-interleaved/results", "0f981038", "abd36aeb", "h100-t6", HOST_PLANTS),
     Trial("6b", FIXTURES / "h100-plant-power/t6b/results", "9f949095", "5f69d055", "h100-t6b", HOST_PLANTS),
+    Trial("6c", FIXTURES / "h100-plant-power/t6c/results", "fb5296f1", "648ed5f8", "h100-t6c", HOST_PLANTS),
     *(Trial(t, FIXTURES / "h100-plant-power/results", base, head, f"h100-t{t}",
             (("llm_swiglu_mlp", ALL, None), ("llm_gelu_mlp", ALL, None), ("vlm_vit_mlp_block", ALL, None),
              *HOST_PLANTS, ("llm_qk_norm", NONE, None)))
