@@ -200,6 +200,16 @@ class Compiles:
         """Their geometric mean."""
         return math.exp(self.log_mean)
 
+    @property
+    def log_ss(self) -> float:
+        """Their sum of squares about the mean in log latency, what pooled spreads add up (0 for one compile)."""
+        return (self.n - 1) * self.log_sd ** 2 if self.log_sd is not None else 0.0
+
+    @property
+    def log_df(self) -> int:
+        """The degrees of freedom `log_ss` carries (0 for one compile)."""
+        return self.n - 1 if self.log_sd is not None else 0
+
 
 # ---------------------------------------------------------------------------------------------------- many tests
 

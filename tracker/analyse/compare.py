@@ -330,8 +330,7 @@ def _pooled(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule, l
         cb, ch = compiles_of(b), compiles_of(h)
         if cb is None or ch is None or cb.log_sd is None or ch.log_sd is None:
             continue
-        var = cb.log_sd ** 2 if base_only else \
-            ((cb.n - 1) * cb.log_sd ** 2 + (ch.n - 1) * ch.log_sd ** 2) / (cb.n + ch.n - 2)
+        var = cb.log_sd ** 2 if base_only else (cb.log_ss + ch.log_ss) / (cb.log_df + ch.log_df)
         cls = cell_class(key[2], min(cb.best_ms, ch.best_ms), launch_us, rule.noise, rule.host)
         out.setdefault(cls, []).append(var)
     return out

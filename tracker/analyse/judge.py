@@ -141,6 +141,12 @@ def _count(row: Any) -> int:
     return int(float_or_none(getattr(row, "compiles", None)) or 1)
 
 
+def _t_test(change: float, se: float, df: float) -> float:
+    """The two-sided p-value of a change in log latency with its standard error; without any noise, 0 for a change
+    and 1 for none."""
+    return stats.t_p_value(change / se, df) if se > 0 else (0.0 if change else 1.0)
+
+
 def _unconfirmed(verdict: str, compiles: tuple[int, int], rule: ChangeRule) -> str:
     short = compiles[0] < rule.confirm[0] or compiles[1] < rule.confirm[1]
     return UNCONFIRMED if verdict in (SLOWER, FASTER) and short else verdict
@@ -225,7 +231,7 @@ def evidence(b: Any, h: Any, noise: CellNoise, rule: ChangeRule, launch_us: floa
     assert cb is not None and ch is not None  # ok rows have a latency
     change = ch.log_mean - cb.log_mean
     se, df = noise.se(cb.n, ch.n, together)
-    p = stats.t_p_value(change / se, df) if se > 0 else (0.0 if change else 1.0)
+    p = _t_test(change, se, df)
     fast = min(cb.best_ms, ch.best_ms)
     return Evidence(cb, ch, (_count(b), _count(h)), change, se, df, p,
                     rule.least_change(fast, launch_us, noise, together), _spread(b, h), noise)
@@ -241,7 +247,7 @@ def best_evidence(b: Evidence, h: Evidence, b_row: Any, h_row: Any, rule: Change
     change = math.log(ch.best_ms / cb.best_ms)
     se = math.sqrt(var)
     df = min(b.noise.df, h.noise.df)
-    p = stats.t_p_value(change / se, df) if se > 0 else (0.0 if change else 1.0)
+    p = _t_test(change, se, df)
     noise = b.noise if b.noise.sd >= h.noise.sd else h.noise
     least = rule.least_change(min(cb.best_ms, ch.best_ms), launch_us, noise, together)
     return Evidence(cb, ch, (b.compiles[0], h.compiles[1]), change, se, df, p, least, _spread(b_row, h_row), noise)

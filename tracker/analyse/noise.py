@@ -173,8 +173,7 @@ class History:
         for key, entries in per_cell.items():
             entries.sort(key=lambda e: e[0])
             comp = [c for _, c in entries]
-            ss = sum((c.n - 1) * c.log_sd ** 2 for c in comp if c.log_sd is not None)
-            df = sum(c.n - 1 for c in comp if c.log_sd is not None)
+            ss, df = sum(c.log_ss for c in comp), sum(c.log_df for c in comp)
             history.cells[key] = CellHistory(ss, df, tuple(c.log_mean for c in comp), tuple(c.n for c in comp))
             history.classes[key] = cell_class(key[2], *fastest[key], ties, host)
         history.priors = _priors(history.cells, history.classes)
@@ -239,10 +238,7 @@ class EmpiricalNoise:
     def noise(self, cell: Cell, cls: str, base: Compiles, head: Compiles) -> CellNoise | None:
         h, prior = self.history.cells.get(cell), self.history.priors.get(self.history.classes.get(cell, cls))
         sources: list[str] = []
-        ss, df = 0.0, 0.0
-        for side in (base, head):
-            if side.log_sd is not None:
-                ss, df = ss + (side.n - 1) * side.log_sd ** 2, df + side.n - 1
+        ss, df = base.log_ss + head.log_ss, float(base.log_df + head.log_df)
         own = df
         if df:
             sources.append(f"{int(df) + 2} compiles of this comparison")
