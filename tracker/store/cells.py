@@ -242,9 +242,10 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     samples that are not numbers) never stands for the cell, nor counts among its compiles: it is left out like a
     failed one, and said in `rejected` ("replicate 2: median_ms -1.0 is not ..."). When none is usable, the cell is
     failed with that reason."""
+    whys = [problem(c) for c in replicates]
     rejected = [f"replicate {c.get('replicate') or 1 if isinstance(c, dict) else i + 1}: {why}"
-                for i, c in enumerate(replicates) if (why := problem(c))]
-    usable = [c for c in replicates if not problem(c)]
+                for i, (c, why) in enumerate(zip(replicates, whys, strict=True)) if why]
+    usable = [c for c, why in zip(replicates, whys, strict=True) if not why]
     ok = [c for c in usable if c["status"] == "ok"]
     if not ok:
         out = dict(usable[0]) if usable else _failed(replicates[0], rejected[0])
@@ -256,9 +257,9 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(best)
     out["compiles_ms"] = [c["median_ms"] for c in ok]
     out["compiles_kept_ms"] = set_aside(out["compiles_ms"])[0]
-    first = next((c for c in replicates if (c.get("replicate") or 1) == 1), None)
-    if first is not None and first.get("status") == "ok" and not problem(first):
-        out["compile_s"] = first.get("compile_s")
+    first = next((i for i, c in enumerate(replicates) if (c.get("replicate") or 1) == 1), None)
+    if first is not None and replicates[first].get("status") == "ok" and not whys[first]:
+        out["compile_s"] = replicates[first].get("compile_s")
     out["replicates_failed"] = len(replicates) - len(ok)
     if rejected:
         out["rejected"] = rejected
@@ -275,7 +276,7 @@ def _failed(record: Any, why: str) -> dict[str, Any]:
 STATUSES = ("ok", "failed", "skipped")  # tracker.measure.harness's
 
 
-def _latency(value: Any) -> bool:
+def is_latency(value: Any) -> bool:
     """A latency some measurement could give: a finite positive number of ms within LATENCY_MS."""
     return type(value) in (int, float) and LATENCY_MS[0] <= value <= LATENCY_MS[1]
 
@@ -297,10 +298,10 @@ def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str 
         return f"status {status!r} is not one of {', '.join(STATUSES)}"
     if status != "ok":
         return None if isinstance(record.get("reason"), str) else f"a {status} measurement without its reason"
-    if not _latency(record.get("median_ms")):
+    if not is_latency(record.get("median_ms")):
         return f"median_ms {record.get('median_ms')!r} is not a latency (a positive, finite number of ms)"
     samples = record.get("samples_ms")
-    if not isinstance(samples, list) or not samples or not all(map(_latency, samples)):
+    if not isinstance(samples, list) or not samples or not all(map(is_latency, samples)):
         return "samples_ms is not a list of latencies (positive, finite numbers of ms)"
     for key in ("compile_s", "launch_us", "peak_mem_bytes", "p25_ms", "p99_ms"):
         value = record.get(key)

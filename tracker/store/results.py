@@ -32,7 +32,7 @@ from tracker.errors import ToolError
 from tracker.stats import LATENCY_MS
 from tracker.store.asvfiles import CANDIDATE_CLASSES, HOST_BENCHMARK, MODE_CLASSES
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
-from tracker.store.cells import CellStore, RunKey, default_cells_dir
+from tracker.store.cells import CellStore, RunKey, default_cells_dir, is_latency
 from workloads import catalog
 from workloads.kernels.registry import mode_of, split_key
 from workloads.names import MODES
@@ -252,18 +252,11 @@ def _floats(values: Any, n: int) -> np.ndarray:
 ABSURD = 1e12
 
 
-def _impossible(values: np.ndarray, positive: bool, upper: float = ABSURD) -> np.ndarray:
-    """Where a value is a number no measurement gives: infinite, negative, (`positive`) zero or above `upper`. NaN
-    is asv's n/a."""
+def _impossible(values: np.ndarray, lower: float = 0.0, upper: float = ABSURD) -> np.ndarray:
+    """Where a value is a number no measurement gives: infinite, or outside [`lower`, `upper`] (a latency: outside
+    tracker.stats.LATENCY_MS). NaN is asv's n/a."""
     with np.errstate(invalid="ignore"):
-        ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0)) & (values <= upper)
-    return ~ok & ~np.isnan(values)
-
-
-def _impossible_latency(values: np.ndarray) -> np.ndarray:
-    """Where a latency (ms a call) is outside what a measurement gives (tracker.stats.LATENCY_MS)."""
-    with np.errstate(invalid="ignore"):
-        ok = (values >= LATENCY_MS[0]) & (values <= LATENCY_MS[1])
+        ok = np.isfinite(values) & (values >= lower) & (values <= upper)
     return ~ok & ~np.isnan(values)
 
 
@@ -298,7 +291,7 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
     result = result if isinstance(result, list) else [result] * n  # asv compresses all-null to null
     failed = np.fromiter((v is None for v in result), dtype=bool, count=len(result))
     median = _floats(result, n)
-    bad = _impossible_latency(median)
+    bad = _impossible(median, *LATENCY_MS)
     arrays = {sampled.column: np.where(bad, np.nan, median), IMPOSSIBLE: np.where(bad, median, np.nan)}
     arrays.update({out: _floats(_column(row, columns, f"stats_{key}"), n) for out, key in _STATS.items()})
     arrays["status"] = np.where(failed | bad, 1, np.where(np.isnan(median), 2, 0)).astype(np.int8)
@@ -311,7 +304,7 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
              **{m.column: m.unit for m in metrics.unsampled()}}
     for column, unit in units.items():
         upper = LATENCY_MS[1] if unit == "ms" else ABSURD
-        wrong = _impossible(arrays[column], positive=False, upper=upper) | (bad & ~np.isnan(arrays[column]))
+        wrong = _impossible(arrays[column], upper=upper) | (bad & ~np.isnan(arrays[column]))
         if wrong.any():
             if not bad[wrong].all():
                 notes.append(f"{int(wrong.sum())} {column} value(s) negative, infinite or absurd, read as n/a")
@@ -320,7 +313,7 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
 
 
 def _good_samples(x: Any) -> bool:
-    return isinstance(x, list) and all(type(v) in (int, float) and LATENCY_MS[0] <= v <= LATENCY_MS[1] for v in x)
+    return isinstance(x, list) and all(map(is_latency, x))
 
 
 def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[str, np.ndarray], present: np.ndarray,

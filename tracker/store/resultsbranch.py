@@ -34,7 +34,7 @@ class ResultsBranchError(ToolError):
 def _run_prefix(name: str) -> str | None:
     """The commit prefix of a result file's name, None for any other file."""
     m = _RESULT_NAME.fullmatch(name)
-    return m.group(1) if m and name not in _DESCRIPTIONS else None
+    return m.group(1) if m else None
 
 
 def _prefixes(paths: Iterable[str], machine: str) -> set[str]:
