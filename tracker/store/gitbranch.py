@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -116,11 +115,16 @@ def list_files(s: Session, ref: str, under: str | None = None) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def _check_out(s: Session, ref: str | None, paths: list[str] | None, name: str) -> Path:
-    """`paths` of `ref` (None: every file; a ref of None: none) written under a fresh folder `tmp`/`name`."""
+def _check_out(s: Session, ref: str | None, paths: list[str] | None, name: str, into: Path | None = None) -> Path:
+    """`paths` of `ref` (None: every file; a ref of None: none) written under a fresh folder `tmp`/`name`, or under
+    the existing folder `into`."""
     env = s.tree_env(name)
-    tree = Path(env["GIT_WORK_TREE"])
-    tree.mkdir()
+    if into is None:
+        tree = Path(env["GIT_WORK_TREE"])
+        tree.mkdir()
+    else:
+        tree = into
+        env["GIT_WORK_TREE"] = str(tree)
     if ref is not None:
         s.git(["read-tree", ref], env, cwd=tree)
         if paths is None:
@@ -133,16 +137,15 @@ def _check_out(s: Session, ref: str | None, paths: list[str] | None, name: str) 
 def export(s: Session, ref: str, paths: list[str], dest: Path, keep: Callable[[str], bool] = lambda p: False
            ) -> list[Path]:
     """Write the files `paths` of `ref` into `dest` (their folders made), each one replacing its namesake; the
-    paths written. All of them are read out of git before any is put in place, so a failure of git leaves `dest` as
-    it was; each file appears whole (a rename). `keep(path)`: leave that file as it is where `dest` has it."""
+    paths written. All of them are read out of git before any is put in place, so a failure of git leaves `dest`'s
+    files as they were; each file appears whole (a rename). `keep(path)`: leave that file as it is where `dest` has
+    it."""
     wanted = [p for p in paths if not (keep(p) and (dest / p).exists())]
-    tree = _check_out(s, ref, wanted, "export")
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest) as staging:  # beside the targets: renames are atomic
-        for p in wanted:
-            (Path(staging) / p).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(tree / p, Path(staging) / p)
+    # git writes the files straight into a staging folder beside their targets (renames are atomic), once
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest) as staging:
+        _check_out(s, ref, wanted, "export", into=Path(staging))
         for p in wanted:
             target = dest / p
             target.parent.mkdir(parents=True, exist_ok=True)
