@@ -24,3 +24,9 @@ class UnknownName(WorkloadsError, KeyError):
 class WorkloadClash(WorkloadsError, ValueError):
     """A workload name that is, or could be taken for, another's: two plugins with one namespace, a plugin's
     workload without its namespace or outside it, a name declared twice."""
+
+
+def failure_line(exc: BaseException) -> str:
+    """A plugin's failure in one line: its exception's type and first line (sys.exit(3) is "SystemExit: 3")."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -25,12 +25,12 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from workloads.errors import UnknownName, WorkloadClash
+from workloads.errors import UnknownName, WorkloadClash, failure_line
 from workloads.names import NAMESPACE, check_plugin_workload, plugin_enabled
 from workloads.spec import Workload
 
 ENTRY_POINT_GROUP = "compile_baselines.workloads"
-__all__ = ["ENTRY_POINT_GROUP", "PluginWarning", "Registry", "Source", "WorkloadClash", "collect"]
+__all__ = ["ENTRY_POINT_GROUP", "PluginWarning", "Registry", "Source", "WorkloadClash", "collect", "entry_points"]
 
 
 class PluginWarning(UserWarning):
@@ -106,7 +106,7 @@ class Registry:
         self._loaded = True  # first: a plugin that asks for the workloads while loading must not recurse
         if not self.group:
             return
-        for ep in _entry_points(self.group):
+        for ep in entry_points(self.group):
             source = Source(ep.name, ep.value, _dist_name(ep))
             try:
                 found = collect(ep.load())
@@ -116,7 +116,7 @@ class Registry:
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # a broken plugin, even one that exits on import, must not take us down
-                why = _why(exc)
+                why = failure_line(exc)
                 self.plugin_errors[ep.name] = why
                 warnings.warn(f"workload plugin {ep.name!r} ({ep.value}) skipped: {why}", PluginWarning,
                               stacklevel=3)
@@ -150,13 +150,8 @@ def _dist_name(ep: metadata.EntryPoint) -> str:
     return dist.metadata["Name"] if dist is not None else ""
 
 
-def _why(exc: BaseException) -> str:
-    """A plugin's failure in one line: its exception's type and first line (sys.exit(3) is "SystemExit: 3")."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _entry_points(group: str) -> list[metadata.EntryPoint]:
+def entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The enabled plugins' entry points of `group`."""
     # One distribution visible twice on sys.path lists its entry points twice: keep one of each. Those that
     # COMPILE_BASELINES_PLUGINS leaves out are not loaded at all.
     return list({(ep.name, ep.value): ep for ep in metadata.entry_points(group=group)

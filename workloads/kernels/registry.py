@@ -16,13 +16,12 @@ import re
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from types import ModuleType
 from typing import Any, TypeVar
 
 from workloads.catalog import check_workload
-from workloads.errors import UnknownName
-from workloads.names import plugin_enabled
+from workloads.errors import UnknownName, failure_line
+from workloads.plugins import entry_points
 
 ENTRY_POINT_GROUP = "compile_baselines.kernels"
 MODE_PREFIX = "kernel:"  # a candidate's cell is (preset, workload, "kernel:<name>")
@@ -157,13 +156,13 @@ class Registry:
             self._loaded = False  # our own bug: raise again on the next query, never serve half a registry
             raise
         if self.group:
-            for ep in _entry_points(self.group):
+            for ep in entry_points(self.group):
                 try:
                     self.add(ep.load())
                 except KeyboardInterrupt:
                     raise
                 except BaseException as exc:  # a broken plugin, even one that exits on import, must not take us down
-                    why = _why(exc)
+                    why = failure_line(exc)
                     self.plugin_errors[ep.name] = why
                     warnings.warn(f"kernel plugin {ep.name!r} ({ep.value}) skipped: {why}", PluginWarning,
                                   stacklevel=3)
@@ -188,19 +187,6 @@ class Registry:
         except KeyError:
             known = ", ".join(c.name for c in self.candidates(workload)) or "none"
             raise UnknownName(f"unknown candidate {name!r} for {workload}; registered: {known}") from None
-
-
-def _why(exc: BaseException) -> str:
-    """A plugin's failure in one line: its exception's type and first line (sys.exit(3) is "SystemExit: 3")."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _entry_points(group: str) -> list[metadata.EntryPoint]:
-    # One distribution visible twice on sys.path lists its entry points twice: keep one of each. Those that
-    # COMPILE_BASELINES_PLUGINS leaves out are not loaded at all.
-    return list({(ep.name, ep.value): ep for ep in metadata.entry_points(group=group)
-                 if plugin_enabled(ep.name)}.values())
 
 
 REGISTRY = Registry()
