@@ -210,7 +210,7 @@ def _run(commands: Commands) -> None:
                      help="the GPUs of this host to measure on, all of one model: all (default), N (the first N), "
                           "or indices 0,2,5")
     run.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available")
-    run.add_argument("--results-dir", help=RESULTS_HELP)
+    _results_dir_option(run)
     run.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     run.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
     run.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
@@ -448,8 +448,7 @@ def _results(commands: Commands) -> None:
 
 def _action(actions: Commands, name: str, summary: str, example: str) -> argparse.ArgumentParser:
     """An action of `results`: `summary` in its list and atop its --help, `example` under it."""
-    action = actions.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
-                                epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    action = _command(actions, name, summary, example)
     action.add_argument("--remote", default="origin", help="the git remote the branch is on (default: origin)")
     return action
 

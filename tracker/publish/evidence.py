@@ -10,7 +10,7 @@ table and the report say the same.
 from __future__ import annotations
 
 from tracker.analyse.compare import CellChange, InstanceChange
-from tracker.publish.units import ARROW, DASH, MICRO, band, change, interval, ms, p_is
+from tracker.publish.units import ARROW, DASH, MICRO, band, change, count, interval, ms, p_is
 
 
 def compiles(n: tuple[int, int] | None, arrow: str = ARROW) -> str:
@@ -18,7 +18,7 @@ def compiles(n: tuple[int, int] | None, arrow: str = ARROW) -> str:
         return ""
     base, head = n
     if base == head:
-        return f"{head} compile{'s' if head != 1 else ''} a side"
+        return f"{count(head, 'compile')} a side"
     return f"{base} {arrow} {head} compiles"
 
 

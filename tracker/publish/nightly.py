@@ -24,10 +24,10 @@ from tracker.analyse.nightsteps import BEST, Step, recent_steps
 from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
-from tracker.publish.units import change, ms, p_value
+from tracker.publish.units import change, count, ms, p_value
 from tracker.store import atomic
 from tracker.store.commits import resolve_ref
-from tracker.store.resultsbranch import previous_measured, stored_in_dir
+from tracker.store.resultsbranch import previous_run, stored_in_dir
 
 Compare = Callable[..., int]  # compare_main's signature: the comparison written to `out`; 0, or 3 on --fail-on
 
@@ -90,7 +90,7 @@ def track(results_dir: Path, commit: str, repo_dir: Path, machines: list[str] | 
             "nothing to compare")
     sections = []
     for machine in tonight:
-        prev = previous_measured(head, stored_in_dir(results_dir, machine), repo_dir)
+        prev = previous_run(machine, head, repo_dir, results_dir=results_dir)
         if prev is None:
             say(f"{machine}: no earlier measured commit; nothing to compare")
             continue
@@ -148,7 +148,7 @@ def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machi
     sections = track(root, commit, repo_dir, machines, options)
     if sections:
         atomic.write_text(out, body(sections))
-        print(f"{len(sections)} comparison{'s' if len(sections) != 1 else ''} with a changed best baseline: "
+        print(f"{count(len(sections), 'comparison')} with a changed best baseline: "
               f"wrote {out}")
     else:
         Path(out).unlink(missing_ok=True)
