@@ -141,36 +141,16 @@ class CellStore:
     def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
         """One measurement (one process, one compile) of a cell, or None when absent, unreadable or damaged
         (`problem`): then it is measured again."""
-        try:
-            with open(self.path(preset, workload, mode, replicate), encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return None
-        return None if problem(data, (preset, workload, mode, replicate)) else data
+        data, why = _read(self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))
+        return None if why else data
 
     def unusable(self, preset: str, workload: str, mode: str, replicate: int = 1) -> str | None:
         """Why the stored measurement cannot be used (`problem`), or None when it can or none is stored."""
-        try:
-            data = json.loads(self.path(preset, workload, mode, replicate).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, RecursionError) as e:
-            return f"not readable JSON ({e})"
-        return problem(data, (preset, workload, mode, replicate))
+        return _read(self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))[1]
 
     def damaged(self) -> list[tuple[Path, str]]:
         """Every stored measurement that cannot be used, with why (`problem`): `run` says so and measures it again."""
-        out = []
-        for p in sorted(self.dir.glob("*/*/*.json")):
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError) as e:
-                out.append((p, f"not readable JSON ({e})"))
-                continue
-            why = problem(data)
-            if why:
-                out.append((p, why))
-        return out
+        return [(p, why) for p in sorted(self.dir.glob("*/*/*.json")) if (why := _read(p)[1])]
 
     def replicates(self, preset: str, workload: str, mode: str) -> list[dict[str, Any]]:
         """Every stored measurement of a cell, replicate 1 first; it stops at the first one missing."""
@@ -279,6 +259,18 @@ STATUSES = ("ok", "failed", "skipped")  # tracker.measure.harness's
 def is_latency(value: Any) -> bool:
     """A latency some measurement could give: a finite positive number of ms within LATENCY_MS."""
     return type(value) in (int, float) and LATENCY_MS[0] <= value <= LATENCY_MS[1]
+
+
+def _read(path: Path, where: tuple[str, str, str, int] | None = None) -> tuple[Any, str | None]:
+    """A stored measurement and why it cannot be used (`problem`, or not readable JSON); (None, None) when there is
+    no such file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError, RecursionError) as e:
+        return None, f"not readable JSON ({e})"
+    return data, problem(data, where)
 
 
 def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str | None:
