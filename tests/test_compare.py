@@ -394,17 +394,17 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     assert compare_main(results_dir, BASE[:8], reg, None, "json", "regression", None) == 3
     data = json.loads(capsys.readouterr().out)
     assert list(data) == ["base", "head", "summary", "rule", "instances", "cells", "kernels", "figures", "added",
-                          "removed", "notes", "warnings"]
+                          "removed", "notes", "warnings", "scope"]
     assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
                                "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,
-                               "instances": 41, "unjudged": 0, "method": 0, "unconfirmed": 0}
+                               "instances": 41, "unjudged": 0, "method": 0, "unconfirmed": 0, "undecided": 0}
     # prefill llm_rmsnorm eager: 498.688 us in h100-d's result file, one compile (eager compiles nothing): its noise
     # unknown, the fixed bands judge it
     assert data["cells"][0] == {"preset": "prefill", "workload": "llm_rmsnorm", "mode": "eager", "base_ms": 0.498688,
                                 "head_ms": 0.498688, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
                                 "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None,
                                 "compiles": [1, 1], "method": False, "ci": None, "resolution": None,
-                                "means_ms": None, "noise": "fixed bands"}
+                                "means_ms": None, "noise": "fixed bands", "more": None}
     # A cell of three compiles a side is judged against its noise: its evidence in the JSON
     tested = data["cells"][data["cells"].index(next(x for x in data["cells"] if x["ci"] is not None))]
     # (the comparison's own cells of three compiles a side are the prior of their class: no history measured it)

@@ -32,11 +32,11 @@ from tracker.analyse.verdicts import (
     BY_COMMIT,
     BY_NEITHER,
     BY_TORCH,
+    BY_UNDECIDED,
     FAILS,
     NOISY,
     SAME,
     SOURCE_UNCHANGED,
-    UNDECIDED,
     UNKNOWN,
 )
 from tracker.store.asvjson import RunFile
@@ -51,8 +51,8 @@ _CAUSE = {(MOVED, STAYED): BY_COMMIT, (STAYED, MOVED): BY_TORCH, (MOVED, MOVED):
 
 def cause(commit: str, torch: str) -> str:
     """The change that moved something, from what the commit leg and the torch leg each say of it (MOVED, STAYED,
-    UNCLEAR): a leg that cannot tell leaves it UNDECIDED."""
-    return _CAUSE.get((commit, torch), UNDECIDED)
+    UNCLEAR): a leg that cannot tell leaves it BY_UNDECIDED."""
+    return _CAUSE.get((commit, torch), BY_UNDECIDED)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Attributed:
     workload: str
     mode: str | None  # None: the instance's best baseline; else the cell's mode (or kernel:NAME)
     change: str  # what the direct comparison says (the instance's reason, the cell's verdict)
-    cause: str  # BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER or UNDECIDED
+    cause: str  # BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER or BY_UNDECIDED
     why: str  # what each leg said, per cross run; or why it is undecided
 
 
@@ -190,7 +190,7 @@ def _cell_leg(c: Comparison, preset: str, workload: str, mode: str) -> tuple[str
 def _attributed(preset: str, workload: str, mode: str | None, change: str, routes: list[Route], b: RunInfo,
                 h: RunInfo) -> Attributed:
     if not routes:
-        return Attributed(preset, workload, mode, change, UNDECIDED,
+        return Attributed(preset, workload, mode, change, BY_UNDECIDED,
                           f"no cross run: neither {h.commit[:8]} under torch {b.torch} nor {b.commit[:8]} under "
                           f"torch {h.torch} was measured")
     causes, whys = [], []
@@ -200,7 +200,7 @@ def _attributed(preset: str, workload: str, mode: str | None, change: str, route
         whys.append(f"via {r.cross.commit[:8]} under torch {r.cross.torch}: commit alone {cw}; torch alone {tw}")
     if len(set(causes)) == 1:
         return Attributed(preset, workload, mode, change, causes[0], "; ".join(whys))
-    return Attributed(preset, workload, mode, change, UNDECIDED, "the cross runs disagree: " + "; ".join(
+    return Attributed(preset, workload, mode, change, BY_UNDECIDED, "the cross runs disagree: " + "; ".join(
         f"{w} ({c})" for c, w in zip(causes, whys, strict=True)))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from tracker.analyse.verdicts import UNDECIDED
+from tracker.analyse.verdicts import BY_UNDECIDED
 from tracker.analyse.versionattribution import Attributed, Attribution
 
 HEADING = "#### Commit or torch: which change moved it"
@@ -41,7 +41,7 @@ def _decisive(a: Attribution) -> list[str]:
     d = a.decisive
     if d is None:
         return []
-    return [f"No cross run decides the {len(a.by(UNDECIDED))} undecided changes. The one run that does: "
+    return [f"No cross run decides the {len(a.by(BY_UNDECIDED))} undecided changes. The one run that does: "
             f"{d.commit[:8]} under torch {d.torch}; with torch {d.torch} installed, then `compare --attribute` again:",
             d.command()]
 

@@ -51,7 +51,9 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     "alpha", "floor", "prior_df", "run_floor", "resolve" and "ci_level" are the noise test's, "p_value" to
     "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "launch_jitter" the share of the
     launch floor every change must exceed in time. A cell judged by the noise test has its "ci", "resolution",
-    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands). `only_changed`: the instances,
+    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands); the paired test's
+    (runs measured in pairs, the PR flow) "same_within" and "max_compiles" too, and an undecided cell's "more" says
+    about how many more compiles a side would decide it. "scope": what was measured, where a paired record says. `only_changed`: the instances,
     cells and kernels lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source
     unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
@@ -65,19 +67,19 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
                     "improvements": len(c.improvements), "noisy": len(c.noisy),
                     "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances),
                     "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells),
-                    "unconfirmed": len(c.unconfirmed)},
+                    "unconfirmed": len(c.unconfirmed), "undecided": len(c.undecided)},
         "rule": {k: rule[k] for k in ("test", "alpha", "floor", "prior_df", "run_floor", "resolve", "ci_level",
                                       "p_value",
                                       "min_change", "small_change", "autotuned_change", "autotuned_modes",
                                       "replicated_change", "replicated_autotuned_small_change", "launch_jitter",
-                                      "max_spread", "confirm")}
+                                      "max_spread", "confirm", "same_within", "max_compiles")}
         | {"small_below_ms": c.rule.noise.small_below_ms, "host_bound_k": c.rule.host.k} | factor,
         "instances": [asdict(i) for i in instances],
         "cells": [asdict(x) for x in cells],
         "kernels": [asdict(k) for k in kernels],
         "figures": [asdict(f) for f in c.figures],
         "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
-        "notes": c.notes, "warnings": c.warnings,
+        "notes": c.notes, "warnings": c.warnings, "scope": c.scope,
     })
 
 
