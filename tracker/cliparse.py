@@ -57,6 +57,7 @@ def _number(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
 
 POSITIVE, NON_NEGATIVE, COUNT = _number(float, 0, True), _number(float, 0, False), _number(int, 0, False)
 AT_LEAST_ONE = _number(int, 1, False)
+AT_LEAST_TWO = _number(int, 2, False)
 
 
 def _date(end_of_day: bool = False, recorded: bool = False) -> Callable[[str], int]:
@@ -379,6 +380,14 @@ def _pr(commands: Commands) -> None:
     pr.add_argument("--history", nargs="+", default=[], metavar="DIR",
                     help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
                          "nightly's results branch)")
+    pr.add_argument("--budget", type=POSITIVE, default=300.0, metavar="SECONDS",
+                    help="wall time for measuring (default 300): base and head are measured in pairs, round after "
+                         "round, while cells are undecided; no round starts that would end past it")
+    pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
+                    help="the most compiles a side a cell gets (default 10)")
+    pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",
+                    help="exactly N paired compiles a side for every cell, whatever the verdicts (a measurement of "
+                         "the real change; no budget)")
 
 
 def _issue(commands: Commands) -> None:

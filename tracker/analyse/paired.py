@@ -12,15 +12,16 @@ class measured in two pairs or more, weighing as k = ChangeRule.prior_df pairs (
 cell of three pairs is not judged on two degrees of freedom alone. A gross outlier among the differences (a process
 in another state, three times off the rest: tracker.stats.set_aside) is set aside.
 
-The comparison looks at the data after every round, so each look is made at Pocock's nominal level for K looks
-(`nominal_alpha`: K = ChangeRule.max_compiles - 1, the rounds after the first), which keeps the chance that unchanged
-code is ever called changed, over all looks, at alpha. At each look:
+The rounds grow (`schedule`: 1, 3, 5, 8, 10 compiles a side by default) and the comparison looks at the data after
+every round, so each look is made at Pocock's nominal level for K looks (`nominal_alpha`, K the rounds of the
+schedule), which keeps the chance that unchanged code is ever called changed, over all looks, at alpha. At each look:
 
 - changed: the cells are selected together as the noise test selects them (tracker.analyse.judge.select:
   Benjamini-Hochberg over families at the nominal level) and the change exceeds the minimum change (the 1% floor,
   a quarter of the launch floor in time, the user's factor); with fewer than ChangeRule.confirm pairs it is
   unconfirmed and the cell is measured again;
-- same: the change's (1 - 2 x nominal) interval lies inside +-same_within (two one-sided tests);
+- same: the change's (1 - 2 x nominal) interval lies inside +-same_within, or +- the minimum change where that is
+  larger (two one-sided tests);
 - undecided otherwise: the cell gets another round, while the budget lasts. A cell still undecided at the end says
   so, with its interval and about how many more pairs would settle it (`more_to_settle`), never "same".
 """
@@ -51,9 +52,19 @@ def nominal_alpha(alpha: float, looks: int) -> float:
     return base * len(_POCOCK_05) / k if k > len(_POCOCK_05) else base
 
 
+def schedule(most: int, confirm: int = 3) -> list[int]:
+    """The compiles a side after each round: one, then the confirmation's number, then about 1.6 times as many each
+    round, up to `most`. A round costs about the same whatever the number of compiles in it (they compile side by
+    side: docs/runner.md), so the rounds grow rather than add one compile each."""
+    out = [1]
+    while out[-1] < most:
+        out.append(min(most, max(out[-1] + 1, confirm if len(out) == 1 else math.ceil(out[-1] * 1.6))))
+    return out
+
+
 def looks(rule: ChangeRule) -> int:
-    """The looks a paired comparison may make: one after each round from the second on."""
-    return max(1, rule.max_compiles - 1)
+    """The looks a paired comparison may make: one after each round of `schedule`."""
+    return len(schedule(rule.max_compiles, max(rule.confirm)))
 
 
 @dataclass(frozen=True)
@@ -127,13 +138,19 @@ def more_to_settle(e: Evidence, rule: ChangeRule, families: int) -> int:
     if sd <= 0:
         return 0
     level = nominal_alpha(rule.alpha, looks(rule))
-    change, margin = abs(e.log_change), math.log1p(rule.same_within)
+    change, margin = abs(e.log_change), _margin(e, rule)
     need = []
     if change > 0:
         need.append((stats.t_quantile(level / (2 * max(families, 1)), e.df) * sd / change) ** 2)
     if change < margin:
         need.append((stats.t_quantile(level, e.df) * sd / (margin - change)) ** 2)
     return max(0, math.ceil(min(need)) - n) if need else 0
+
+
+def _margin(e: Evidence, rule: ChangeRule) -> float:
+    """The margin of "the same", in log: same_within, or the cell's minimum change where that is larger (a change
+    the rule would never claim, a quarter launch on a host-bound cell, is no reason to call it undecided)."""
+    return math.log1p(max(rule.same_within, e.least))
 
 
 def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> Verdict:
@@ -145,7 +162,7 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     if selected and abs(e.log_change) > math.log1p(e.least):
         verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
         verdict = _unconfirmed(verdict, e.compiles, rule)
-    elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < math.log1p(rule.same_within):
+    elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < _margin(e, rule):
         verdict = SAME
     else:
         verdict = UNDECIDED
@@ -160,5 +177,5 @@ def undecided(d: Differences, compiles: tuple[int, int], spread: float) -> Verdi
                    means_ms=(d.base.mean_ms, d.head.mean_ms), noise="paired: 1 pair, its noise unknown yet", more=1)
 
 
-__all__ = ["Differences", "evidence", "looks", "more_to_settle", "nominal_alpha", "pooled_variance", "undecided",
-           "verdict_of"]
+__all__ = ["Differences", "evidence", "looks", "more_to_settle", "nominal_alpha", "pooled_variance", "schedule",
+           "undecided", "verdict_of"]

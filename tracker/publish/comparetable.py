@@ -17,6 +17,7 @@ from tracker.analyse.compare import (
     NOISY,
     REGRESSION_VERDICTS,
     UNCONFIRMED,
+    UNDECIDED,
     CellChange,
     Comparison,
     InstanceChange,
@@ -38,7 +39,7 @@ def _mark(verdict: str) -> str:
         return "+"
     if verdict in IMPROVEMENT_VERDICTS:
         return "-"
-    return {NOISY: "~", UNCONFIRMED: "?"}.get(verdict, " ")
+    return {NOISY: "~", UNCONFIRMED: "?", UNDECIDED: "?"}.get(verdict, " ")
 
 
 def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:

@@ -47,15 +47,15 @@ def _round(x: Any) -> Any:
 
 def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
     """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule has a
-    "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.judge):
+    "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.changetest):
     "alpha", "floor", "prior_df", "run_floor", "resolve" and "ci_level" are the noise test's, "p_value" to
-    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "launch_jitter" the share of the
-    launch floor every change must exceed in time. A cell judged by the noise test has its "ci", "resolution",
-    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands); the paired test's
-    (runs measured in pairs, the PR flow) "same_within" and "max_compiles" too, and an undecided cell's "more" says
-    about how many more compiles a side would decide it. "scope": what was measured, where a paired record says. `only_changed`: the instances,
-    cells and kernels lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source
-    unchanged); the summary still counts the whole comparison."""
+    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "same_within" and "max_compiles"
+    the paired test's (runs measured in pairs: the PR flow), "launch_jitter" the share of the launch floor every
+    change must exceed in time. A cell judged by the noise or the paired test has its "ci", "resolution",
+    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands); an undecided cell's "more" says
+    about how many more compiles a side would decide it. "scope": what was measured, where a paired record says.
+    `only_changed`: the instances, cells and kernels lists keep only what changed, and the cells the headline names
+    (too noisy, unconfirmed, undecided, source unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels

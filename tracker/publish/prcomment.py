@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
-from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNKNOWN
+from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
 from tracker.publish.evidence import cell_evidence, latency_evidence
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
@@ -50,6 +50,8 @@ def _changes(c: Comparison) -> str:
         extras.append(f"{cells(len(c.noisy))} too noisy to judge")
     if c.unconfirmed:  # moved on fewer compiles than the rule asks: never silent, never counted
         extras.append(f"{len(c.unconfirmed)} unconfirmed (not counted)")
+    if c.undecided:  # neither changed nor the same after the budget: never called "same"
+        extras.append(f"{cells(len(c.undecided))} undecided")
     if c.source_unchanged:
         n = len(c.source_unchanged)
         extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
@@ -63,7 +65,7 @@ def _changes(c: Comparison) -> str:
 
 
 # Cells that moved without a counted verdict, which the headline still names: never hidden by --only-changed.
-_NAMED = (NOISY, UNCONFIRMED, SOURCE_UNCHANGED, UNKNOWN)
+_NAMED = (NOISY, UNCONFIRMED, UNDECIDED, SOURCE_UNCHANGED, UNKNOWN)
 
 
 def notes_heading(c: Comparison) -> str:
@@ -107,6 +109,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "notes_heading": notes_heading(c),
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
+        "undecided": c.undecided,
     }
 
 
@@ -123,7 +126,7 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
     changed are shown. `attribution`: a
     markdown section (compare --attribute: which change moved each one) placed after the best-baseline changes and
     never cut."""
-    view = _view(c, scope, only_changed, attribution)
+    view = _view(c, scope if scope is not None else (c.scope or None), only_changed, attribution)
     limits: dict[str, int | None] = {"details": None, "cells": None, "kernels": None, "best": None}
     text = _render(view, limits)
     for section in limits:
