@@ -139,7 +139,7 @@ class KernelChange:
     base_speedup: float | None  # best baseline / kernel: > 1 means the kernel beats every mode
     head_speedup: float | None
     change: float | None  # head_speedup / base_speedup
-    verdict: str  # GAINED, LOST, SAME, NOISY, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
+    verdict: str  # GAINED, LOST, SAME, NOISY, UNDECIDED, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
 
     @property
     def changed(self) -> bool:
@@ -433,6 +433,7 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     if not reasons and mode_changed:
         verdicts = (old.verdict, new.verdict if new else None, latency["verdict"])
         reasons.append(f"{hw} now wins, but " + ("the cells are too noisy to judge" if NOISY in verdicts else
+                                                  "the change is undecided" if UNDECIDED in verdicts else
                                                   "the change is unconfirmed" if UNCONFIRMED in verdicts else
                                                   "no cell changed beyond noise"))
     elif latency["verdict"] == UNCONFIRMED:
@@ -470,6 +471,8 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
             GAINED if change > 1 else LOST
     elif NOISY in (cell.verdict, best.verdict):
         verdict = NOISY
+    elif UNDECIDED in (cell.verdict, best.verdict):
+        verdict = UNDECIDED
     else:
         verdict = SAME
     return KernelChange(*key[:2], name, sb, sh, change, verdict)

@@ -32,7 +32,7 @@ from typing import Any
 
 from tracker import stats
 from tracker.analyse.noise import CellNoise, compiles_of
-from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNKNOWN
+from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.stats import Compiles, HostBound, NoiseModel, float_or_none
 from workloads.modes import AUTOTUNED_MODES
 
@@ -51,8 +51,9 @@ class ChangeRule:
     ci_level: float = 0.95  # of the change's confidence interval, as shown
     prior_df: float = 4.0  # how many compiles a cell class's pooled noise weighs as (tracker.analyse.noise)
     run_floor: float = 0.01  # the least run-to-run spread of runs not measured together (tracker.analyse.noise)
-    # A cell the comparison cannot resolve to this size (the smallest change it could claim is larger) and that moved
-    # beyond half that size is reported as too noisy to judge, not as the same
+    # The noise test calls a cell the same only where its interval lies within this size (or its minimum change, where
+    # larger); a cell whose interval reaches further is undecided, as is one the comparison cannot resolve to this
+    # size that moved beyond half the size it can resolve
     resolve: float = 0.10
     # The fixed bands (test "bands", and cells of unknown noise): one compile a side
     p_value: float = 0.01
@@ -319,7 +320,9 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     if selected and moved:
         verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
     elif moved and resolves > rule.resolve and abs(e.log_change) > math.log1p(resolves / 2):
-        verdict = NOISY
+        verdict = UNDECIDED  # moved within more noise than the comparison can resolve
+    elif max(abs(e.log_change - half), abs(e.log_change + half)) > math.log1p(max(rule.resolve, e.least)):
+        verdict = UNDECIDED  # its interval reaches beyond what the rule could call the same
     else:
         verdict = SAME
     return Verdict(_unconfirmed(verdict, e.compiles, rule), e.ratio, e.p_value, e.least, float_or_none(e.spread),

@@ -37,6 +37,7 @@ from tracker.analyse.verdicts import (
     NOISY,
     SAME,
     SOURCE_UNCHANGED,
+    UNDECIDED,
     UNKNOWN,
 )
 from tracker.store.asvjson import RunFile
@@ -45,7 +46,7 @@ from workloads.kernels.registry import MODE_PREFIX
 
 # What one leg says of a change: it moved beyond its band, it stayed within it, or the leg cannot tell.
 MOVED, STAYED, UNCLEAR = "moved", "stayed", "unclear"
-_DOUBTFUL = (NOISY, UNKNOWN, SOURCE_UNCHANGED)  # moved beyond the band, but not judged as a change
+_DOUBTFUL = (NOISY, UNDECIDED, UNKNOWN, SOURCE_UNCHANGED)  # moved beyond the band, but not judged as a change
 _CAUSE = {(MOVED, STAYED): BY_COMMIT, (STAYED, MOVED): BY_TORCH, (MOVED, MOVED): BY_BOTH, (STAYED, STAYED): BY_NEITHER}
 
 

@@ -5,7 +5,8 @@
 the compiles the run already made; the run's results are recorded again with them all. The run's own compiles are
 what found the candidate: a verdict read from them alone would keep whatever draw raised it (all of a run's compiles
 can choose the same slower code, docs/verdicts.md). The base is not measured: it is history (an earlier commit,
-another night). The PR flow, which can build both sides, confirms base and head instead, in pairs (tracker.flows.rounds).
+another night). The PR flow, which can build both sides, measures base and head in pairs instead
+(tracker.flows.rounds).
 """
 
 from __future__ import annotations
