@@ -379,8 +379,10 @@ def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels
     that now fails or now works still counts (a failure is worth knowing whatever its cause)."""
     if not unaffected:
         return cells, instances, kernels
+    # An undecided cell the change cannot reach is the same as far as the change goes: its source did not change
     cells = [replace(x, verdict=SOURCE_UNCHANGED) if x.workload in unaffected and x.verdict in (SLOWER, FASTER)
-             else x for x in cells]
+             else replace(x, verdict=SAME) if x.workload in unaffected and x.verdict == UNDECIDED else x
+             for x in cells]
     instances = [replace(i, best_changed=False, reason=f"{i.reason}; source unchanged: not counted")
                  if i.workload in unaffected and i.best_changed and i.base_best and i.head_best else i
                  for i in instances]
