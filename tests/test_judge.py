@@ -10,7 +10,7 @@ import pytest
 
 from tracker.analyse.judge import ChangeRule, Evidence, family_p, select, verdict_of
 from tracker.analyse.noise import CellNoise
-from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, UNDECIDED
+from tracker.analyse.verdicts import FASTER, SAME, SLOWER, UNDECIDED
 from tracker.stats import Compiles, simes, stouffer
 
 MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
