@@ -3,7 +3,8 @@
 A year of nightly history is ~730 files of ~4 MB, almost all of it samples. Unless `with_samples`, every
 samples column is found with a bracket-hopping scan and cut out before parsing, so a file costs its small rest, not
 its megabytes of samples; anything the scan does not expect falls back to the plain JSON parser. Which run a file
-holds is read from its first bytes. Files are only ever read.
+holds is read from its first bytes. Files are only ever read, and only regular files, never through a link
+(tracker.store.confined.open_file).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tracker.store import confined
 
 ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
 # The dates a run can plausibly have, ms since the epoch: 2000-01-01 up to 2100-01-01. A date outside (seconds or
@@ -193,7 +196,7 @@ def parse_result_text(text: str, with_samples: bool = False) -> dict[str, Any]:
 def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
     """The parsed file; ValueError (with the reason) when it is not a readable asv result file of our format."""
     try:
-        with open(path, "rb") as f:
+        with confined.open_file(path) as f:
             try:
                 buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # no copy of the samples' megabytes
             except ValueError:  # an empty file cannot be mapped
@@ -251,8 +254,8 @@ def run_of(path: Path, data: dict[str, Any]) -> RunFile:
 
 def read_header(path: Path) -> RunFile:
     """Which run a file holds, from its first bytes (asv writes commit, env, date and params first)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = f.read(16384)
+    with confined.open_file(path) as f:
+        head = f.read(16384).decode("utf-8", errors="replace")
     found = {k: rx.search(head) for k, rx in _HEAD.items()}
     if all(found.values()) and head.lstrip().startswith("{"):
         try:
