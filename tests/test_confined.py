@@ -223,3 +223,25 @@ def test_a_fifo_among_the_results_never_blocks_a_command(tmp_path: Path) -> None
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "dddddddd-env.json: a FIFO, which is never opened" in done.stderr
+
+
+def test_a_hard_link_in_a_destination_is_replaced_never_written_through(tmp_path: Path, outside: Path) -> None:
+    (outside / "kept.json").write_bytes((TINY / RUN_A).read_bytes())
+    dest = one_run(tmp_path, "dest")
+    (dest / RUN_A).unlink()
+    os.link(outside / "kept.json", dest / RUN_A)
+    merge.merge_results([one_run(tmp_path, "src")], dest)
+    assert (outside / "kept.json").read_bytes() == (TINY / RUN_A).read_bytes()
+    assert os.stat(dest / RUN_A).st_nlink == 1
+
+
+def test_a_result_file_larger_than_one_can_be_is_skipped_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.store import asvjson
+
+    root = one_run(tmp_path)
+    shutil.copy(TINY / RUN_B, root / RUN_B)
+    monkeypatch.setattr(asvjson, "MAX_RESULT_BYTES", (root / RUN_B).stat().st_size - 1)  # RUN_A is smaller
+    loaded = results.load_results(root)
+    assert set(loaded.table["commit"].str[:8]) == {"5d800df4"}
+    assert any(RUN_B in w and "larger than" in w for w in loaded.warnings), loaded.warnings

@@ -481,3 +481,24 @@ def test_a_remote_name_that_git_would_read_as_an_option_is_refused(
     with pytest.raises(gitbranch.NameRefused, match="is not a git remote's name"):
         fetch_results(Remote(work, name=f"--upload-pack=touch {tmp_path}/ran"), BRANCH, tmp_path / "d")
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_file_on_the_branch_where_a_machine_s_folder_goes_is_named_as_git_names_it(tmp_path: Path) -> None:
+    origin, work, _ = origin_and_clone(tmp_path)
+    tip = put_on_branch(origin, tmp_path, BRANCH, {"cpu-laptop": "a file, not a folder"})
+    with pytest.raises(BranchError, match=f"^{BRANCH}:cpu-laptop is a file where the machine's folder goes"):
+        store_results(Remote(work), BRANCH, [results_dir(tmp_path, "a", TINY, RUN_A)], say=lambda _: None)
+    assert git(origin, "rev-parse", BRANCH) == tip
+
+
+def test_an_empty_commit_to_fetch_is_a_usage_error_not_whichever_run_there_is(
+        stored: tuple[Path, Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, work, _ = stored
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(work))
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    argv = ["results", "fetch", "--branch", BRANCH, "--machine", "h100-torch-stable", "--results-dir", str(tmp_path)]
+    assert cli.main([*argv, "--commit", ""]) == 2
+    assert "--commit is empty (an unset shell variable?)" in capsys.readouterr().err
+    assert cli.main([*argv[:-2], "--results-dir", str(tmp_path / "d"), "--machine", "../x"]) == 2
+    assert not (tmp_path / "d").exists()

@@ -125,7 +125,7 @@ def _check_benchmark_list(path: Path) -> None:
 
 
 def _beside(site: Path, kind: str) -> list[Path]:
-    return confined.folders(site.parent, f".{glob.escape(site.name)}{kind}*", warn=lambda _: None)
+    return confined.folders(site.parent, f".{glob.escape(site.name)}{kind}*", warn=confined.quiet)
 
 
 def finish_interrupted(site: Path) -> list[str]:

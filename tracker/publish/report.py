@@ -388,7 +388,7 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
 def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
     """asv's machine.json of each machine: driver and CUDA versions live there, not in the results table."""
     out = {}
-    for path in confined.files(results_dir, "*/machine.json", warn=lambda _: None):  # the results' reader warns
+    for path in confined.files(results_dir, "*/machine.json", warn=confined.quiet):  # the results' reader warns
         try:
             data = json.loads(confined.read_text(results_dir, path))
         except (OSError, ValueError):

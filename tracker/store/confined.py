@@ -87,6 +87,10 @@ def warn_stderr(line: str) -> None:
     print(f"warning: {line}", file=sys.stderr)
 
 
+def quiet(line: str) -> None:
+    """Say nothing of what a listing leaves out (where another listing of the same place says it)."""
+
+
 def _matches(root: Path, pattern: str, want_dir: bool, warn: Callable[[str], object]) -> list[Path]:
     """The paths under `root` matching `pattern` (components of fnmatch patterns, as pathlib's glob), found without
     entering a link: each link or special file that matches a component is left out, one warning each."""
@@ -180,5 +184,5 @@ def read_text(root: str | os.PathLike[str], path: str | os.PathLike[str], limit:
     return data.decode("utf-8")
 
 
-__all__ = ["MAX_SMALL_BYTES", "Unconfined", "check", "files", "folders", "open_file", "problem", "read_text",
-           "strays", "warn_stderr"]
+__all__ = ["MAX_SMALL_BYTES", "Unconfined", "check", "files", "folders", "open_file", "problem", "quiet",
+           "read_text", "strays", "warn_stderr"]

@@ -288,6 +288,17 @@ def _push(s: Session, commit: str, branch: str, tip: str | None) -> bool:
                       "again would not help (a protected branch?); nothing was stored")
 
 
+def _change(change: Callable[[Path], object], tree: Path, branch: str) -> None:
+    """`change(tree)`; an error naming a path of the private folder `tree` names it as git does, `BRANCH:PATH`."""
+    try:
+        change(tree)
+    except (ToolError, OSError) as e:
+        said = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror and e.filename else str(e)
+        if isinstance(e, UsageError) or str(tree) not in said:
+            raise
+        raise BranchError(said.replace(f"{tree}/", f"{branch}:").replace(str(tree), branch)) from None
+
+
 def commit_and_push(remote: Remote, branch: str, change: Callable[[Path], object], message: str,
                     say: Callable[[str], object] = print, sleep: Callable[[float], object] = time.sleep,
                     attempts: int = PUSH_ATTEMPTS) -> Pushed | None:
@@ -307,7 +318,7 @@ def commit_and_push(remote: Remote, branch: str, change: Callable[[Path], object
                 more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
                 raise BranchError(f"{branch} of {remote.name} holds {odd[0]}{more}: results are never read or written "
                                   "through one; remove it from the branch; nothing was stored")
-            change(_check_out(s, tip, None, "tree"))
+            _change(change, _check_out(s, tip, None, "tree"), branch)
             commit = _commit(s, "tree", tip, message)
             if commit is None:
                 return None

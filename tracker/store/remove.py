@@ -202,7 +202,7 @@ def leftovers(results_dir: str | os.PathLike[str], cells_root: Path) -> list[Lef
     if not found:
         return []
     try:
-        result_files(results_dir, warn=lambda _: None)  # whether there is any: list_runs below says what it skips
+        result_files(results_dir, warn=confined.quiet)  # whether there is any: list_runs below says what it skips
     except ResultsError:
         runs: list[RunFile] = []  # no result file at all: every run set aside was removed
     else:
@@ -221,7 +221,7 @@ def leftovers(results_dir: str | os.PathLike[str], cells_root: Path) -> list[Lef
 def finish_interrupted(results_dir: str | os.PathLike[str], cells_root: str | os.PathLike[str]) -> list[str]:
     """Roll back or finish what interrupted removals left (`Leftover`), under the results directory's lock; one line
     each."""
-    if not confined.folders(cells_root, f"*/*/{ASIDE}*", warn=lambda _: None):
+    if not confined.folders(cells_root, f"*/*/{ASIDE}*", warn=confined.quiet):
         return []
     with asvfiles.results_lock(results_dir):
         return [left.apply() for left in leftovers(results_dir, Path(cells_root))]

@@ -11,12 +11,13 @@ with a result file of that machine, among the SEARCH_DEPTH nearest.
 
 from __future__ import annotations
 
+import glob
 import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.store import confined, gitbranch, merge
 from tracker.store.asvjson import read_header
 from tracker.store.cells import check_machine_name
@@ -50,7 +51,7 @@ def _prefixes(paths: Iterable[str], machine: str) -> set[str]:
 
 def stored_in_dir(results_dir: Path, machine: str) -> set[str]:
     """The commit prefixes of `machine`'s runs in a results directory."""
-    found = confined.files(results_dir, f"{check_machine_name(machine)}/*.json")
+    found = confined.files(results_dir, f"{glob.escape(machine)}/*.json")
     return _prefixes((f"{machine}/{p.name}" for p in found), machine)
 
 
@@ -107,6 +108,9 @@ def fetch_results(remote: Remote, branch: str, dest: Path, machine: str | None =
     gitbranch.check_branch(branch)
     if machine is not None:
         check_machine_name(machine)
+    if commit is not None and not commit.strip():  # an unset shell variable: never "whichever run there is"
+        raise UsageError("is empty (an unset shell variable?): name the commit whose runs to fetch",
+                         parameter="commit")
     with gitbranch.session(remote) as s:
         on_branch = _stored_on_branch(s, branch, machine)
         if on_branch is None:
@@ -126,7 +130,7 @@ def _commits_of(sources: list[Path]) -> list[str]:
     for src in sources:
         if not src.is_dir():
             raise ResultsBranchError(f"{src} is not a results directory; nothing was stored")
-        for path in confined.files(src, "*/*.json"):
+        for path in confined.files(src, "*/*.json", warn=confined.quiet):  # the merge below warns of what it skips
             if _run_prefix(path.name):
                 try:
                     commits.add(read_header(path).commit)
