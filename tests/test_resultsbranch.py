@@ -483,10 +483,11 @@ def test_a_remote_name_that_git_would_read_as_an_option_is_refused(
     assert not (tmp_path / "ran").exists()
 
 
-def test_a_file_on_the_branch_where_a_machine_s_folder_goes_is_named_as_git_names_it(tmp_path: Path) -> None:
+def test_a_file_on_the_branch_where_a_machine_s_folder_goes_is_named_on_the_branch(tmp_path: Path) -> None:
     origin, work, _ = origin_and_clone(tmp_path)
     tip = put_on_branch(origin, tmp_path, BRANCH, {"cpu-laptop": "a file, not a folder"})
-    with pytest.raises(BranchError, match=f"^{BRANCH}:cpu-laptop is a file where the machine's folder goes"):
+    with pytest.raises(BranchError, match=f"^cannot write results into {BRANCH}: cpu-laptop there is a file where "
+                                          "the machine's folder goes"):
         store_results(Remote(work), BRANCH, [results_dir(tmp_path, "a", TINY, RUN_A)], say=lambda _: None)
     assert git(origin, "rev-parse", BRANCH) == tip
 

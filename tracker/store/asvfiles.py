@@ -361,7 +361,8 @@ def save_results(conf: Any, results: Any, entry: dict[str, str], benchmarks: dic
     try:
         confined.check(final_dir, machine_dir)  # a machine folder that is a link is never written through
         if machine_dir.exists() and not machine_dir.is_dir():
-            raise AsvError(f"{machine_dir} is a file where the machine's folder goes: move it aside")
+            raise AsvError(f"cannot write results into {final_dir}: {machine_dir.name} there is a file where the "
+                           "machine's folder goes; move it aside")
         sweep_scratch(final_dir)
         machine_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=machine_dir, prefix=".staging-") as tmp:

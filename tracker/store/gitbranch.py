@@ -218,8 +218,9 @@ def export(s: Session, ref: str, paths: list[str], dest: Path, keep: Callable[[s
         # git writes the files straight into a staging folder beside their targets (renames are atomic), once
         with tempfile.TemporaryDirectory(prefix=STAGING, dir=dest) as staging:
             _check_out(s, ref, wanted, "export", into=Path(staging))
-            for p in wanted:  # every folder checked before any file moves
-                if (why := confined.problem(dest, (dest / p).parent)) is not None:
+            for p in wanted:  # every file and folder checked before any file moves
+                why = confined.problem(staging, Path(staging) / p) or confined.problem(dest, (dest / p).parent)
+                if why is not None:
                     raise BranchError(f"cannot write {dest / p}: {why}; nothing was written")
             for p in wanted:
                 target = dest / p
