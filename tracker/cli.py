@@ -198,7 +198,7 @@ def cmd_results(args: argparse.Namespace) -> int:
                                         args.commit, project_repo())
     if args.action == "store":
         return resultsbranch.store_main(_remote(args), args.branch, [Path(s) for s in args.sources], args.note)
-    if args.branch:
+    if args.branch is not None:
         return resultsbranch.previous_main(args.machine, args.commit, project_repo(), remote=_remote(args),
                                            branch=args.branch)
     return resultsbranch.previous_main(args.machine, args.commit, project_repo(), results_dir=Path(_results_dir(args)))

@@ -25,7 +25,7 @@ from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
 from tracker.publish.units import change, count, ms, p_value
-from tracker.store import atomic
+from tracker.store import atomic, confined
 from tracker.store.commits import resolve_ref
 from tracker.store.resultsbranch import previous_run, stored_in_dir
 
@@ -57,7 +57,7 @@ def body(sections: list[Section]) -> str:
 
 def measured_at(results_dir: Path, commit: str, machines: list[str] | None = None) -> list[str]:
     """The machines (of `machines`, else all) with a run of `commit` in `results_dir`, in name order."""
-    names = machines if machines is not None else [p.name for p in results_dir.iterdir() if p.is_dir()]
+    names = machines if machines is not None else [p.name for p in confined.folders(results_dir, "*", confined.quiet)]
     return sorted(m for m in set(names) if commit[:8] in stored_in_dir(results_dir, m))
 
 

@@ -45,7 +45,7 @@ from tracker.publish.units import (
     us,
 )
 from tracker.stats import float_or_none, relative_spread, too_noisy
-from tracker.store import atomic, results
+from tracker.store import atomic, confined, results
 from tracker.store.asvfiles import benchmark_class
 from tracker.store.cells import RunKey
 from workloads import catalog
@@ -388,9 +388,9 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
 def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
     """asv's machine.json of each machine: driver and CUDA versions live there, not in the results table."""
     out = {}
-    for path in sorted(results_dir.glob("*/machine.json")):
+    for path in confined.files(results_dir, "*/machine.json", warn=confined.quiet):  # the results' reader warns
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(confined.read_text(results_dir, path))
         except (OSError, ValueError):
             continue
         out[str(data.get("machine", path.parent.name))] = data
@@ -407,9 +407,10 @@ def build_page(table: pd.DataFrame, asv_index: str | None = None,
 
 
 def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                asv_index: str | None = None) -> int:
+                asv_index: str | None = None, shown: Path | None = None) -> int:
     """Write `<out>/index.html` from the results in `results_dir`. `asv_index`: the URL of asv's published
-    index.html relative to the report, when it is published beside it. Returns the exit code."""
+    index.html relative to the report, when it is published beside it; `shown`: the folder the report is said to be
+    in, when `out` is moved there afterwards (publish builds its site beside its place). Returns the exit code."""
     results_dir = Path(results_dir)
     loaded = results.load_results(results_dir)
     for warning in loaded.warnings:
@@ -419,5 +420,6 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     html = build_page(loaded.table, asv_index, machine_files(results_dir))
     out = Path(out)
     atomic.write_text(out / "index.html", html)  # an OSError (read-only, a file in the way) is the CLI's one line
-    print(f"report: {(out / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
+    print(f"report: {((shown or out) / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)",
+          file=sys.stderr)
     return 0

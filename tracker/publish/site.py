@@ -3,7 +3,9 @@
 asv 0.6.6's pages load jQuery, flot, Bootstrap and others from CDNs; self-hosted runners are often firewalled
 and our CI has no network. The same files, vendored from npm with their licenses (tracker/publish/vendor/), are copied
 into the site and the tags pointed at them. The report goes to `<out>/report/`, linked both ways. Before anything
-is written, tracker.publish.preflight checks the output directory (never a user's own folder) and the results.
+is written, tracker.publish.preflight checks the output directory (never a user's own folder) and the results; the
+site is built in a folder beside the output directory and moved into its place when it is whole
+(preflight.replacing), so an interrupted publish leaves the previous site, or none, never half of one.
 """
 
 from __future__ import annotations
@@ -359,7 +361,7 @@ def _write_benchmark_list(conf: Any) -> None:
     path = Path(conf.results_dir) / "benchmarks.json"
     logging.disable(logging.CRITICAL)  # asv logs a failed import's whole traceback; one line below says it
     try:
-        asvfiles.discover(conf, asvfiles.existing_environment(conf, sys.executable), "HEAD").save()
+        _save(asvfiles.discover(conf, asvfiles.existing_environment(conf, sys.executable), "HEAD"), path)
         print(f"publish: wrote {path} (the suite's description, discovered)", file=sys.stderr)
         return
     except asvfiles.AsvError as e:
@@ -370,9 +372,18 @@ def _write_benchmark_list(conf: Any) -> None:
     if not described:
         raise PublishError(f"{conf.results_dir} has no benchmarks.json (asv publish needs the suite's description), "
                            f"discovering the suite failed ({problem}) and no result file names our benchmarks")
-    Benchmarks(conf, described).save()
+    _save(Benchmarks(conf, described), path)
     print(f"publish: warning: discovering the suite failed ({problem}); wrote {path} describing "
           f"{', '.join(b['name'] for b in described)} from the result files", file=sys.stderr)
+
+
+def _save(benchmarks: Any, path: Path) -> None:
+    """asv's Benchmarks.save, atomically (asv writes in place: a publish killed mid-write would leave a truncated
+    benchmarks.json that every later publish refuses)."""
+    from tracker.store import atomic
+
+    atomic.write_text(path, json.dumps({**benchmarks._all_benchmarks, "version": benchmarks.api_version}, indent=4,
+                                       sort_keys=True))
 
 
 HOST_UNIT = "us"  # baselines.Host.track_launch_overhead.unit
@@ -430,16 +441,16 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
     if site.is_relative_to(results):
         raise preflight.UnusableOutput(f"output {site} is inside the results directory {results}: choose another "
                                        "--out")
-    preflight.check_output(site)
-    run_asv_publish(results, site, config_path)
-    preflight.mark(site)
-    for warning in graphs_left_out(results, site, drop_benchmarks_without_results(site)):
-        print(f"publish: warning: {warning}", file=sys.stderr)
-    make_offline(site)
-    make_file_readable(site)
-    link_report(site)
-    open_graphs_on_measured(site)
-    code = report_main(results, site / REPORT_SUBDIR, asv_index="../index.html")
+    with preflight.replacing(site) as build:  # built beside it, put in its place whole
+        run_asv_publish(results, build, config_path)
+        preflight.mark(build)
+        for warning in graphs_left_out(results, build, drop_benchmarks_without_results(build)):
+            print(f"publish: warning: {warning}", file=sys.stderr)
+        make_offline(build)
+        make_file_readable(build)
+        link_report(build)
+        open_graphs_on_measured(build)
+        code = report_main(results, build / REPORT_SUBDIR, asv_index="../index.html", shown=site / REPORT_SUBDIR)
     print(f"published {site / 'index.html'} (asv history, no network needed; open it as a file or serve it) and "
           f"{site / REPORT_SUBDIR / 'index.html'}", file=sys.stderr)
     return code

@@ -61,7 +61,7 @@ def locked(path: str | os.PathLike[str], *, directory: bool = False) -> Iterator
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a link there would create its target
     except OSError as e:
         raise LockError(f"cannot write to {path if directory else path.parent}: {e.strerror or e}") from None
     try:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError, UsageError
-from tracker.store import asvfiles, atomic
+from tracker.store import asvfiles, atomic, confined
 from tracker.store.cells import (
     CellStore,
     NameRefused,
@@ -44,8 +44,8 @@ class MergeRefused(UsageError):
 def _result_files(results_dir: Path) -> list[Path]:
     if not results_dir.is_dir():
         raise MergeError(f"{results_dir} is not a results directory; nothing was merged")
-    return sorted(p for p in results_dir.glob("*/*.json")
-                  if p.name != "machine.json" and not p.parent.name.startswith("."))
+    return [p for p in confined.files(results_dir, "*/*.json")  # a link or a FIFO there: a warning, left out
+            if p.name != "machine.json" and not p.parent.name.startswith(".")]
 
 
 def _load(path: Path) -> Any:
@@ -77,10 +77,10 @@ def _machine_entry(path: Path, results: Any) -> dict[str, str]:
     """The machine.json beside the result file at `path`, checked against the file's version keys; without one,
     the machine fields the result file carries."""
     machine_file = path.parent / "machine.json"
-    if not machine_file.exists():
+    if not machine_file.exists() and not machine_file.is_symlink():
         return {k: str(v) for k, v in results.params.items() if k != "python"}
     try:
-        entry = json.loads(machine_file.read_text(encoding="utf-8"))
+        entry = json.loads(confined.read_text(path.parent, machine_file))
     except (OSError, ValueError) as e:
         raise MergeError(f"{machine_file} is not readable JSON ({e}); nothing was merged") from None
     if not isinstance(entry, dict):
@@ -233,6 +233,8 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
         plans = []
         for g in groups:  # the destination's own files read and checked before anything is written
             target = dest / g.rel
+            if (why := confined.problem(dest, target)) is not None:
+                raise MergeError(f"cannot merge into {target}: {why}; nothing was merged")
             merged = _load(target) if target.exists() else None
             if merged is not None:
                 _check_same_run(merged, g.loaded[0], g.sources[0])
@@ -258,9 +260,8 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
 
 def _benchmarks_json(sources: list[Path]) -> str | None:
     for src in sources:
-        path = src / "benchmarks.json"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = confined.read_text(src, src / "benchmarks.json")
             json.loads(text)
         except (OSError, ValueError):
             continue

@@ -19,7 +19,7 @@ import ast
 import functools
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import pandas as pd
 from tracker import metrics
 from tracker.errors import ToolError
 from tracker.stats import LATENCY_MS
+from tracker.store import confined
 from tracker.store.asvfiles import CANDIDATE_CLASSES, HOST_BENCHMARK, MODE_CLASSES
 from tracker.store.asvjson import RunFile, read_header, read_result_file, run_of
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, is_latency
@@ -82,16 +83,20 @@ class _Problems:
 # ---------------------------------------------------------------------------------------------------- runs
 
 
-def result_files(results_dir: str | os.PathLike[str]) -> list[Path]:
-    """The result files under `results_dir` (one folder per machine), sorted; ResultsError when there is none."""
+def result_files(results_dir: str | os.PathLike[str], warn: Callable[[str], object] = confined.warn_stderr
+                 ) -> list[Path]:
+    """The result files under `results_dir` (one folder per machine), sorted; ResultsError when there is none. A
+    link or special file in their place is left out, with one warning line (`warn`) each (tracker.store.confined)."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ResultsError(f"results directory {root} does not exist: run `compile-baselines run` or pass "
                            "--results-dir")
-    files = sorted(p for p in root.glob("*/*.json")
-                   if p.name not in ("machine.json", "benchmarks.json") and not p.parent.name.startswith("."))
+    skipped: list[str] = []
+    files = [p for p in confined.files(root, "*/*.json", lambda line: (skipped.append(line), warn(line)))
+             if p.name not in ("machine.json", "benchmarks.json") and not p.parent.name.startswith(".")]
     if not files:
-        raise ResultsError(f"no asv result files in {root}: run `compile-baselines run` first, or check --results-dir")
+        raise ResultsError(f"no asv result files in {root}" + (f" ({skipped[0]})" if skipped else ": run "
+                           "`compile-baselines run` first, or check --results-dir"))
     return files
 
 
@@ -99,7 +104,7 @@ def list_runs(results_dir: str | os.PathLike[str], strict: bool = False) -> tupl
     """Every run in `results_dir`, oldest first, and one warning per file that could not be read."""
     problems = _Problems(strict)
     runs = []
-    files = result_files(results_dir)
+    files = result_files(results_dir, problems.add)
     for path in files:
         try:
             runs.append(read_header(path))
