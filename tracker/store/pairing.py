@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError
-from tracker.store import atomic
+from tracker.store import atomic, confined
 from tracker.store.cells import CellStore, RunKey, check_commit, is_latency
 
 FORMAT = 1
@@ -85,6 +85,7 @@ def path(cells_dir: str | Path, machine: str, torch: str, base: str, head: str) 
 
 def write(cells_dir: str | Path, record: PairedRecord) -> Path:
     target = path(cells_dir, record.machine, record.torch, record.base, record.head)
+    confined.check(cells_dir, target.parent)
     atomic.write_json(target, record.to_json())
     return target
 
@@ -94,14 +95,15 @@ def find(cells_dir: str | Path, machine: str, torch: str, base: str, head: str) 
     recorded and without its local part, as the cell store is named (tracker.store.cells.CellStore.of_run)."""
     for t in dict.fromkeys((torch, torch.split("+")[0])):
         candidate = path(cells_dir, machine, t, base, head)
-        if candidate.is_file():
-            return read(candidate)
+        if candidate.is_file() or candidate.is_symlink():
+            return read(cells_dir, candidate)
     return None
 
 
-def read(file: Path) -> PairedRecord:
+def read(cells_dir: str | Path, file: Path) -> PairedRecord:
+    """The record in `file`, read only if it lies in the cell store `cells_dir` (tracker.store.confined)."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(confined.read_text(cells_dir, file))
     except (OSError, ValueError, RecursionError) as e:
         raise PairingError(f"{file}: not a readable paired record ({e})") from None
     return from_json(data, str(file))
