@@ -12,6 +12,11 @@ alone, so a base of any version measures where it is put.
 
 Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
 (tracker.store.pairing) is read off the two cell stores after each round.
+
+Where only kernels under test changed (tracker.flows.baseline), the sides of `kernel_sides` measure only their
+kernels in round 1 (tracker.flows.kernelrun): the base, while the head measures the modes too, once for both; or both,
+where the baseline is taken from the nightly's run. The later rounds are the kernels' alone: the modes' cells are
+decided ("the same", by construction) and never pending.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import TextIO, TypeVar
 from tracker.analyse import confirm as confirm_
 from tracker.analyse import paired
 from tracker.analyse.compare import Comparison
-from tracker.flows.sides import Command, Runner, Side, check_codes, run_command_line
+from tracker.flows.sides import Command, Runner, Side, check_codes, kernels_command_line, run_command_line
 from tracker.publish import units
 from tracker.runner import gpus
 from workloads.modes import BY_NAME as MODE_BY_NAME
@@ -117,6 +122,7 @@ class PairedRounds:
     runner: Runner
     groups: list[Group]
     log: TextIO = sys.stderr
+    kernel_sides: frozenset[str] = frozenset()  # the sides whose round 1 measures only their kernels under test
 
     def first(self) -> None:
         """Round 1: every cell of the sides' workloads, one compile a side."""
@@ -130,8 +136,19 @@ class PairedRounds:
         else:
             pairs = [(w, p) for w in workloads for p in self.presets or ()]
             placed = [(k, ((w,), (p,))) for k, b in enumerate(balance(pairs, lambda x: 1.0, n)) for w, p in b]
-        self._run([(self.groups[k], [(s, self._argv(s, ws, ps)) for s in self._measuring(ws)])
+        self._run([(self.groups[k], [(s, self._first_argv(s, ws, ps)) for s in self._measuring(ws)])
                    for k, (ws, ps) in placed])
+
+    def at_head(self, cells: Sequence[Cell]) -> None:
+        """`cells` measured at head alone, one compile each: the modes of a kernel-only change, where the baseline
+        planned from the history turned out unusable."""
+        head = self.sides[-1]
+        argv = self._argv(head, head.workloads, self.presets, confirm_.cell_names(list(cells)), 1)
+        self._run([(self.groups[0], [(head, argv)])])
+
+    def _first_argv(self, side: Side, workloads: Sequence[str], presets: Sequence[str] | None) -> list[str]:
+        argv = self._argv(side, workloads, presets)
+        return kernels_command_line(argv) if side.label in self.kernel_sides else argv
 
     def more(self, cells: Sequence[Cell], compiles: int) -> None:
         """A later round: `cells` to `compiles` compiles a side."""
