@@ -23,6 +23,7 @@ from typing import Any
 from tracker.flows.sides import Command
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
+from workloads.modes import AUTOTUNED_MODES
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "fixtures" / "h100-aa4"
@@ -65,14 +66,14 @@ class PairedFake:
         assert argv[:4] == [sys.executable, "-m", "tracker.cli", "run"]
         commit, results = _value(argv, "--commit"), Path(_value(argv, "--results-dir"))
         assert _value(argv, "--machine") == self.machine
-        replicates = int(_value(argv, "--replicates"))
         store = CellStore(default_cells_dir(results), RunKey(self.machine, commit, torch_version()))
-        cells = [x for x in self._cells(argv) if not kernels_only or x[2].startswith("kernel:")]
+        cells = [x for x in self._cells(argv) if (not kernels_only or x[2].startswith("kernel:"))
+                 and not (_values(argv, "--kernel") == ["none"] and x[2].startswith("kernel:"))]
         if not cells and kernels_only:  # a side without kernels measures nothing
             return 0
         for cell in cells:
             have = len(store.replicates(*cell))
-            for r in range(have + 1, replicates + 1):
+            for r in range(have + 1, _replicates(argv, cell) + 1):
                 store.put(self._compile(cell, commit, r, c.env.get("CUDA_VISIBLE_DEVICES")))
         if self.rc == 0:
             self._record(results, commit, store)
@@ -106,6 +107,13 @@ class PairedFake:
             _SUITE[key] = asvfiles.suite(conf, sys.executable, commit)
         asvfiles.record_run(conf, sys.executable, self.machine, commit, 1_767_225_600_000, store.cells(), {},
                             entry=self.entry | {"machine": self.machine}, discovered=_SUITE[key])
+
+
+def _replicates(argv: list[str], cell: Cell) -> int:
+    """The compiles `run` makes of `cell`: --replicates (on a GPU host 3 by default) for every mode with
+    --replicate-all-modes, else for the autotuned modes; one for the others."""
+    n = int(_value(argv, "--replicates")) if "--replicates" in argv else 3
+    return n if "--replicate-all-modes" in argv or cell[2] in AUTOTUNED_MODES else 1
 
 
 def _value(argv: list[str], flag: str) -> str:

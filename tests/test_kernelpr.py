@@ -25,7 +25,7 @@ from tracker.publish.prcomment import render_comment
 from tracker.store import pairing
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
 from tracker.store.shared import SHARED_FROM
-from workloads.modes import MODES
+from workloads.modes import AUTOTUNED_MODES, MODES
 
 ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "h100-kpr"
@@ -130,19 +130,25 @@ def test_a_kernel_only_change_measures_the_modes_once_and_judges_as_a_full_measu
     expected = {"slower": "lost", "faster": "gained", "unchanged": "same"}[name]
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "triton_cfg_blend")] == expected
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "torch_lerp")] == "same"
-    # round 1: the base measures its kernels alone (its own code lists them), the head everything
-    base1, head1 = fake.calls[:2]
-    assert base1.argv[1] == "-c" and head1.argv[1] == "-m" and "--cell" not in head1.argv
+    # round 1: each side's kernels, listed by its own code, three compiles a side; the modes at head alone, in as
+    # many compiles as a plain run gives them (the autotuned three)
+    base1, head1, modes1 = fake.calls[:3]
+    assert [base1.label, head1.label, modes1.label] == ["base", "head", "head modes"]
+    assert base1.argv[1] == head1.argv[1] == "-c" and "--kernel" not in base1.argv
+    assert base1.argv[base1.argv.index("--replicates") + 1] == "3" and "--replicate-all-modes" in base1.argv
+    assert modes1.argv[modes1.argv.index("--kernel") + 1] == "none" and "--replicates" not in modes1.argv
     # later rounds: the kernels' cells alone, both sides
-    later = [cmd.argv[cmd.argv.index("--cell") + 1:cmd.argv.index("--replicates")] for cmd in fake.calls[2:]]
+    later = [cmd.argv[cmd.argv.index("--cell") + 1:cmd.argv.index("--replicates")] for cmd in fake.calls[3:]]
     assert all(x.split("/")[2].startswith("kernel:") for names in later for x in names)
     # the modes' cells: one measurement, at head, recorded at base too and marked so; judged the same
     stores = {s: CellStore(default_cells_dir(tmp_path / "quick" / "results"), RunKey(MACHINE, c[s], torch_version()))
               for s in ("base", name)}
     for cell in MODE_CELLS:
-        assert len(stores[name].replicates(*cell)) == 1
-        [copy] = stores["base"].replicates(*cell)
-        assert copy[SHARED_FROM] == c[name] and copy["median_ms"] == stores[name].replicate(*cell)["median_ms"]
+        measured = stores[name].replicates(*cell)
+        assert len(measured) == (3 if cell[2] in AUTOTUNED_MODES else 1)
+        copies = stores["base"].replicates(*cell)
+        assert [x[SHARED_FROM] for x in copies] == [c[name]] * len(measured)
+        assert [x["median_ms"] for x in copies] == [x["median_ms"] for x in measured]
     assert {(x.preset, x.workload, x.mode): x.verdict for x in quick.cells if x.mode in MODES} == \
         dict.fromkeys(MODE_CELLS, "same")
     record = record_of(tmp_path / "quick", c["base"], c[name])
@@ -150,6 +156,7 @@ def test_a_kernel_only_change_measures_the_modes_once_and_judges_as_a_full_measu
     assert {tuple(x.split("/")) for x in record.shared.cells} == MODE_CELLS
     assert {tuple(k.split("/")) for k in record.cells} == KERNEL_CELLS  # pairs: the kernels' alone
     assert "the modes' cells, the baseline they are compared with, once for both sides, at head" in body
+    assert body.count("shared baseline: one measurement for both sides") == len(MODE_CELLS)
 
 
 def nightly(c: dict[str, str], history: Path, **entry: str) -> None:
@@ -170,7 +177,8 @@ def test_a_fresh_nightly_run_is_the_baseline_and_the_comment_says_which_and_how_
     full, _ = pr(r, c, "slower", tmp_path / "full", PairedFake(MACHINE, plant(c, "slower")), full=True)
     assert kernel_verdicts(quick) == kernel_verdicts(full)
     # no mode measured at all: both sides' round 1 their kernels alone, the later rounds too
-    assert [cmd.argv[1] for cmd in fake.calls[:2]] == ["-c", "-c"]
+    assert [cmd.argv[1] for cmd in fake.calls[:2]] == ["-c", "-c"] and fake.calls[2].argv[1] == "-m"
+    assert all("--kernel" not in cmd.argv for cmd in fake.calls)
     for s in ("base", "slower"):
         store = CellStore(default_cells_dir(tmp_path / "quick" / "results"), RunKey(MACHINE, c[s], torch_version()))
         assert {(x["preset"], x["workload"], x["mode"]) for x in store.all()} == KERNEL_CELLS
@@ -210,7 +218,8 @@ def test_a_nightly_run_of_other_workload_code_is_not_the_baseline(repo: tuple[Pa
                                                            PRESETS), ROOT)])
     fake = PairedFake(MACHINE, plant(c, "slower"))
     pr(r, c, "slower", tmp_path / "quick", fake, history=[str(history)])
-    assert [cmd.argv[1] for cmd in fake.calls[:2]] == ["-c", "-c"]  # a kernel's difference keeps the modes' code
+    # a kernel's difference keeps the modes' code: the night's run is the baseline, no mode is measured
+    assert [cmd.label for cmd in fake.calls[:3]] == ["base", "head", "base"]
     other = tmp_path / "other"
     (other / MACHINE).mkdir(parents=True)
     for f in (history / MACHINE).iterdir():  # the same run, of a commit this repository does not have
@@ -221,7 +230,7 @@ def test_a_nightly_run_of_other_workload_code_is_not_the_baseline(repo: tuple[Pa
         (other / MACHINE / f.name).write_text(json.dumps(data))
     fake = PairedFake(MACHINE, plant(c, "slower"))
     pr(r, c, "slower", tmp_path / "quick2", fake, history=[str(other)])
-    assert [cmd.argv[1] for cmd in fake.calls[:2]] == ["-c", "-m"]  # measured at head
+    assert [cmd.label for cmd in fake.calls[:3]] == ["base", "head", "head modes"]  # measured at head
 
 
 # ---------------------------------------------------------------------------------------------------- the record

@@ -39,7 +39,7 @@ from tracker.analyse.judge import (
     verdict_of,
 )
 from tracker.analyse.noise import EmpiricalNoise, History, cell_class, compiles_of
-from tracker.analyse.verdicts import SAME
+from tracker.analyse.verdicts import SAME, SHARED_BASELINE
 from tracker.errors import UsageError
 from tracker.store.pairing import PairedRecord, SharedBaseline
 from workloads.modes import MODES
@@ -173,8 +173,8 @@ def _shared(rows: tuple[Any, Any], shared: SharedBaseline) -> Verdict:
     n = compiles_of(b)
     count = n.n + n.set_aside if n is not None else 1
     where = "this PR's head" if shared.source == "head" else f"the run of {shared.commit[:8]} in {shared.where}"
-    return Verdict(SAME, float(h.median_ms) / float(b.median_ms), None, 0.0, _spread(b, h), (count, count),
-                   noise=f"shared baseline: measured once for both sides, in {where}")
+    return Verdict(SAME, float(h.median_ms) / float(b.median_ms), None, None, _spread(b, h), (count, count),
+                   noise=f"{SHARED_BASELINE}: measured once for both sides, in {where}")
 
 
 REGISTRY: dict[str, ChangeTest] = {t.name: t for t in (NoiseTest(), BandsTest(), PairedTest())}

@@ -8,7 +8,8 @@ compile the same code at base and head on the same machine and torch, so one mea
   once the head's run is measured, the same GPU, driver, CUDA and triton), of a commit whose workloads' code is the
   base's (no difference between the two reaches their modes), holding every one of those cells: taken as the
   baseline, and round 1 measures only the kernels, at base and at head;
-- **head**: else round 1 measures the modes' cells at head only, the kernels at both sides.
+- **head**: else round 1 measures the modes' cells at head only, in as many compiles as `run` gives them by default
+  (the nightly's: three of the autotuned modes on a GPU), beside the kernels at both sides.
 
 Either way the one measurement is recorded in both runs (tracker.store.shared), the paired record names the cells
 shared and where they were measured (tracker.store.pairing.SharedBaseline), and the paired test judges them the same
@@ -50,11 +51,6 @@ class Plan:
     run: RunFile | None = None
     where: str = ""
     measured_ms: int | None = None
-
-    @property
-    def kernel_sides(self) -> frozenset[str]:
-        """The sides whose round 1 measures only their kernels under test."""
-        return frozenset({"base", "head"} if self.source == HISTORY else {"base"})
 
     def describe(self, now_ms: int | None = None) -> str:
         """The plan in words, for the PR comment."""

@@ -82,7 +82,7 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
     with worktrees(sides, repo_dir) as trees:
         paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, request.presets, request.modes,
                                      runner or run_commands, rounds.groups_of(devices, usable_cpus()), log,
-                                     plan.kernel_sides if plan else frozenset())
+                                     baseline=plan.source if plan else None)
         judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
         comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
     for w in comparison.warnings:
@@ -122,7 +122,8 @@ class _Judge:
         if self.plan is not None and self.shared is None and len(self.sides) == 2:
             self.plan, self.shared = baseline.settle(self.plan, self.results, self.machine, self.sides,
                                                      Path(r.repo_dir).resolve(), self.rounds.at_head, self.rounds.log)
-        scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if self.plan else "")
+        said = self.plan is not None and self.shared is not None and bool(self.shared.cells)
+        scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
         _record(self.results, self.machine, self.sides, workloads, scope, self.rule, self.shared)
         return compare.compare_runs(self.results, *self.commits, self.machine,
                                     rule=self.rule, workloads=workloads, history=r.history, together=True,

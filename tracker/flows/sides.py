@@ -188,8 +188,8 @@ def _echo(shown: Condenser, out: TextIO | None) -> None:
 def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
                      presets: Sequence[str] | None, cells: Sequence[str] = (), replicates: int | None = None,
                      modes: Sequence[str] | None = None) -> list[str]:
-    """One side's `run`: the workloads (and presets) given, one compile a cell; or `cells` only, to `replicates`
-    compiles each whatever their mode (a round of the paired measurement)."""
+    """One side's `run`: the workloads (and presets) given, one compile a cell, or `replicates` each; or `cells`
+    only, to `replicates` compiles each whatever their mode (a round of the paired measurement)."""
     # `python -m tracker.cli` rather than the `compile-baselines` script: the script imports the installed
     # (head) checkout, this imports the worktree's code (cwd first on sys.path), whose workers do the same.
     command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
@@ -202,7 +202,20 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
         command += ["-j", str(jobs)]
     if cells:
         return [*command, "--cell", *cells, "--replicates", str(replicates), "--replicate-all-modes"]
+    if replicates:  # every cell of the workloads that many compiles (a kernel-only change's kernels, kernelrun)
+        return [*command, "--replicates", str(replicates), "--replicate-all-modes"]
     return [*command, "--replicates", "1"]
+
+
+def modes_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str,
+                       presets: Sequence[str] | None, modes: Sequence[str] | None = None) -> list[str]:
+    """A side's `run` of the workloads' modes alone (no kernel under test), each in as many compiles as `run` gives
+    it by default (the nightly's baseline): a kernel-only change's baseline, measured once for both sides."""
+    command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
+               "--results-dir", str(results_dir), "--workload", *workloads, "--kernel", "none"]
+    if presets:
+        command += ["--preset", *presets]
+    return command + (["--mode", *modes] if modes else [])
 
 
 def kernels_command_line(run_argv: Sequence[str]) -> list[str]:
@@ -223,4 +236,5 @@ def check_codes(commands: Sequence[Command], codes: Sequence[int]) -> None:
 
 
 __all__ = ["PROGRESS_ONLY", "Command", "Condenser", "FlowError", "Runner", "Side", "changed_files", "check_codes",
-           "kernels_command_line", "resolve", "run_command_line", "run_commands", "workloads_at", "worktrees"]
+           "kernels_command_line", "modes_command_line", "resolve", "run_command_line", "run_commands",
+           "workloads_at", "worktrees"]
