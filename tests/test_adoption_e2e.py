@@ -1,10 +1,11 @@
 """A newcomer's path, end to end on the CPU, as docs/plugins.md's Start gives it: `init` a kernel repository, commit
 it, install it beside this project into a scratch target with pip, and from inside it run twice (a commit apart),
-compare the two runs and print the PR comment without a token. Everything lands in the kernel repository, under its
-commits, and the study's asv grid is the one it is without a plugin.
+compare the two runs and print the PR comment without a token (a change to the kernel alone: the candidate measured
+in pairs, eager once for both commits). Everything lands in the kernel repository, under its commits, and the study's
+asv grid is the one it is without a plugin.
 
-One workload on the tiny preset in eager (and its candidate): no compiles; the whole path took 76 s on a busy 2-core
-host.
+One workload on the tiny preset in eager (and its candidate): no compiles; the whole path took 195 s on a busy 2-core
+host, its `pr` 135 s.
 """
 
 from __future__ import annotations
