@@ -127,7 +127,7 @@ def _table(out: str) -> dict[tuple[str, str], list[int]]:
 def test_truth_counts_every_planted_cell_once_and_the_control_cells_apart() -> None:
     out = truth_cmd(str(TRIAL))
     assert out.returncode == 0, out.stderr
-    record = pairing.read(next((TRIAL / "truth" / "cells").glob("*/*/*/paired-*.json")))
+    record = pairing.read(TRIAL / "truth" / "cells", next((TRIAL / "truth" / "cells").glob("*/*/*/paired-*.json")))
     planted = [k for k in record.cells if k.split("/")[1] != "llm_qk_norm"]
     controls = len(record.cells) - len(planted)
     rows = _table(out.stdout)

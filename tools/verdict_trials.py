@@ -388,7 +388,7 @@ def truth_record(cells: Path, machine: str | None, base: str, head: str) -> pair
         where = f" on {machine}" if machine else ""
         raise ToolError(f"{cells}: {len(found) or 'no'} paired records of {base[:8]} against {head[:8]}{where}, "
                         "not one (the truth run is `pr --compiles N`, which writes it)")
-    return pairing.read(found[0])
+    return pairing.read(cells, found[0])
 
 
 def truth_launch_floor(cells: Path, r: pairing.PairedRecord) -> float:
