@@ -22,6 +22,7 @@ from tracker.analyse.compare import (
     InstanceChange,
 )
 from tracker.publish import units
+from tracker.publish.escape import visible
 from tracker.publish.evidence import cell_evidence
 from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
@@ -109,9 +110,10 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     triton = (f"triton {c.base.triton} -> {c.head.triton}" if c.base.triton != c.head.triton else
               f"triton {c.head.triton}")
     base = c.base.commit[:8] + (f" on {c.base.machine}" if c.base.machine != c.head.machine else "")
-    lines = [f"compare {base} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · {torch} · {triton}",
-             headline(c), ""]
-    lines += [f"note: {n}" for n in c.notes]
+    # the results' names on one line (escape.visible), whatever they hold
+    lines = [visible(f"compare {base} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · {torch} · {triton}"),
+             visible(headline(c)), ""]
+    lines += [f"note: {visible(n)}" for n in c.notes]
     cells = listed_cells(c, only_changed)
     if cells:
         lines += _cell_rows(cells)
