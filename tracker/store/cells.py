@@ -10,6 +10,7 @@ Imports neither torch nor pandas: asv imports the benchmark suite in every bench
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -52,10 +53,16 @@ def torch_version() -> str:
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 
 
+_LONGEST = 100  # a component's characters: the longest machine name (check_machine_name), far below NAME_MAX
+
+
 def _safe(part: str) -> str:
-    """`part` as one path component: other characters become _, and a name of dots alone ("", ".", "..") never
-    names the directory itself or its parent."""
+    """`part` as one path component: other characters become _, a name of dots alone ("", ".", "..") never
+    names the directory itself or its parent, and a name longer than _LONGEST (only results written by hand have
+    one) is cut and told apart by its hash, so that no path of the store is too long to look up."""
     safe = re.sub(r"[^A-Za-z0-9._+-]", "_", part)
+    if len(safe) > _LONGEST:
+        safe = f"{safe[:_LONGEST - 17]}-{hashlib.sha256(part.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
     return safe if safe.strip(".") else f"_{safe}"
 
 
@@ -136,7 +143,7 @@ class CellStore:
     def path(self, preset: str, workload: str, mode: str, replicate: int = 1) -> Path:
         """Replicate 1 is `MODE.json` (the only one most cells have), replicate r > 1 `MODE@r.json`."""
         suffix = "" if replicate == 1 else f"@{replicate}"
-        return self.dir / preset / workload / f"{_safe(mode)}{suffix}.json"
+        return self.dir / _safe(preset) / _safe(workload) / f"{_safe(mode)}{suffix}.json"
 
     def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
         """One measurement (one process, one compile) of a cell, or None when absent, unreadable or damaged
