@@ -16,6 +16,7 @@ token never appears in it.
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -310,11 +311,10 @@ class GitHubClient:
         """Seconds GitHub asks us to wait. Waiting less than asked only extends the block, so a demand above
         max_wait fails now, saying when to come back."""
         headers = response.headers
-        if "Retry-After" in headers:
-            wait = _retry_after_seconds(headers["Retry-After"], self.clock())
-        elif limited and "X-RateLimit-Reset" in headers:
-            wait = max(float(headers["X-RateLimit-Reset"]) - self.clock(), 0.0) + 1.0  # +1: the reset second itself
-        else:
+        wait = _retry_after_seconds(headers["Retry-After"], self.clock()) if "Retry-After" in headers else None
+        if wait is None and limited and (reset := _finite(headers.get("X-RateLimit-Reset"))) is not None:
+            wait = max(reset - self.clock(), 0.0) + 1.0  # +1: the reset second itself
+        if wait is None:  # none said, or said unreadably ("nan", "soon"): GitHub's own advice
             wait = SECONDARY_LIMIT_WAIT * 2**limited_before
         if wait > self.max_wait:
             raise self._error(
@@ -469,13 +469,21 @@ def _github_message(response: requests.Response) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _retry_after_seconds(value: str, now: float) -> float:
-    """Retry-After is either delta-seconds or an HTTP date."""
+def _finite(value: str | None) -> float | None:
+    """A header's number, or None when it is absent or not a finite number ("nan", "inf", "soon")."""
     try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _retry_after_seconds(value: str, now: float) -> float | None:
+    """Retry-After is either delta-seconds or an HTTP date; None when it is neither, or not finite."""
+    seconds = _finite(value)
+    if seconds is not None:
+        return max(seconds, 0.0)
     try:
         return max(email.utils.parsedate_to_datetime(value).timestamp() - now, 0.0)
-    except (TypeError, ValueError):
-        return 60.0
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
