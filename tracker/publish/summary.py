@@ -235,7 +235,8 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
         noisy = p.get("too_noisy", [])
         if noisy:  # never silent: these medians rank nothing
             out.append(f"TOO NOISY TO JUDGE ({len(noisy)} cell{'s' if len(noisy) != 1 else ''}: samples spread over "
-                       f"more than {spread(TOO_NOISY_SPREAD)} of the median, so their medians rank nothing): "
+                       f"more than {spread(TOO_NOISY_SPREAD)} of the median, so their medians rank nothing where "
+                       "another mode measured ok): "
                        + ", ".join(f"{u['workload']} {name(u['mode'])} ({spread(u['spread'])})" for u in noisy))
         return out + [f"note: {n}" for n in p["notes"]]
 
