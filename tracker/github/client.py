@@ -65,6 +65,7 @@ class Comment:
     body: str
     html_url: str
     created_at: str
+    trusted: bool = False  # by a bot or by someone with write access to the repository (`trusted_author`)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Issue:
     html_url: str
     created_at: str
     state: str
+    trusted: bool = False  # as Comment.trusted
 
 
 class _Retry(Exception):
@@ -439,10 +441,22 @@ def _shape_error(what: str, detail: str) -> GitHubError:
                        "GitHub REST API root?")
 
 
+# Who may have written a post of ours: its author has write access to the repository, or is an app's bot (which
+# posts only where the repository's admins installed it: the Actions token's github-actions[bot], say).
+_TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+def trusted_author(item: Any) -> bool:
+    """Whether a comment or issue of GitHub's API is by someone the tool's own posts can be: anyone can comment on
+    a public repository's PRs and open issues, hidden markers included."""
+    user = item.get("user") if isinstance(item.get("user"), dict) else {}
+    return item.get("author_association") in _TRUSTED_ASSOCIATIONS or user.get("type") == "Bot"
+
+
 def _comment(item: Any, what: str) -> Comment:
     try:
         return Comment(int(item["id"]), str(item.get("body") or ""), str(item.get("html_url") or ""),
-                       str(item.get("created_at") or ""))
+                       str(item.get("created_at") or ""), trusted_author(item))
     except (TypeError, KeyError, ValueError, AttributeError):
         raise _shape_error(what, "a comment without an integer id") from None
 
@@ -450,7 +464,8 @@ def _comment(item: Any, what: str) -> Comment:
 def _issue(item: Any, what: str) -> Issue:
     try:
         return Issue(int(item["number"]), str(item.get("title") or ""), str(item.get("body") or ""),
-                     str(item.get("html_url") or ""), str(item.get("created_at") or ""), str(item.get("state") or ""))
+                     str(item.get("html_url") or ""), str(item.get("created_at") or ""), str(item.get("state") or ""),
+                     trusted_author(item))
     except (TypeError, KeyError, ValueError, AttributeError):
         raise _shape_error(what, "an issue without an integer number") from None
 

@@ -10,6 +10,7 @@ moved on fewer compiles than the rule asks (unconfirmed, not counted). The foote
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from tracker.analyse.compare import (
@@ -22,7 +23,7 @@ from tracker.analyse.compare import (
     InstanceChange,
 )
 from tracker.publish import units
-from tracker.publish.escape import visible
+from tracker.publish.escape import LONGEST, cut, visible
 from tracker.publish.evidence import cell_evidence
 from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
@@ -106,13 +107,14 @@ def _only_in(c: Comparison) -> list[str]:
 def render_table(c: Comparison, only_changed: bool = False) -> str:
     """The comparison as plain text for a terminal; `only_changed`: only the cells that moved (the headline's) and
     the kernels whose speedup changed."""
-    torch = f"torch {c.base.torch} -> {c.head.torch}" if c.base.torch != c.head.torch else f"torch {c.head.torch}"
-    triton = (f"triton {c.base.triton} -> {c.head.triton}" if c.base.triton != c.head.triton else
-              f"triton {c.head.triton}")
-    base = c.base.commit[:8] + (f" on {c.base.machine}" if c.base.machine != c.head.machine else "")
+    b, h = (replace(r, **{k: cut(getattr(r, k)) for k in ("machine", "gpu", "torch", "triton")})
+            for r in (c.base, c.head))  # a name of a megabyte shown as its start (escape.cut)
+    torch = f"torch {b.torch} -> {h.torch}" if b.torch != h.torch else f"torch {h.torch}"
+    triton = f"triton {b.triton} -> {h.triton}" if b.triton != h.triton else f"triton {h.triton}"
+    base = b.commit[:8] + (f" on {b.machine}" if b.machine != h.machine else "")
     # the results' names on one line (escape.visible), whatever they hold
-    lines = [visible(f"compare {base} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · {torch} · {triton}"),
-             visible(headline(c)), ""]
+    lines = [visible(f"compare {base} -> {h.commit[:8]} on {h.machine} · {h.gpu} · {torch} · {triton}"),
+             visible(cut(headline(c), 2 * LONGEST)), ""]
     lines += [f"note: {visible(n)}" for n in c.notes]
     cells = listed_cells(c, only_changed)
     if cells:

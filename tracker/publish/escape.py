@@ -9,6 +9,8 @@ reaches a reader as markup or as a control:
   override, a zero-width or other format character, a line separator, a lone surrogate) is shown as its Python
   escape (`\\x1b`, `\\u202e`). The CLI writes every line of output through `VisibleStream` (tracker.cli), which
   keeps newlines and tabs, the output's own layout.
+- `cut`: a value longer than LONGEST characters is shown as its start and how much is left out, in every medium but
+  the JSON (which keeps every value exactly).
 - `md`: a value set in markdown text: `visible` (newlines included), then no HTML (`<`, `>`, `&` as entities), no
   link, image, code span, emphasis, table cell or math of its own (`\\ [ ] | ` * $` backslash-escaped), and no
   @mention, #123 reference or bare URL (a zero-width space after the `@`, `#`, `GH-`, `www` or a scheme's `:`): a
@@ -40,6 +42,15 @@ def _escape(c: str) -> str:
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
+LONGEST = 500  # characters of one value a reader is shown; a result file written by hand may hold megabytes
+
+
+def cut(text: str, longest: int = LONGEST) -> str:
+    """`text`, or its start and how much is left out when it is longer than `longest`: a machine name of a megabyte
+    never fills a PR comment (GitHub's limit would cut everything after it) or a page."""
+    return text if len(text) <= longest else f"{text[:longest]}… ({len(text) - longest} more characters)"
+
+
 def visible(text: str, keep: str = "") -> str:
     """`text` with every character a reader would not see as itself (`_HIDDEN`) written as its escape, but those in
     `keep` (the output's own newlines and tabs, say)."""
@@ -60,7 +71,7 @@ _ZERO_WIDTH_SPACE = "&#8203;"  # breaks the reference for GitHub, shows nothing 
 def md(value: Any) -> str:
     """`value` (a string from the results, or anything that str() shows) as literal text in markdown: one line,
     no markup, no mention or reference."""
-    text = visible(str(value))
+    text = visible(cut(str(value)))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_PUNCTUATION.sub(r"\\\1", text)
     return _AUTOLINK.sub(lambda m: m.group(0) + _ZERO_WIDTH_SPACE, text)
@@ -69,7 +80,7 @@ def md(value: Any) -> str:
 def code(value: Any) -> Markup:
     """`value` as a markdown code span (its text literal, as a command or a hash is shown): fenced by more backticks
     than it holds in a row, its `|` escaped (a table cell ends at one, even in a code span), one line."""
-    text = visible(str(value)).replace("|", "\\|")
+    text = visible(cut(str(value))).replace("|", "\\|")
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return Markup(f"{fence}{pad}{text}{pad}{fence}")
@@ -100,7 +111,7 @@ def as_ours(f: Callable[..., str]) -> Callable[..., Markup]:
 def finalize_html(value: Any) -> Any:
     """The HTML report's default before autoescape: what a reader would not see shown (`visible`); newlines stay
     (a tooltip's lines)."""
-    return visible(value, keep="\n\t") if isinstance(value, str) and not hasattr(value, "__html__") else value
+    return visible(cut(value), keep="\n\t") if isinstance(value, str) and not hasattr(value, "__html__") else value
 
 
 class VisibleStream:
@@ -122,5 +133,5 @@ class VisibleStream:
         return getattr(self.stream, name)
 
 
-__all__ = ["VisibleStream", "as_ours", "code", "finalize_html", "finalize_md", "markdown_env", "md", "ours",
-           "visible"]
+__all__ = ["LONGEST", "VisibleStream", "as_ours", "code", "cut", "finalize_html", "finalize_md", "markdown_env", "md",
+           "ours", "visible"]

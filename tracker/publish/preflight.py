@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tracker.errors import ToolError, UsageError
 from tracker.store.asvfiles import VERSION_KEYS
+from tracker.store.asvjson import read_json
 from tracker.store.results import list_runs
 
 MARKER = ".compile-baselines-site"  # in a site's root: publish may replace this directory
@@ -79,7 +80,7 @@ def _machine_entry(path: Path) -> dict[str, object]:
         raise PreflightError(f"{path} is missing: asv publish needs each machine's machine.json beside its result "
                              f"files; restore it ({_REWRITE})")
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
+        entry = read_json(path)
     except (OSError, ValueError) as e:
         raise PreflightError(f"{path} is not readable JSON ({e}): fix it, or delete it and merge ({_REWRITE})"
                              ) from None

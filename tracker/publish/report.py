@@ -12,7 +12,6 @@ elsewhere.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -48,6 +47,7 @@ from tracker.publish.units import (
 from tracker.stats import float_or_none, relative_spread, too_noisy
 from tracker.store import atomic, results
 from tracker.store.asvfiles import benchmark_class
+from tracker.store.asvjson import read_json
 from tracker.store.cells import RunKey
 from workloads import catalog
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
@@ -394,7 +394,7 @@ def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for path in sorted(results_dir.glob("*/machine.json")):
         try:
-            data = json.loads(path.read_text())
+            data = read_json(path)
         except (OSError, ValueError):
             continue
         out[str(data.get("machine", path.parent.name))] = data

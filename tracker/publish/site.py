@@ -383,8 +383,23 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
         Publish.run(conf, pull=False)
     except UserError as e:
         raise PublishError(f"asv publish failed: {' '.join(str(e).split())}") from None
+    except RecursionError:  # asv reads every file whole; ours skip the samples, so only asv met it
+        raise PublishError(f"asv publish failed: {_too_deep(results_dir)} is JSON nested too deeply for asv to read: "
+                           "fix or remove it") from None
     finally:
         log.flush()  # asv leaves its last progress line open: what we print next starts a line of its own
+
+
+def _too_deep(results_dir: Path) -> str:
+    """The first JSON file of `results_dir` that Python's parser cannot read for its nesting (asv's failure)."""
+    for path in sorted(results_dir.rglob("*.json")):
+        try:
+            json.loads(path.read_bytes())
+        except RecursionError:
+            return str(path)
+        except (OSError, ValueError):
+            continue
+    return "a file of the results"
 
 
 def _write_benchmark_list(conf: Any) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import math
 import os
 import re
@@ -26,6 +25,7 @@ from tracker import metrics
 from tracker.errors import UsageError
 from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
 from tracker.store import atomic
+from tracker.store.asvjson import read_json
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
 ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset
@@ -183,7 +183,7 @@ class CellStore:
     def launch_floor(self) -> float | None:
         """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
         try:
-            value = json.loads((self.dir / LAUNCH_FLOOR).read_text(encoding="utf-8"))["launch_us"]
+            value = read_json(self.dir / LAUNCH_FLOOR)["launch_us"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
@@ -202,7 +202,7 @@ class CellStore:
         out = []
         for p in sorted(self.dir.glob("*/*/*.json")):
             try:
-                out.append(json.loads(p.read_text(encoding="utf-8")))
+                out.append(read_json(p))
             except (OSError, ValueError):
                 continue
         return out
@@ -272,10 +272,10 @@ def _read(path: Path, where: tuple[str, str, str, int] | None = None) -> tuple[A
     """A stored measurement and why it cannot be used (`problem`, or not readable JSON); (None, None) when there is
     no such file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError, RecursionError) as e:
+    except (OSError, ValueError) as e:
         return None, f"not readable JSON ({e})"
     return data, problem(data, where)
 

@@ -13,7 +13,6 @@ merge into it loses nothing. The cell store records of the shards (failure reaso
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 from tracker.errors import ToolError, UsageError
 from tracker.store import asvfiles, atomic
+from tracker.store.asvjson import read_json
 from tracker.store.cells import (
     CellStore,
     NameRefused,
@@ -80,7 +80,7 @@ def _machine_entry(path: Path, results: Any) -> dict[str, str]:
     if not machine_file.exists():
         return {k: str(v) for k, v in results.params.items() if k != "python"}
     try:
-        entry = json.loads(machine_file.read_text(encoding="utf-8"))
+        entry = read_json(machine_file)
     except (OSError, ValueError) as e:
         raise MergeError(f"{machine_file} is not readable JSON ({e}); nothing was merged") from None
     if not isinstance(entry, dict):
@@ -291,7 +291,7 @@ def _benchmarks_json(sources: list[Path]) -> str | None:
         path = src / "benchmarks.json"
         try:
             text = path.read_text(encoding="utf-8")
-            json.loads(text)
+            read_json(path)
         except (OSError, ValueError):
             continue
         return text

@@ -422,7 +422,8 @@ def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Pa
 
 def _stored_cells(table: pd.DataFrame, rows: np.ndarray, cells_dir: Path | None) -> list[dict[str, Any] | None]:
     """The cell store's record of each of `rows` (positions in `table`), or None where it has none."""
-    cols = {c: table[c].to_numpy()[rows].astype(str) for c in [*RUN_KEYS, *CELL_KEYS]}
+    # Python strings, not numpy's fixed width: one machine name of a megabyte would cost megabytes a row
+    cols = {c: [str(v) for v in table[c].to_numpy()[rows]] for c in [*RUN_KEYS, *CELL_KEYS]}
     stores: dict[tuple[str, str, str], CellStore | None] = {}
     out: list[dict[str, Any] | None] = []
     for j in range(len(rows)):
