@@ -358,3 +358,48 @@ def test_a_markdown_template_escapes_every_value_unless_marked_as_ours() -> None
     env = escape.markdown_env()
     template = env.from_string("{{ v }} {{ v|safe }} {{ ours }}")
     assert template.render(v="<b>", ours=escape.ours("<sub>")) == "&lt;b&gt; <b> <sub>"
+
+
+# ---------------------------------------------------------------------------------------------------- sizes, depths
+
+
+@pytest.fixture(scope="module")
+def huge_name_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The smoke run under a machine name of a megabyte (a result file written by hand)."""
+    root = tmp_path_factory.mktemp("huge") / "results"
+    shutil.copytree(SMOKE / "results", root)
+    for path in root.glob("*/*.json"):
+        data = json.loads(path.read_text())
+        (data if path.name == "machine.json" else data.get("params", {})).update(machine="M" * 1_000_000)
+        path.write_text(json.dumps(data))
+    return root
+
+
+def test_a_megabyte_name_is_shown_cut_and_the_comment_keeps_its_tables(huge_name_dir: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    body = prcomment.render_comment(compare_runs(huge_name_dir, BASE[:8], HEAD[:8]))
+    assert len(body) < 20_000 and "| machine | " in body and "(999500 more characters)" in body
+    assert main(["summary", "--results-dir", str(huge_name_dir)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out) + len(err) < 20_000
+
+
+@pytest.mark.parametrize("command", [["merge", "SRC", "--results-dir", "DEST"], ["publish", "--out", "DEST"],
+                                     ["report", "--out", "DEST"], ["summary"]])
+def test_a_machine_json_nested_too_deeply_is_one_line_or_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 command: list[str]) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(SMOKE / "results", results)
+    (results / "h100-smoke" / "machine.json").write_text('{"machine": "h100-smoke", "x": ' + "[" * 100_000
+                                                          + "]" * 100_000 + "}")
+    argv = [str(results) if a == "SRC" else str(tmp_path / "out") if a == "DEST" else a for a in command]
+    code = main([*argv] if command[0] == "merge" else [*argv, "--results-dir", str(results)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err
+    if code:
+        assert code == 1 and "machine.json is not readable JSON (JSON nested too deeply)" in err
+
+
+def test_cut_keeps_a_short_value_and_says_how_much_a_long_one_lost() -> None:
+    assert escape.cut("h100-smoke") == "h100-smoke"
+    assert escape.cut("x" * 501) == "x" * 500 + "… (1 more character)"

@@ -31,6 +31,8 @@ from typing import Any, TextIO
 import jinja2
 from markupsafe import Markup
 
+from tracker.publish.units import count
+
 # Control (Cc), format (Cf: bidi overrides, zero-width characters, ...), surrogate (Cs) and line or paragraph
 # separator (Zl, Zp) characters: what a terminal acts on or a browser draws as nothing, or reorders text around.
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
@@ -48,7 +50,7 @@ LONGEST = 500  # characters of one value a reader is shown; a result file writte
 def cut(text: str, longest: int = LONGEST) -> str:
     """`text`, or its start and how much is left out when it is longer than `longest`: a machine name of a megabyte
     never fills a PR comment (GitHub's limit would cut everything after it) or a page."""
-    return text if len(text) <= longest else f"{text[:longest]}… ({len(text) - longest} more characters)"
+    return text if len(text) <= longest else f"{text[:longest]}… ({count(len(text) - longest, 'more character')})"
 
 
 def visible(text: str, keep: str = "") -> str:
