@@ -58,7 +58,14 @@ def visible(text: str, keep: str = "") -> str:
     `keep` (the output's own newlines and tabs, say)."""
     if text.isascii():  # the usual case, in one pass of the regex engine
         return _ASCII_CONTROL.sub(lambda m: m.group() if m.group() in keep else _escape(m.group()), text)
-    return "".join(_escape(c) if c not in keep and unicodedata.category(c) in _HIDDEN else c for c in text)
+    newline = "\n" if "\n" in keep else _escape("\n")
+    return newline.join(_visible_line(line, keep) for line in text.split("\n"))
+
+
+def _visible_line(line: str, keep: str) -> str:
+    if line.isprintable():  # no hidden character (every one is unprintable), tested at C speed
+        return line
+    return "".join(_escape(c) if c not in keep and unicodedata.category(c) in _HIDDEN else c for c in line)
 
 
 # Markdown's own syntax in a value, backslash-escaped: escapes, links and images, code spans, emphasis (of `*`: a
