@@ -295,6 +295,7 @@ def test_the_terminal_gets_no_control_sequence(hostile_dir: Path, capsys: pytest
     out, err = capsys.readouterr()
     assert hidden_characters(out) == [] and hidden_characters(err) == []
     assert "machine-tag" in out and "x1b" in out  # shown, as an escape
+    assert not [line for line in (out + err).splitlines() if line.startswith("next line")]  # no line of a value's
 
 
 def test_an_error_line_naming_a_hostile_value_is_visible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,7 @@ from tracker.analyse.compare import (
     InstanceChange,
 )
 from tracker.publish import units
-from tracker.publish.escape import LONGEST, cut, visible
+from tracker.publish.escape import shown
 from tracker.publish.evidence import cell_evidence
 from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
@@ -44,6 +44,7 @@ def _mark(verdict: str) -> str:
 
 
 def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    rows = [tuple(shown(v) for v in r) for r in rows]  # a candidate's name is the results': one line, shown
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
             .rstrip() for r in rows]
@@ -107,15 +108,14 @@ def _only_in(c: Comparison) -> list[str]:
 def render_table(c: Comparison, only_changed: bool = False) -> str:
     """The comparison as plain text for a terminal; `only_changed`: only the cells that moved (the headline's) and
     the kernels whose speedup changed."""
-    b, h = (replace(r, **{k: cut(getattr(r, k)) for k in ("machine", "gpu", "torch", "triton")})
-            for r in (c.base, c.head))  # a name of a megabyte shown as its start (escape.cut)
+    # the results' names each shown on one line, cut (escape.shown), whatever they hold
+    b, h = (replace(r, **{k: shown(getattr(r, k)) for k in ("machine", "gpu", "torch", "triton")})
+            for r in (c.base, c.head))
     torch = f"torch {b.torch} -> {h.torch}" if b.torch != h.torch else f"torch {h.torch}"
     triton = f"triton {b.triton} -> {h.triton}" if b.triton != h.triton else f"triton {h.triton}"
     base = b.commit[:8] + (f" on {b.machine}" if b.machine != h.machine else "")
-    # the results' names on one line (escape.visible), whatever they hold
-    lines = [visible(f"compare {base} -> {h.commit[:8]} on {h.machine} · {h.gpu} · {torch} · {triton}"),
-             visible(cut(headline(c), 2 * LONGEST)), ""]
-    lines += [f"note: {visible(n)}" for n in c.notes]
+    lines = [f"compare {base} -> {h.commit[:8]} on {h.machine} · {h.gpu} · {torch} · {triton}", shown(headline(c)), ""]
+    lines += [f"note: {shown(n)}" for n in c.notes]
     cells = listed_cells(c, only_changed)
     if cells:
         lines += _cell_rows(cells)

@@ -53,6 +53,11 @@ def cut(text: str, longest: int = LONGEST) -> str:
     return text if len(text) <= longest else f"{text[:longest]}… ({count(len(text) - longest, 'more character')})"
 
 
+def shown(value: Any) -> str:
+    """A value from the results as one line of plain text (a terminal's, a log's): cut, then visible."""
+    return visible(cut(str(value)))
+
+
 def visible(text: str, keep: str = "") -> str:
     """`text` with every character a reader would not see as itself (`_HIDDEN`) written as its escape, but those in
     `keep` (the output's own newlines and tabs, say)."""
@@ -143,4 +148,4 @@ class VisibleStream:
 
 
 __all__ = ["LONGEST", "VisibleStream", "as_ours", "code", "cut", "finalize_html", "finalize_md", "markdown_env", "md",
-           "ours", "visible"]
+           "ours", "shown", "visible"]

@@ -285,8 +285,8 @@ def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
         floor = us(r["launch_us"], PLAIN_MICRO) if r.get("launch_us") is not None else "not recorded"
         note = (textwrap.fill(BREAK_EVEN_NOTE, WIDTH, break_on_hyphens=False)
                 if any(p.get("break_even") for p in r["presets"].values()) else "")
-        # the results' names on one line each, in the table as in markdown (escape.visible)
-        names = {k: escape.visible(escape.cut(str(r.get(k, "")))) for k in ("machine", "gpu", "torch", "triton")}
+        # the results' names on one line each, cut, in the table as in markdown (escape.shown)
+        names = {k: escape.shown(r.get(k, "")) for k in ("machine", "gpu", "torch", "triton")}
         runs.append({**r, **names, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()},
                      "break_even_note": note})
     return runs
