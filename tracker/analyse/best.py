@@ -81,13 +81,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: H
     first = np.unique(codes, return_index=True)[1]
     inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
     mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.store.results)
-    # A cell too noisy to judge ranks nothing (no win, no geomean, no margin; tracker.analyse.unstable lists it)
-    # while its instance has a cell that is not: an instance measured ok only too noisily still gets its winner
-    # from the modes measured ok, as a cell's best compile is chosen (tracker.store.cells.combine).
-    measured = (t["status"] == "ok").to_numpy()
-    clean = measured & ~too_noisy(t["median_ms"], t["q25"], t["q75"], max_spread)
-    has_clean = np.bincount(codes[clean], minlength=n).astype(bool)
-    ok = clean | (measured & ~has_clean[codes])
+    ok, has_clean = _ranked(t, codes, n, max_spread)
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
     hi = _matrix(codes[ok], mode_idx[ok], t["ci_high"].to_numpy()[ok], n)
@@ -129,6 +123,17 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: H
     for j, m in enumerate(MODES):
         inst[f"ms_{m}"] = med[:, j]
     return inst
+
+
+def _ranked(t: pd.DataFrame, codes: np.ndarray, n: int, max_spread: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows whose medians rank, per instance whether it has an ok cell not too noisy to judge). A cell too noisy
+    to judge ranks nothing (no win, no geomean, no margin; tracker.analyse.unstable lists it) while its instance has
+    a cell that is not: an instance measured ok only too noisily still gets its winner from the modes measured ok,
+    as a cell's best compile is chosen (tracker.store.cells.combine)."""
+    measured = (t["status"] == "ok").to_numpy()
+    clean = measured & ~too_noisy(t["median_ms"], t["q25"], t["q75"], max_spread)
+    has_clean = np.bincount(codes[clean], minlength=n).astype(bool)
+    return clean | (measured & ~has_clean[codes]), has_clean
 
 
 def _empty_instances() -> pd.DataFrame:
