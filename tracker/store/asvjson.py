@@ -173,16 +173,6 @@ def _samples_spans(buf: Any) -> list[tuple[int, int]]:
     return spans
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
-    """A JSON file of the results (a machine.json, a benchmarks.json, a cell store record), parsed; ValueError for
-    one that is not JSON, not UTF-8, or nested too deeply to parse (a file written by hand: the parser's recursion
-    limit is no reason for a traceback). OSError when it cannot be read."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-
-
 def parse_result_bytes(buf: Any, with_samples: bool = False) -> dict[str, Any]:
     """An asv result file's JSON (bytes or an mmap; NaN and Infinity allowed). Unless `with_samples`, every samples
     column is cut out before parsing (read as null): only the small rest is decoded and parsed."""
