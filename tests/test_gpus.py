@@ -18,9 +18,13 @@ from tracker.errors import UsageError
 from tracker.measure import gpulock
 from tracker.measure.harness import Settings
 from tracker.runner import gpus
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId
 from tracker.runner.policy import default_jobs
-from tracker.runner.pool import CellId, Progress, RunConfig, measure_cells
+from tracker.runner.pool import measure_cells
+from tracker.runner.progress import Progress
 from tracker.runner.worker import ENV_GPU
+from tracker.runner.workerenv import worker_env
 from tracker.store.cells import CellStore, RunKey, torch_version
 
 HOST = ("0", "1", "2", "3")
@@ -134,7 +138,7 @@ def test_each_gpu_has_its_own_lock_timing_cores_and_device_and_the_compilers_sha
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=28, gpus=("0", "GPU-5e1c"))
     cell = CellId("prefill", "llm_rmsnorm", "default")
-    first, second = (cfg.worker_env(cell, str(tmp_path / "inductor"), str(tmp_path / "triton"), slot)
+    first, second = (worker_env(cfg, cell, str(tmp_path / "inductor"), str(tmp_path / "triton"), slot)
                      for slot in (0, 1))
     assert (first["CUDA_VISIBLE_DEVICES"], second["CUDA_VISIBLE_DEVICES"]) == ("0", "GPU-5e1c")
     assert (first[ENV_GPU], second[ENV_GPU]) == ("0", "GPU-5e1c")

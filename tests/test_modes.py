@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tracker.runner.pool import CellId, expected_cost, queue_order
+from tracker.runner.plan import CellId
+from tracker.runner.schedule import expected_cost, queue_order
 from workloads import modes
 from workloads.modes import AUTOTUNED_MODES, BY_NAME, COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, Mode
 

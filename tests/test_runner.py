@@ -15,20 +15,13 @@ from pathlib import Path
 import pytest
 
 from tracker.measure import gpulock
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId, Job, plan
 from tracker.runner.policy import default_jobs
-from tracker.runner.pool import (
-    CellId,
-    Job,
-    Progress,
-    Queue,
-    RunConfig,
-    cache_dirs,
-    expected_cost,
-    needs_gpu_alone,
-    plan,
-    queue_order,
-    shard,
-)
+from tracker.runner.pool import needs_gpu_alone
+from tracker.runner.progress import Progress
+from tracker.runner.schedule import Queue, expected_cost, queue_order, shard
+from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES
 
@@ -182,7 +175,7 @@ def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=7)
-    env = cfg.worker_env(CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "inductor"),
+    env = worker_env(cfg, CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "inductor"),
                          str(tmp_path / "triton"))
     assert env[gpulock.ENV_TIMING_CPUS] == "16,17"  # not the other shard's timing cores 0,1
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == str((16 - 2) // 7)

@@ -25,7 +25,10 @@ import time
 from pathlib import Path
 
 from tracker.measure.harness import Settings
-from tracker.runner.pool import Progress, RunConfig, measure_cells, plan
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import plan
+from tracker.runner.pool import measure_cells
+from tracker.runner.progress import Progress
 from tracker.stats import DISTURBED_SPREAD, lower_spread, quantile
 from tracker.store.cells import CellStore, RunKey, torch_version
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES

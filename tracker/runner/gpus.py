@@ -1,6 +1,6 @@
 """The GPUs of a host that one run measures on (`run --gpus`), and which of them each measurement gets.
 
-Every GPU has its own lock and its own two timing cores (tracker.runner.pool.RunConfig), so measurements on
+Every GPU has its own lock and its own two timing cores (tracker.runner.workerenv), so measurements on
 different GPUs never wait for each other; the compile workers are shared by all of them. A measurement starts on the
 GPU with the least expected work in flight, so the heavy cells spread over the GPUs instead of queueing on one.
 A run's results are keyed by one GPU model, so the GPUs it measures on must all be of that model (`check_one_model`).

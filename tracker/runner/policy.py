@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracker.measure.hostinfo import cuda_available
 from tracker.runner import gpus
-from tracker.runner.pool import usable_cpus
+from tracker.runner.workerenv import usable_cpus
 from workloads import catalog
 
 

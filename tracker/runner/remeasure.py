@@ -20,8 +20,10 @@ from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.errors import ToolError
 from tracker.publish import units
-from tracker.runner import pool
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId
 from tracker.runner.policy import default_jobs, device
+from tracker.runner.suite import run_suite
 from tracker.store.cells import default_cells_dir, torch_version
 
 
@@ -38,19 +40,19 @@ def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_mach
         raise ToolError(f"--confirm measures the head again here, with torch {torch_version()}, but the head run "
                         f"was measured with torch {c.head.torch}: run it where the head was measured")
     had = {(x.preset, x.workload, x.mode): x.compiles[1] if x.compiles else 1 for x in c.cells}
-    more = {pool.CellId(*k): had.get(k, 1) + confirm.COMPILES for k in confirm.candidates(c)}
+    more = {CellId(*k): had.get(k, 1) + confirm.COMPILES for k in confirm.candidates(c)}
     cells = list(more)
     if not cells:
         print("confirm: no cell moved beyond its noise: nothing to measure again", file=out)
         return 0
     dev = device(None)
-    cfg = pool.RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
-                         machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
+    cfg = RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
+                    machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
                          replicates_per_cell=more)
     print(f"confirm: {units.count(len(cells), 'cell')} moved; measuring each at head {c.head.commit[:8]} in "
           f"{confirm.COMPILES} more compiles", file=out, flush=True)
     run = _latest(results_dir, c.head.machine, c.head.commit)
-    pool.run_suite(cells, cfg, conf, run.date_ms, out)
+    run_suite(cells, cfg, conf, run.date_ms, out)
     return len(cells)
 
 
