@@ -12,7 +12,9 @@ median, p90, max, the distribution), the instances whose best mode differs with 
 the launch floor, and the host time per call of each cell in both runs (CPU contention from compiling
 neighbours shows there; the latency itself is GPU time, see tracker.measure.harness.flush_multiple). `phases` prints
 where a run's cells spent their time, and how long each held the GPU lock: the lock-held seconds summed over
-the cells are the floor of a one-GPU run's wall time.
+the cells are the floor of a one-GPU run's wall time; then, for a run that recorded when each measurement ran, each
+GPU's lock share over the run and over its middle (ramp and tail left out) and each GPU's activity over time
+(tracker.runner.timeline).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 from tracker.measure.harness import Settings
+from tracker.runner import timeline
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import plan
 from tracker.runner.pool import measure_cells
@@ -126,7 +129,8 @@ def cmd_phases(a: argparse.Namespace) -> None:
           f"mean, sum):")
     names = sorted({n for c in every for n in c.get("phase_s") or {}})
     rows = [(n, [c["phase_s"][n] for c in every if n in (c.get("phase_s") or {})]) for n in names]
-    rows += [(k, [c[k] for c in every if c.get(k) is not None]) for k in ("lock_held_s", "lock_wait_s", "wall_s")]
+    rows += [(k, [c[k] for c in every if c.get(k) is not None])
+             for k in ("lock_held_s", "lock_wait_s", "memory_wait_s", "wall_s")]
     for name, xs in rows:
         if xs:
             print(f"  {name:<14} {statistics.median(xs):7.3f} {statistics.fmean(xs):7.3f} {sum(xs):8.1f}"
@@ -141,6 +145,7 @@ def cmd_phases(a: argparse.Namespace) -> None:
         widest = max(spread, key=spread.get)
         print(f"widest timing spread (median - p25) / median: {spread[widest]:.1%} ({' '.join(widest)}); "
               f"{sum(v > DISTURBED_SPREAD for v in spread.values())} cells over {DISTURBED_SPREAD:.0%}")
+    print("\n".join(timeline.report(timeline.measurements(_measurements(a.store)), a.bin)))
 
 
 def _cells_under(root: str) -> dict[tuple[str, str, str], dict]:
@@ -198,6 +203,7 @@ def main() -> None:
     g.add_argument("parallel")
     h = sub.add_parser("phases")
     h.add_argument("store")
+    h.add_argument("--bin", type=float, help="seconds a row of the timeline (default: the run's 24th part)")
     s = sub.add_parser("spread", help="the spread of each cell over stores that each compiled it cold once")
     s.add_argument("stores", nargs="+")
     a = p.parse_args()

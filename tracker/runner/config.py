@@ -30,6 +30,13 @@ class RunConfig:
     # The GPUs to measure on, as CUDA_VISIBLE_DEVICES names them (tracker.runner.gpus); none: the process's default
     # device (a CPU run, a confirmation).
     gpus: tuple[str, ...] = ()
+    # Each GPU's memory that the measurements on it may reserve together (tracker.runner.memledger); None: not known,
+    # not counted.
+    memory_budget: int | None = None
+    # Processes of one GPU that create their CUDA context at once (tracker.measure.cudainit); 0: no limit.
+    cuda_inits: int = 2
+    # A cell's further compiles that run at once, once its first is in (tracker.runner.remaining.next_replicate)
+    together: int = 1
 
     def replicates_of(self, cell: CellId) -> int:
         if cell in self.replicates_per_cell:

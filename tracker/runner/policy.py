@@ -37,6 +37,17 @@ def default_jobs_here() -> int:
     return default_jobs(here, len(gpus.visible()) if here == "cuda" else 0)
 
 
+# The share of each GPU's memory that the measurements on it may reserve together (tracker.runner.memledger): the
+# rest stays free for what the reservations do not count (fragmentation, the driver's own).
+MEMORY_SHARE = 0.9
+
+
+def memory_budget(picked: tuple[str, ...]) -> int | None:
+    """Each GPU's memory for the measurements on it, as nvidia-smi reports the least of `picked`; None without it."""
+    total = gpus.memory_bytes(picked, gpus.nvidia_smi(command=gpus.NVIDIA_SMI_MEMORY))
+    return None if total is None else int(total * MEMORY_SHARE)
+
+
 RUN_REP_MS = 500.0
 
 

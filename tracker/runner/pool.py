@@ -3,8 +3,8 @@
 Each process is forked from a server that has imported torch and the compiler once (tracker.runner.forkserver).
 Workers overlap their CPU-bound parts (tracing, inductor and Triton compilation); every GPU timing (ours and
 autotuning's) holds its GPU's cross-process lock (tracker.measure.gpulock). With several GPUs (`gpus`) each
-measurement runs on one of them (tracker.runner.gpus), the workers shared. Finished cells land in the cell store at
-once, so an interrupted run resumes where it stopped."""
+measurement runs on the one the scheduler chose (tracker.runner.schedule), the workers shared. Finished cells land in
+the cell store at once, so an interrupted run resumes where it stopped."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,12 @@ from tracker import stats
 from tracker.measure.harness import FAILED
 from tracker.paths import REPO_ROOT
 from tracker.runner.config import RunConfig
+from tracker.runner.costs import Costs
 from tracker.runner.forkserver import Child, ForkServer, stderr_tail
-from tracker.runner.gpus import GpuSlots
 from tracker.runner.plan import CellId, Job
 from tracker.runner.progress import Progress
-from tracker.runner.remaining import lacking, next_replicate, pending
-from tracker.runner.schedule import Queue, expected_cost
+from tracker.runner.remaining import lacking, next_replicate, pending, to_make
+from tracker.runner.schedule import Scheduler, Start
 from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore
 
@@ -64,24 +65,19 @@ class _Workers:
 
 
 
-def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kernels_dir: Path,
-             slots: GpuSlots | None = None) -> dict[str, Any] | None:
-    """Measure one replicate of a cell in a fresh process; None when the run is being interrupted (nothing
-    recorded). `kernels_dir`: where this run keeps each cell's compiled Triton binaries (`cache_dirs`)."""
+def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
+             kernels_dir: Path) -> dict[str, Any] | None:
+    """Make one measurement (a replicate of a cell) in a fresh process, on the GPU the scheduler chose; None when the
+    run is being interrupted (nothing recorded). `kernels_dir`: where this run keeps each cell's compiled Triton
+    binaries (`cache_dirs`)."""
     if workers.stopping.is_set():
         return None
-    cell = job.cell
+    job, cell = start.job, start.job.cell
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
         inductor, triton = cache_dirs(job, cfg, tmp, kernels_dir)
         argv = [cell.preset, cell.workload, cell.mode, str(job.replicate)]
-        cost = expected_cost(cell)
-        slot = slots.acquire(cost) if slots else None
-        try:
-            status, err = workers.run(argv, worker_env(cfg, cell, inductor, triton, slot), cfg.cell_timeout_s,
-                                      Path(tmp) / "stderr.txt")
-        finally:
-            if slots and slot is not None:
-                slots.release(slot, cost)
+        env = worker_env(cfg, cell, inductor, triton, start.gpu, start.reserve_bytes)
+        status, err = workers.run(argv, env, cfg.cell_timeout_s, Path(tmp) / "stderr.txt")
     if workers.stopping.is_set():
         return None
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
@@ -97,53 +93,35 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
     return result
 
 
-
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progress: Progress | None = None,
                   server: ForkServer | None = None) -> dict[CellId, dict[str, Any]]:
     """Make the measurements `store` lacks of `cells` (`pending`, then the further compiles each cell asks for);
     every cell's result, its replicates combined.
 
-    A cell's next further compile goes to the front of the queue as soon as the one before it is in (`Queue`,
-    `next_replicate`), so the run does not end on a tail of compile-heavy replicates. On KeyboardInterrupt the
-    running workers are killed and nothing is recorded for their measurements, so the next run makes exactly the
-    measurements that did not finish. `server`: the fork server to start them from, its caller's to close (one
-    already started, say); by default one of its own, closed at the end."""
+    The scheduler (tracker.runner.schedule) says which measurement starts next and on which GPU, from what each is
+    expected to cost (tracker.runner.costs: what the store's root recorded of its cell before); a cell's further
+    compiles start as soon as the one before them is in (`next_replicate`). What shared its GPU short of memory, or
+    was disturbed, is measured again alone at the end (`needs_gpu_alone`). On KeyboardInterrupt the running workers
+    are killed and nothing is recorded for their measurements, so the next run makes exactly the measurements that
+    did not finish. `server`: the fork server to start them from, its caller's to close (one already started, say);
+    by default one of its own, closed at the end."""
     done: dict[Job, dict[str, Any]] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     own_server = server is None
     workers = _Workers(server or ForkServer())
-    slots = GpuSlots(len(cfg.gpus)) if cfg.gpus else None
-    queue = Queue(pending(cells, cfg, store))
+    costs = Costs.from_store_root(cfg.store_root)
+    schedule = Scheduler(pending(cells, cfg, store), costs, len(cfg.gpus), cfg.jobs, cfg.memory_budget,
+                         {c: len(to_make(c, cfg, store)) for c in cells}, cfg.together)
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     kernels = tempfile.TemporaryDirectory(prefix="cb-kernels-")
-    kernels_dir = Path(kernels.name)
-
-    def submit(job: Job) -> Future[dict[str, Any] | None]:
-        return pool.submit(_run_one, job, cfg, store, workers, kernels_dir, slots)
-
+    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, progress)
     try:
-        futures: dict[Future[dict[str, Any] | None], Job] = {}
-        while queue or futures:
-            while queue and len(futures) < max(1, cfg.jobs):
-                job = queue.pop()
-                futures[submit(job)] = job
-            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                job = futures.pop(fut)
-                result = fut.result()
-                _finish(job, result, done, progress)
-                extras = next_replicate(job, result, cfg, store) if result is not None else []
-                if progress and job.replicate == 1 and result is not None and result.get("status") != "ok":
-                    progress.expect(-len(lacking(job.cell, cfg, store)))  # a failed first asks for none
-                queue.push_front(extras)
-                if not queue.holds(job.cell) and not any(j.cell == job.cell for j in futures.values()):
-                    shutil.rmtree(kernels_dir / job.cell.preset / job.cell.workload / job.cell.mode,
-                                  ignore_errors=True)
+        run.drain(schedule, further=True)
         if cfg.jobs > 1:
-            for job in list(done):
-                if needs_gpu_alone(done[job]):
-                    store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
-                    _finish(job, _run_one(job, cfg, store, workers, kernels_dir, slots), done, progress)
+            again = [job for job in done if needs_gpu_alone(done[job])]
+            for job in again:
+                store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
+            run.drain(Scheduler(again, costs, len(cfg.gpus), len(cfg.gpus) or 1, cfg.memory_budget, alone=True))
     except BaseException:
         workers.stop()
         raise
@@ -160,6 +138,47 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     return out
 
 
+@dataclass
+class _Loop:
+    """Starts what the scheduler says, as workers come free, until it has nothing left."""
+
+    cfg: RunConfig
+    store: CellStore
+    workers: _Workers
+    kernels_dir: Path
+    pool: ThreadPoolExecutor
+    done: dict[Job, dict[str, Any]]
+    progress: Progress | None
+
+    def drain(self, schedule: Scheduler, further: bool = False) -> None:
+        """Run `schedule`'s measurements; with `further`, each cell's further compiles as they are asked for."""
+        futures: dict[Future[dict[str, Any] | None], Start] = {}
+        while schedule or futures:
+            while len(futures) < max(1, self.cfg.jobs) and (start := schedule.start()) is not None:
+                futures[self.pool.submit(_run_one, start, self.cfg, self.store, self.workers, self.kernels_dir)] = start
+            if not futures:
+                raise RuntimeError("the scheduler holds measurements but starts none with nothing running")
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                start = futures.pop(fut)
+                schedule.finished(start)
+                self._finished(start.job, fut.result(), schedule if further else None)
+                cell = start.job.cell
+                if not schedule.holds(cell) and not any(s.job.cell == cell for s in futures.values()):
+                    shutil.rmtree(self.kernels_dir / cell.preset / cell.workload / cell.mode, ignore_errors=True)
+
+    def _finished(self, job: Job, result: dict[str, Any] | None, schedule: Scheduler | None) -> None:
+        if result is None:
+            return
+        self.done[job] = result
+        if self.progress:
+            self.progress.cell_done(job, result)
+        if schedule is None:
+            return
+        if self.progress and job.replicate == 1 and result.get("status") != "ok":
+            self.progress.expect(-len(lacking(job.cell, self.cfg, self.store)))  # a failed first asks for none
+        schedule.add(next_replicate(job, result, self.cfg, self.store))
+
 
 def needs_gpu_alone(result: dict[str, Any]) -> bool:
     """Other cells shared the GPU: a cell that ran out of memory, whose L2 flush had to be cut short for lack
@@ -167,13 +186,3 @@ def needs_gpu_alone(result: dict[str, Any]) -> bool:
     do, gets a run of its own at the end."""
     return (result.get("reason", "").startswith("out of memory") or bool(result.get("flush_capped"))
             or stats.disturbed(result.get("median_ms"), result.get("p25_ms")))
-
-
-def _finish(job: Job, result: dict[str, Any] | None, done: dict[Job, dict[str, Any]],
-            progress: Progress | None) -> None:
-    if result is not None:
-        done[job] = result
-        if progress:
-            progress.cell_done(job, result)
-
-

@@ -8,26 +8,25 @@ from typing import Any
 from tracker.measure.harness import FAILED
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId, Job
-from tracker.runner.schedule import queue_order
 from tracker.store.cells import CellStore
 
 
 def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
     """The measurements still to make as far as the store tells: each cell's first measurement, and the next further
-    compile of a cell whose first measurement is stored and asks for more (`next_replicate`; the rest follow it);
-    failed ones again with retry_failed. In queue order."""
-    todo = [Job(c, rs[0]) for c in cells if (rs := _to_make(c, cfg, store))]
-    order = {c: i for i, c in enumerate(queue_order(list(dict.fromkeys(j.cell for j in todo))))}
-    return sorted(todo, key=lambda j: (order[j.cell], j.replicate))
+    compiles (`cfg.together` of them) of a cell whose first measurement is stored and asks for more
+    (`next_replicate`; the rest follow them); failed ones again with retry_failed. In the cells' order (the
+    scheduler orders them, tracker.runner.schedule)."""
+    return [Job(c, r) for c in cells if (rs := to_make(c, cfg, store)) for r in (rs[:1] if rs[0] == 1
+                                                                                  else rs[:max(1, cfg.together)])]
 
 
 def planned(cells: list[CellId], cfg: RunConfig, store: CellStore) -> int:
     """How many measurements the run will make if every first measurement works: `pending`'s, and the further
     compiles that follow them (`next_replicate`), so progress counts toward the whole run from its first line."""
-    return sum(len(_to_make(c, cfg, store)) for c in cells)
+    return sum(len(to_make(c, cfg, store)) for c in cells)
 
 
-def _to_make(c: CellId, cfg: RunConfig, store: CellStore) -> list[int]:
+def to_make(c: CellId, cfg: RunConfig, store: CellStore) -> list[int]:
     """The replicates of `c` still to make, in order: its first measurement (a failed one again with retry_failed)
     and the further compiles after it; once its first is in, the further compiles it lacks; none after a failed
     first."""
@@ -48,16 +47,23 @@ def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
 
 
 def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
-    """The cell's next further compile once `job` is done: the first replicate after it that the store lacks (or
-    whose measurement failed), none when the cell's first measurement failed or none is lacking. A host-bound cell
-    gets them too: its compiles can differ as much as a GPU-bound one's.
+    """The cell's next further compiles once `job` is done: after its first, the first `cfg.together` replicates
+    that the store lacks (or whose measurement failed); after a further one r, the one `together` places on (r + 1
+    with one at a time), the others being under way; none when the cell's first measurement failed or none is
+    lacking. A host-bound cell gets them too: its compiles can differ as much as a GPU-bound one's.
 
-    One at a time: two compiles of one cell side by side hold twice its memory while they autotune, and the largest
-    cells then run out of GPU memory and are measured again alone at the end (docs/runner.md has both cases). A
-    further compile that failed is measured again by the next run: the cell's result is its first measurement's,
-    and one further compile cut short (an interrupted run) must not leave the cell unconfirmed for good."""
+    They start once the first is in: they reuse its Triton binaries (tracker.runner.workerenv.cache_dirs). Two
+    compiles of one cell side by side hold twice its memory while they autotune; the scheduler keeps them within
+    their GPU's memory by their recorded peaks (tracker.runner.schedule), and what ran out of memory beside others is
+    measured again alone at the end (docs/runner.md). A further compile that failed is measured again by the next
+    run: the cell's result is its first measurement's, and one further compile cut short (an interrupted run) must
+    not leave the cell unconfirmed for good."""
     if job.replicate == 1 and result.get("status") != "ok":
         return []
-    return [Job(job.cell, r) for r in lacking(job.cell, cfg, store, after=job.replicate)[:1]]
+    together = max(1, cfg.together)
+    after = lacking(job.cell, cfg, store, after=job.replicate)
+    if job.replicate == 1:
+        return [Job(job.cell, r) for r in after[:together]]
+    return [Job(job.cell, r) for r in after if r >= job.replicate + together][:1]
 
 

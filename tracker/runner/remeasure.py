@@ -6,6 +6,9 @@ the compiles the run already made; the run's results are recorded again with the
 what found the candidate: a verdict read from them alone would keep whatever draw raised it (all of a run's compiles
 can choose the same slower code, docs/verdicts.md). The base is not measured: it is history (an earlier commit,
 another night). The PR flow, which can build both sides, confirms base and head instead (tracker.github.prflow).
+
+It measures as `run` does (tracker.runner.suite): on every GPU of the host, each compile recording its GPU, and what
+ran out of memory beside others measured again alone at the end.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from tracker.errors import ToolError
 from tracker.publish import units
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
-from tracker.runner.policy import default_jobs, device
+from tracker.runner.policy import default_jobs, device, memory_budget
+from tracker.runner.request import pick_gpus
 from tracker.runner.suite import run_suite
 from tracker.store.cells import default_cells_dir, torch_version
 
@@ -46,9 +50,11 @@ def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_mach
         print("confirm: no cell moved beyond its noise: nothing to measure again", file=out)
         return 0
     dev = device(None)
+    gpus = pick_gpus(dev, None)  # every GPU of the host, as `run` measures; each compile records its own
     cfg = RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
-                    machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev), device=dev,
-                         replicates_per_cell=more)
+                    machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev, len(gpus)),
+                    device=dev, replicates_per_cell=more, gpus=gpus,
+                    memory_budget=memory_budget(gpus) if gpus else None)
     print(f"confirm: {units.count(len(cells), 'cell')} moved; measuring each at head {c.head.commit[:8]} in "
           f"{confirm.COMPILES} more compiles", file=out, flush=True)
     run = _latest(results_dir, c.head.machine, c.head.commit)

@@ -117,7 +117,8 @@ def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -
         settings=settings, cell_timeout_s=request.cell_timeout_s,
         warm_cache_dir=Path(request.warm_cache).resolve() if request.warm_cache else None,  # the workers' cwd differs
         retry_failed=request.retry_failed, replicates=request.replicates or policy.default_replicates(device),
-        replicated_modes=None if request.replicate_all_modes else AUTOTUNED_MODES, gpus=gpus)
+        replicated_modes=None if request.replicate_all_modes else AUTOTUNED_MODES, gpus=gpus,
+        memory_budget=policy.memory_budget(gpus) if gpus else None)
     return Prepared(cells, cfg, conf, presets, repo, date_ms)
 
 

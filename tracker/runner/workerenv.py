@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 
-from tracker.measure import gpulock
+from tracker.measure import cudainit, gpulock
+from tracker.runner import memledger
 from tracker.runner.config import RunConfig
+from tracker.runner.gpus import file_key
 from tracker.runner.plan import CellId, Job
-from tracker.runner.worker import ENV_GPU, ENV_SETTINGS
+from tracker.runner.worker import ENV_GPU, ENV_LAUNCHED, ENV_SETTINGS
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, torch_version
 
 
@@ -23,6 +26,19 @@ def usable_cpus() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
+def cpu_groups(n: int, cpus: list[int] | None = None) -> list[list[int]]:
+    """This process's usable cores (or `cpus`) in `n` disjoint groups of consecutive cores, as even as they divide
+    (the first groups one more). A `run` started on each group (under `taskset -c`, or with its affinity set) takes its
+    timing cores and compile threads from its own (`timing_cpus`, `usable_cpus`), so runs on different GPUs never
+    share a core."""
+    cpus = usable_cpus() if cpus is None else sorted(cpus)
+    if not 1 <= n <= len(cpus):
+        raise ValueError(f"{len(cpus)} cores cannot make {n} groups")
+    size, extra = divmod(len(cpus), n)
+    bounds = [k * size + min(k, extra) for k in range(n + 1)]
+    return [cpus[bounds[k]:bounds[k + 1]] for k in range(n)]
+
+
 def timing_cpus(cfg: RunConfig, slot: int = 0) -> list[int]:
     """Two cores for the process that holds a GPU's lock (the `slot`-th GPU's), when cells run in parallel and at
     least four cores are left to compile on."""
@@ -31,19 +47,27 @@ def timing_cpus(cfg: RunConfig, slot: int = 0) -> list[int]:
 
 
 def worker_env(cfg: RunConfig, cell: CellId, inductor_cache: str, triton_cache: str,
-               slot: int | None = None) -> dict[str, str]:
+               slot: int | None = None, reserve_bytes: int = 0) -> dict[str, str]:
     """The environment of a worker measuring `cell` with these compile caches; `slot`: its GPU's position in
-    `cfg.gpus`."""
+    `cfg.gpus`, where it takes a turn to create its CUDA context (`cfg.cuda_inits` at once) and reserves
+    `reserve_bytes` of the memory (when the GPU's budget is known). Each GPU's lock, init turns and ledger are files
+    in the store's root named by the GPU, so every run measuring on it shares them."""
     env = dict(os.environ)
     timing = timing_cpus(cfg, slot or 0)
     compile_cores = len(usable_cpus()) - len(timing) * max(1, len(cfg.gpus))
     lock = ".gpu.lock"
     if slot is not None:
         gpu = cfg.gpus[slot]
-        lock = f".gpu-{''.join(c if c.isalnum() else '_' for c in gpu)}.lock"
+        lock = f".gpu-{file_key(gpu)}.lock"
         env.update({"CUDA_VISIBLE_DEVICES": gpu, ENV_GPU: gpu,
                     gpulock.ENV_RESERVED_CPUS: ",".join(str(c) for k in range(len(cfg.gpus))
                                                         for c in timing_cpus(cfg, k))})
+        if cfg.cuda_inits > 0:
+            env[cudainit.ENV_GATE] = cudainit.spec(str(cfg.store_root / f".gpu-{file_key(gpu)}.init"),
+                                                   cfg.cuda_inits)
+        if cfg.memory_budget is not None:
+            env.update({memledger.ENV_LEDGER: str(memledger.ledger_path(cfg.store_root, gpu)),
+                        memledger.ENV_BUDGET: str(cfg.memory_budget), memledger.ENV_RESERVE: str(reserve_bytes)})
     env.update({
         ENV_ROOT: str(cfg.store_root),
         ENV_MACHINE: cfg.machine,
@@ -56,6 +80,7 @@ def worker_env(cfg: RunConfig, cell: CellId, inductor_cache: str, triton_cache: 
         "TORCHINDUCTOR_CACHE_DIR": inductor_cache,
         "TRITON_CACHE_DIR": triton_cache,
         "PYTHONUNBUFFERED": "1",
+        ENV_LAUNCHED: f"{time.time():.3f}",
     })
     if cfg.device:
         env["COMPILE_BASELINES_DEVICE"] = cfg.device
