@@ -42,6 +42,13 @@ def _logs(tmp_path: Path, names: list[str]) -> list[dict]:
     return [json.loads((tmp_path / f"{n}.json").read_text()) for n in names]
 
 
+def _until_in_line(tmp_path: Path, pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while pid not in json.loads(ledger_path(tmp_path, "0").read_text() or "{}").get("waiting", []):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def _most_held_at_once(logs: list[dict]) -> int:
     events = sorted([(x["start"], x["bytes"]) for x in logs] + [(x["end"], -x["bytes"]) for x in logs],
                     key=lambda e: (e[0], e[1]))  # a release before a reservation at the same instant
@@ -70,8 +77,9 @@ def test_a_measurement_run_alone_waits_for_the_gpu_to_empty_and_later_ones_wait_
     first = _holder(tmp_path, "first", 2 * GiB, budget, 0.6)
     assert first.stdout.readline() == "in\n"
     alone = _holder(tmp_path, "alone", budget, budget, 0.3)  # the whole budget: a measurement again alone
-    time.sleep(0.2)  # it is in line before the next one asks
+    _until_in_line(tmp_path, alone.pid)  # it is in line before the next one asks
     later = _holder(tmp_path, "later", 1 * GiB, budget, 0.1)
+    _until_in_line(tmp_path, later.pid)
     big = _holder(tmp_path, "big", 20 * GiB, budget, 0.1)  # more than the budget: alone too, after those in line
     assert all(p.wait(60) == 0 for p in (first, alone, later, big))
     logs = dict(zip(["first", "alone", "later", "big"], _logs(tmp_path, ["first", "alone", "later", "big"]),

@@ -34,7 +34,7 @@ class RunConfig:
     # not counted.
     memory_budget: int | None = None
     # Processes of one GPU that create their CUDA context at once (tracker.measure.cudainit); 0: no limit.
-    cuda_inits: int = 2
+    cuda_inits: int = 4
     # A cell's further compiles that run at once, once its first is in (tracker.runner.remaining.next_replicate)
     together: int = 1
 
