@@ -37,7 +37,8 @@ def _measured_wall(machine: str) -> float:
 def test_the_simulation_predicts_a_one_gpu_run_s_own_wall_time_within_6_percent(machine: str) -> None:
     records = simulate_gpus.run_records(_store(machine))
     assert len(records) == 377  # the run's own measurements, its confirmation's left out
-    predicted = simulate_gpus.predict(records, simulate_gpus.Params(gpus=1, cores=16)).wall_s
+    # as those runs measured: a cell's further compiles one at a time
+    predicted = simulate_gpus.predict(records, simulate_gpus.Params(gpus=1, cores=16, together=1)).wall_s
     assert abs(predicted / _measured_wall(machine) - 1) <= 0.06
 
 

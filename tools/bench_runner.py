@@ -135,6 +135,7 @@ def cmd_phases(a: argparse.Namespace) -> None:
         if xs:
             print(f"  {name:<14} {statistics.median(xs):7.3f} {statistics.fmean(xs):7.3f} {sum(xs):8.1f}"
                   f"  ({len(xs)} measurements)")
+    _per_gpu(every)
     held = sum(c.get("lock_held_s") or 0.0 for c in every)
     timed = sum(v for c in every for n, v in (c.get("phase_s") or {}).items() if n in LOCKED_PHASES)
     if held:
@@ -146,6 +147,26 @@ def cmd_phases(a: argparse.Namespace) -> None:
         print(f"widest timing spread (median - p25) / median: {spread[widest]:.1%} ({' '.join(widest)}); "
               f"{sum(v > DISTURBED_SPREAD for v in spread.values())} cells over {DISTURBED_SPREAD:.0%}")
     print("\n".join(timeline.report(timeline.measurements(_measurements(a.store)), a.bin)))
+
+
+PER_GPU = ("lock_held_s", "inputs", "warmup", "timing", "cuda_init", "cuda_init_wait", "memory_wait_s")
+
+
+def _per_gpu(every: list[dict]) -> None:
+    """The medians per GPU of a run on several: a GPU whose lock is held longer a measurement than the others' (its
+    timing cores far from it, say) shows here."""
+    gpus = sorted({str(c["gpu_index"]) for c in every if c.get("gpu_index") is not None})
+    if len(gpus) < 2:
+        return
+    print("per GPU, the median measurement's seconds: " + ", ".join(PER_GPU))
+    for gpu in gpus:
+        mine = [c for c in every if str(c.get("gpu_index")) == gpu]
+        values = []
+        for key in PER_GPU:
+            xs = [c.get(key, (c.get("phase_s") or {}).get(key)) for c in mine]
+            xs = [x for x in xs if x is not None]
+            values.append(f"{statistics.median(xs):.3f}" if xs else "-")
+        print(f"  GPU {gpu}: {len(mine)} measurements; " + ", ".join(values))
 
 
 def _cells_under(root: str) -> dict[tuple[str, str, str], dict]:

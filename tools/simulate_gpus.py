@@ -36,6 +36,7 @@ from tracker.runner import timeline
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs, from_record
 from tracker.runner.plan import CellId, Job
+from tracker.runner.policy import default_together
 from tracker.runner.remaining import next_replicate
 from tracker.runner.schedule import Scheduler, Start
 from workloads.modes import BY_NAME
@@ -50,9 +51,9 @@ class Params:
     gpus: int = 1
     cores: int = 16
     jobs: int | None = None  # default: the runner's, 16 a GPU up to one a core
-    together: int = 1
+    together: int = default_together("cuda")
     init_s: float | None = None  # None: each measurement's own
-    cuda_inits: int = 2
+    cuda_inits: int = RunConfig.cuda_inits
     lock_scale: float = 1.0
     overhead_s: float = 0.3
     start_s: float = 20.0  # until the fork server has imported torch (the runs' first lines: 20-25 s)
@@ -247,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4, 8])
     a.add_argument("--cores", type=int, help="the host's cores (default: 16 a GPU)")
     a.add_argument("--jobs", type=int)
-    a.add_argument("--together", type=int, nargs="+", default=[1])
+    a.add_argument("--together", type=int, nargs="+", default=[Params.together])
     a.add_argument("--init-s", type=float)
-    a.add_argument("--cuda-inits", type=int, default=2)
+    a.add_argument("--cuda-inits", type=int, default=Params.cuda_inits)
     a.add_argument("--lock-scale", type=float, default=1.0)
     a.add_argument("--overhead-s", type=float, default=0.3)
     a.add_argument("--start-s", type=float, default=20.0)
