@@ -1,10 +1,10 @@
 """How many processes of one GPU create their CUDA context at once.
 
-Context creation is driver work that processes of one GPU do one after another: with 16 of them starting at once on
-each of four GPUs, the cell store's cuda_init phase took 7.1 s a measurement (median) against 0.4 s on a one-GPU host
-(docs/runner.md). The runner gives each GPU a few turns (`InitGate`), files under flock beside its GPU lock; a
-measurement takes one for its cuda_init phase and records its wait for it as the phase cuda_init_wait
-(tracker.measure.harness._start_cuda), so a run's cell store shows the queue apart from the work.
+Context creation is driver work, and many processes creating contexts at once on a host of several GPUs took many
+times as long each as on a host of one (docs/runner.md has the figures). The runner gives each GPU a few turns
+(`InitGate`), files under flock beside its GPU lock; a measurement takes one for its cuda_init phase and records its
+wait for it as the phase cuda_init_wait (tracker.measure.harness._start_cuda), so a run's cell store shows the queue
+apart from the work.
 """
 
 from __future__ import annotations

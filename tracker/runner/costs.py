@@ -28,8 +28,8 @@ GiB = 2**30
 PEAK_HEADROOM = 1.25
 PROCESS_BYTES = 1 * GiB
 PRIOR_RESERVE = 4 * GiB  # a cell never measured: its peak is not known (most cells of the suite take ~1 GiB)
-# Priors of the GPU lock's seconds a measurement holds, and its CUDA init, from the one-GPU runs h100-f, g and i
-# (tests/fixtures/h100-aa4, h100-aa6: the median measurement held the lock 0.6-1.8 s, its init 0.4 s)
+# Priors of the GPU lock's seconds a measurement holds, and its CUDA init: about what the median measurement of the
+# one-GPU runs took (docs/runner.md)
 PRIOR_LOCK_S = 1.0
 PRIOR_AUTOTUNE_LOCK_S = 1.0  # more for the autotuned modes where GEMM or conv templates are benchmarked
 PRIOR_INIT_S = 0.4

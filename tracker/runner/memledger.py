@@ -1,7 +1,7 @@
 """A GPU's memory shared out among the measurements in flight on it, whichever process started them.
 
-On a GPU that several measurements share, one that allocates beside others can run out of memory (the PR flow on a
-4-GPU host lost five measurements so: 1-3.8 GiB allocations beside other cells, docs/runner.md). Each measurement
+On a GPU that several measurements share, one that allocates beside others can run out of memory (docs/runner.md).
+Each measurement
 therefore reserves what it is expected to need at most (tracker.runner.costs: its recorded peak memory, with room
 for its CUDA context) before it creates a CUDA context, and waits while the reservations in flight and its own would
 exceed the GPU's budget. The ledger is a JSON file beside the GPU's lock in the cell store's root, read and written

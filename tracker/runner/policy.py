@@ -49,10 +49,10 @@ def memory_budget(picked: tuple[str, ...]) -> int | None:
 
 
 def default_together(device: str) -> int:
-    """A cell's further compiles at once on a GPU: two. They start once its first is in, and one after another they
-    made the longest cell the end of a run on several GPUs (tools/simulate_gpus.py on run h100-i: the chain of a
-    74 s compile and its two further ones, 114 s, against 98 s two at a time; docs/runner.md); the scheduler keeps
-    them within the GPU's memory. On a CPU one: the cores the timing runs on are the compilers'."""
+    """A cell's further compiles at once on a GPU: two. They start once its first is in, and one after another the
+    longest cell's chain is what a run on several GPUs ends waiting for (docs/runner.md has the simulation's
+    figures); the scheduler keeps them within the GPU's memory. On a CPU one: the cores the timing runs on are the
+    compilers'."""
     return 2 if device == "cuda" else 1
 
 

@@ -128,12 +128,11 @@ class Scheduler:
         chains = {j.cell: _chain(j.cell, self.costs, compiles.get(j.cell, 1), j.replicate, self.together)
                   for j in jobs}
         for job in sorted(jobs, key=lambda j: (-chains[j.cell].wall_s, j)):
-            if job.cell not in self._home:
+            if job.cell not in self._home:  # a cell's work counted once, whatever number of its jobs wait now
                 self._home[job.cell] = min(range(len(self.gpus)), key=lambda k: (self.gpus[k].load, k))
-            gpu = self.gpus[self._home[job.cell]]
-            gpu.load += chains[job.cell].lock_s
-            self._left[job.cell] = self._left.get(job.cell, 0.0) + chains[job.cell].lock_s
-            self._queue(gpu, job)
+                self.gpus[self._home[job.cell]].load += chains[job.cell].lock_s
+                self._left[job.cell] = chains[job.cell].lock_s
+            self._queue(self.gpus[self._home[job.cell]], job)
 
     def _queue(self, gpu: _Gpu, job: Job) -> None:
         cost = self.costs.of(job.cell, job.replicate)
