@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Issue 36's measurement on a host of several GPUs (the device tool's nvidia-h100-x4), in one command of at most
 # 10 minutes, from the repository root of a copy of the working tree (no .git), results under $OUT:
-#   1. the host (GPUs, topology, cores, memory, versions) and, unless INIT_BENCH=0, CUDA's start in 16 processes a GPU
-#      at once, forked as the runner's workers are, with and without the init gate (tools/cuda_init_bench.py);
+#   1. the host (GPUs, topology, cores, memory, versions);
 #   2. a cold full run: `run --preset prefill decode -j 0 --gpus all` into a fresh results directory, its wall time;
 #      stopped by SIGINT (what finished is kept) when it would overrun the budget;
 #   3. `tools/bench_runner.py phases` on its cell store (the phase table, each GPU's lock share over the run and its
 #      middle, each GPU over time) and `tools/simulate_gpus.py` on it (1, 2, 4, 8 GPUs);
-#   4. everything packed into $OUT: four-gpu-LABEL.tgz (results, cell store, logs) and summary-LABEL.txt.
+#   4. with 100 s left and unless INIT_BENCH=0, CUDA's start in 16 processes a GPU at once, forked as the runner's
+#      workers are, with and without the init gate (tools/cuda_init_bench.py);
+#   5. everything packed into $OUT: four-gpu-LABEL.tgz (results, cell store, logs) and summary-LABEL.txt.
 #
 #   bash tools/device/four_gpu_run.sh [LABEL]          # LABEL: the asv machine name (default h100x4-a)
 #
@@ -87,18 +88,8 @@ DATE_MS=${DATE_MS:-$(( $(date +%s) * 1000 ))}
 note "label $LABEL, commit ${COMMIT:-none}, date $DATE_MS, presets $PRESETS, $GPUS_ARG $RUN_ARGS"
 [[ -n "${COMMIT:-}" ]] || { note "no commit to record under"; exit 1; }
 
-if [[ "${INIT_BENCH:-1}" == 1 ]]; then
-  step "CUDA's start in many processes at once"
-  GPU_LIST=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ')
-  # shellcheck disable=SC2086  # one argument a GPU
-  timeout 120 "$PY" tools/cuda_init_bench.py --gpus ${GPU_LIST:-0} --per-gpu 16 --turns 2 4 \
-    --out "$WORK/cuda-init-$LABEL.json" > "$WORK/cuda-init-$LABEL.txt" 2>&1
-  note "cuda init bench: exit status $?"
-  grep '^{' "$WORK/cuda-init-$LABEL.txt" | tee -a "$SUMMARY"
-fi
-
 step "the cold run"
-RUN_LIMIT=$(( $(left) - 60 ))
+RUN_LIMIT=$(( $(left) - 70 ))  # phases, the simulation and the packing after it
 (( RUN_LIMIT >= 60 )) || RUN_LIMIT=60
 start_ns=$(date +%s%N)
 # shellcheck disable=SC2086  # the presets, the GPU option and RUN_ARGS are words
@@ -115,7 +106,7 @@ if [[ -n "$STORE" ]]; then
   step "phases"
   timeout 60 "$PY" tools/bench_runner.py phases "$STORE" > "$WORK/phases-$LABEL.txt" 2>&1
   note "phases: exit status $?"
-  head -40 "$WORK/phases-$LABEL.txt" | tee -a "$SUMMARY"
+  head -200 "$WORK/phases-$LABEL.txt" | tee -a "$SUMMARY"
   if [[ "${SIMULATE:-1}" == 1 && $(left) -gt 40 ]]; then
     step "simulation from this run's costs"
     timeout $(( $(left) - 20 )) "$PY" tools/simulate_gpus.py "$STORE" --gpus 1 2 4 8 > "$WORK/simulate-$LABEL.txt" 2>&1
@@ -125,4 +116,14 @@ if [[ -n "$STORE" ]]; then
 else
   note "no cell store under $WORK/cells/$LABEL: nothing was measured"
 fi
+if [[ "${INIT_BENCH:-1}" == 1 && $(left) -gt 100 ]]; then
+  step "CUDA's start in many processes at once"
+  GPU_LIST=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | tr '\n' ' ')
+  # shellcheck disable=SC2086  # one argument a GPU
+  timeout $(( $(left) - 20 )) "$PY" tools/cuda_init_bench.py --gpus ${GPU_LIST:-0} --per-gpu 16 --turns 4 \
+    --out "$WORK/cuda-init-$LABEL.json" > "$WORK/cuda-init-$LABEL.txt" 2>&1
+  note "cuda init bench: exit status $?"
+  grep '^{' "$WORK/cuda-init-$LABEL.txt" | tee -a "$SUMMARY"
+fi
+
 [[ $rc == 0 ]]
