@@ -382,9 +382,10 @@ def _pr(commands: Commands) -> None:
     pr.add_argument("--history", nargs="+", default=[], metavar="DIR",
                     help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
                          "nightly's results branch)")
-    pr.add_argument("--budget", type=POSITIVE, default=300.0, metavar="SECONDS",
-                    help="wall time for measuring (default 300): base and head are measured in pairs, round after "
-                         "round, while cells are undecided; no round starts that would end past it")
+    pr.add_argument("--budget", type=POSITIVE, default=240.0, metavar="SECONDS",
+                    help="wall time for measuring (default 240): base and head are measured in pairs, round after "
+                         "round, while cells are undecided; the round after the first starts while time is left, a "
+                         "later one only while the last one's time is still left")
     pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
                     help="the most compiles a side a cell gets (default 10)")
     pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",
