@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracker.analyse",),
     ("tracker.publish",),
     ("tracker.github", "tracker.runner", "tracker.adopt"),
+    ("tracker.flows",),
     ("tracker.cliparse",),
     ("tracker.cli",),
 )

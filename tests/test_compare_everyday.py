@@ -16,7 +16,7 @@ import pytest
 
 from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
 from tracker import cli, cliparse
-from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, ChangeRule, compare_runs
+from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, UNDECIDED, ChangeRule, compare_runs
 from tracker.publish.comparison import FORMATS, compare_main, comparison_json
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
@@ -131,8 +131,8 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
     assert compare_main(results, first, second, MACHINE, "table") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"compare {first[:8]} -> {second[:8]} on {MACHINE} · NVIDIA H100 80GB HBM3")
-    assert lines[1] == ("Best baselines changed: 0 · significant regressions: 3 · improvements: 1 · "
-                        "1 cell too noisy to judge")
+    assert lines[1].startswith("Best baselines changed: 0 · significant regressions: 3 · improvements: 1 · "
+                               "1 cell too noisy to judge · ") and lines[1].endswith(" cells undecided")
     assert lines[3].split() == ["before", "after", "ratio", "verdict", "preset", "workload", "mode", "evidence"]
     rows = {cell_of(lines[3], line): line for line in lines[4:4 + 213]}
     assert len(rows) == 213
@@ -170,24 +170,32 @@ def test_the_table_says_what_the_comment_says(capsys: pytest.CaptureFixture[str]
 
 def test_only_changed_lists_the_changed_cells_in_every_format(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
-    """Every cell the headline counts or names stays listed: the changes, and the cell too noisy to judge."""
+    """Every cell the headline counts or names stays listed: the changes, the cell too noisy to judge, and the cells
+    whose interval reaches beyond what the rule could call the same (undecided)."""
     _, (first, second, _) = repo
     assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [cell_of(lines[3], line)[2] for line in lines[4:9]] == ["reduce-overhead", "eager", "eager",
-                                                                    "max-autotune", "reduce-overhead"]
-    assert lines[8].startswith("~") and lines[9] == ""
+    shown = lines[4:lines.index("", 4)]
+    listed = [(cell_of(lines[3], line), line[0]) for line in shown]
+    changed = [(c[1], c[2], mark) for c, mark in listed if mark != "?"]
+    assert changed == [("llm_topk_sampling_prep", "reduce-overhead", "+"), ("llm_qk_norm", "eager", "-"),
+                       ("vlm_patch_embedding_conv2d", "eager", "+"), ("llm_logits_projection_softmax", "max-autotune",
+                                                                    "+"), ("llm_qk_norm", "reduce-overhead", "~")]
+    undecided = [line for line in shown if line.startswith("?")]
+    assert len(undecided) == len(shown) - 5 and all(" undecided " in line and "95% CI" in line for line in undecided)
     counts = next(line for line in lines if line.startswith("41 instances and 213 cells: "))
-    assert counts.endswith("; 208 not shown (--only-changed)")
+    assert counts.endswith(f"; {213 - len(shown)} not shown (--only-changed)")
     data, _ = run_json(results, first, second, capsys, only_changed=True)
-    assert [(x["workload"], x["verdict"]) for x in data["cells"]] == [
+    assert [(x["workload"], x["verdict"]) for x in data["cells"] if x["verdict"] != UNDECIDED] == [
         ("llm_topk_sampling_prep", SLOWER), ("llm_qk_norm", FASTER), ("vlm_patch_embedding_conv2d", SLOWER),
         ("llm_logits_projection_softmax", NOW_FAILS), ("llm_qk_norm", NOISY)]
     assert data["summary"]["cells"] == 213 and data["instances"] == [] and data["kernels"] == []
+    assert data["summary"]["undecided"] == len(undecided)
     assert compare_main(results, first, second, MACHINE, "md", only_changed=True) == 0
     md = capsys.readouterr().out
     assert md.startswith(MARKER) and "#### Significant cell changes" in md and "Every cell" not in md
-    assert "<details><summary>Cells that moved (5): 3 slower or now failing, 1 faster or now ok, 1 too noisy" in md
+    assert (f"<details><summary>Cells that moved ({len(shown)}): 3 slower or now failing, 1 faster or now ok, 1 too "
+            f"noisy, {len(undecided)} undecided") in md
     assert "| llm_qk_norm | decode | reduce-overhead | 24.0 µs | 71.9 µs | 3.00\u00d7 |" in md
 
 
@@ -209,16 +217,17 @@ def test_factor_only_makes_verdicts_stricter(results: Path, repo: tuple[Path, li
         ChangeRule(factor=0.9)
 
 
-def test_a_change_within_the_factor_is_the_same_never_too_noisy(results: Path, repo: tuple[Path, list[str]]) -> None:
+def test_a_change_within_the_factor_is_never_an_alarm(results: Path, repo: tuple[Path, list[str]]) -> None:
     _, (first, second, _) = repo
     plain = compare_runs(results, first, second, MACHINE)
     strict = compare_runs(results, first, second, MACHINE, rule=ChangeRule(factor=1.3))
     verdicts = {(x.preset, x.workload, x.mode): x.verdict for x in strict.cells}
-    for x in plain.cells:  # the same verdict, or "same" where the change stays within the factor
-        assert verdicts[(x.preset, x.workload, x.mode)] in (x.verdict, SAME)
+    for x in plain.cells:  # the same verdict, or "same" (or undecided) where the change stays within the factor
+        assert verdicts[(x.preset, x.workload, x.mode)] in (x.verdict, SAME, UNDECIDED)
     within = [x for x in plain.cells if x.ratio is not None and abs(math.log(x.ratio)) < math.log(1.3)]
     assert any(x.significant for x in within)  # the plain rule's +25% and -20% cells
-    assert all(verdicts[(x.preset, x.workload, x.mode)] == SAME for x in within)
+    # the same, or undecided where its interval reaches beyond the factor
+    assert all(verdicts[(x.preset, x.workload, x.mode)] in (SAME, UNDECIDED) for x in within)
 
 
 def test_without_the_new_options_md_and_json_are_as_before(results: Path, repo: tuple[Path, list[str]],

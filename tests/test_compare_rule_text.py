@@ -132,7 +132,7 @@ def test_cells_judged_against_their_own_noise_say_so_with_the_rules_numbers(as_m
     lines = footer(c)
     assert lines[0] == ("a cell changed when its compiles' mean moved beyond its own noise (t-test, the cells selected "
                         "together at 3% false alarms a comparison, modes together) and beyond 2% and one compile's "
-                        "spread")
+                        "spread; the same within ±10%; else undecided")
     assert lines[1].startswith("a cell of unknown noise changed when p < 0.01")
     assert lines[-1].endswith(f"every change also beyond 0.3x the launch floor ({jitter_us(c):.2f} us); spread over "
                               "20%: too noisy")
@@ -142,8 +142,9 @@ def test_cells_judged_against_their_own_noise_say_so_with_the_rules_numbers(as_m
                            "and run to run, from this comparison, the cell's history and its class), the comparison's "
                            "cells selected together so that unchanged code raises an alarm in under 3% of comparisons "
                            "(Benjamini-Hochberg, an instance's modes together where its source changed), and beyond "
-                           "its minimum change (2%, and one compile's spread); a cell of unknown noise changed when "
-                           "Mann-Whitney U")
+                           "its minimum change (2%, and one compile's spread); it is the same when its interval lies "
+                           "within ±10% (or its minimum change), and undecided otherwise; a cell of unknown noise "
+                           "changed when Mann-Whitney U")
     assert comparison_json(c)["rule"]["test"] == "noise"
 
 

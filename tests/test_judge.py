@@ -10,7 +10,7 @@ import pytest
 
 from tracker.analyse.judge import ChangeRule, Evidence, family_p, select, verdict_of
 from tracker.analyse.noise import CellNoise
-from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER
+from tracker.analyse.verdicts import FASTER, SAME, SLOWER, UNDECIDED
 from tracker.stats import Compiles, simes, stouffer
 
 MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -91,13 +91,15 @@ def test_a_selected_cell_changed_when_it_moved_beyond_its_minimum_change() -> No
     assert verdict_of(evidence(0.2, change=math.log(1.02), se=0.005), False, 40, rule).verdict == SAME
 
 
-def test_a_move_the_comparison_cannot_resolve_is_too_noisy_not_the_same() -> None:
+def test_a_move_the_comparison_cannot_resolve_is_undecided_not_the_same() -> None:
     rule = ChangeRule()
     # se 5% on 4 degrees of freedom among 40 families: the smallest change it could claim is 50%, beyond 10%
     v = verdict_of(evidence(0.01, change=math.log(1.30), se=0.05), False, 40, rule)
-    assert v.resolution == pytest.approx(0.50, abs=0.01) and v.verdict == NOISY
-    # ... and a move under half that resolution stays the same
-    assert verdict_of(evidence(0.05, change=math.log(1.20), se=0.05), False, 40, rule).verdict == SAME
+    assert v.resolution == pytest.approx(0.50, abs=0.01) and v.verdict == UNDECIDED
+    # ... and so is a move under half that resolution whose interval reaches beyond 10%: +20% is never "the same"
+    assert verdict_of(evidence(0.05, change=math.log(1.20), se=0.05), False, 40, rule).verdict == UNDECIDED
+    # the same only where the interval lies within 10% (or the cell's minimum change)
+    assert verdict_of(evidence(0.05, change=math.log(1.01), se=0.02), False, 40, rule).verdict == SAME
 
 
 def test_the_change_test_is_named() -> None:

@@ -1,8 +1,10 @@
-"""The `pr` flow: which workloads a change selects, measuring each side in a worktree (a fake runner writes
-modified copies of the H100 fixture), the comparison, the comment on the fake GitHub and the job summary."""
+"""The `pr` flow: which workloads a change selects, both sides measured in worktrees in pairs, round after round
+until each cell is decided (a fake `run` writes constructed compiles: tests/pairedfake.py), the comparison, the
+comment handed to the forge, and a later `compare` of what it stored saying the same."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -10,26 +12,28 @@ from typing import Any
 
 import pytest
 from fake_github import FakeGitHub
-from test_compare import MACHINE, SCENARIOS, write_run
+from pairedfake import PairedFake
 
-from tracker.analyse.compare import EXIT_FAIL_ON
+from tracker.analyse.compare import EXIT_FAIL_ON, compare_runs
 from tracker.errors import UsageError
-from tracker.github.prflow import (
-    Command,
-    PrFlowError,
-    pr_main,
-    run_command_line,
-    run_commands,
-    select_workloads,
-    workloads_at,
-)
+from tracker.flows.forge import FileForge, PrintForge
+from tracker.flows.pr import PrRequest, pr_main
+from tracker.flows.rounds import Budget, balance, groups_of
+from tracker.flows.sides import Command, FlowError, run_command_line, run_commands, workloads_at
+from tracker.github.forge import GitHubForge
 from tracker.publish.markdown import MARKER
-from tracker.store import commits
+from tracker.publish.prcomment import render_comment
+from tracker.publish.units import count
+from tracker.store import commits, pairing
+from tracker.store.cells import default_cells_dir, torch_version
 from tracker.store.commits import CommitError, resolve_ref
 from workloads.names import WORKLOAD_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
+MACHINE = "h100-pr"
 LLM = [w for w in WORKLOAD_NAMES if w.startswith("llm_")]  # what workloads/llm.py defines
+RMSNORM_DEFAULT = ("prefill", "llm_rmsnorm", "default")
+QK_EAGER = ("decode", "llm_qk_norm", "eager")
 
 
 def git(repo: Path, *args: str) -> str:
@@ -56,59 +60,45 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
     (r / "workloads" / "names.py").write_text(names)
     (r / "README.md").write_text("docs\n")
     base = commit_all(r, "base")
-    (r / "workloads" / "llm.py").write_text("# llm workloads v1: a faster rmsnorm\n")
+    (r / "workloads" / "llm.py").write_text("# llm workloads v1: a slower rmsnorm\n")
     head = commit_all(r, "head")
     (r / "README.md").write_text("more docs\n")
     docs = commit_all(r, "docs")
     return r, {"old": old, "base": base, "head": head, "docs": docs}
 
 
-class FakeRunner:
-    """Stands in for `compile-baselines run` in the worktree: checks where it runs, writes the fixture (head:
-    the best_change scenario) for the requested workloads."""
+def request(r: Path, c: dict[str, str], results: Path, **kw: Any) -> PrRequest:
+    kw = {"jobs": 4, "machine": MACHINE, "scope": ["llm_rmsnorm", "llm_qk_norm"], "presets": ["prefill", "decode"],
+          "budget": Budget(seconds=3600, max_compiles=6)} | kw
+    return PrRequest(c.get("base_ref", c["base"]), c.get("head_ref", c["head"]), results, repo_dir=r, **kw)
 
-    def __init__(self, head: str, rc: int = 0) -> None:
-        self.head, self.rc, self.calls, self.batches = head, rc, [], []
 
-    def __call__(self, commands: list[Command]) -> list[int]:
-        self.batches.append([c.label for c in commands])
-        return [self.one(c.argv, c.cwd) for c in commands]
+def plant(c: dict[str, str], cells: dict[tuple[str, str, str], float]) -> dict[str, dict[tuple[str, str, str], float]]:
+    """Constructed changes at head: each cell's latency times its factor."""
+    return {c["head"]: cells}
 
-    def one(self, command: list[str], cwd: Path) -> int:
-        self.calls.append(command)
-        assert command[:4] == [sys.executable, "-m", "tracker.cli", "run"]
-        commit = command[command.index("--commit") + 1]
-        assert git(cwd, "rev-parse", "HEAD") == commit  # a worktree of exactly that commit
-        results = Path(command[command.index("--results-dir") + 1])
-        assert command[command.index("--machine") + 1] == MACHINE
-        after = command[command.index("--workload") + 1:]
-        workloads = set(after[:next((i for i, a in enumerate(after) if a.startswith("--")), len(after))])
-        # the first pass compiles each cell once; a confirmation (--cell ... --replicates N) measures the cells
-        # again: every compile agrees with the first
-        compiles = int(command[command.index("--replicates") + 1])
-        assert compiles == 1 or "--cell" in command
-        compiles = None if compiles == 1 else compiles
-        changes = SCENARIOS["best_change"] if commit == self.head else {}
-        write_run(results, commit, changes, keep=lambda p, w, m: w in workloads, hours=2 if commit == self.head else 1,
-                  compiles=compiles)
-        return self.rc
+
+# ---------------------------------------------------------------------------------------------------- what is measured
 
 
 def test_a_change_selects_the_workloads_it_can_affect() -> None:
+    from tracker.analyse.attribution import select_workloads
+
     assert select_workloads(["workloads/llm.py", "README.md"]).workloads == tuple(LLM)
     assert select_workloads(["workloads/rl.py"]).workloads == ("rl_ppo_clipped_loss", "rl_dpo_loss", "rl_grpo_loss")
     assert select_workloads(["workloads/kernels/triton_rmsnorm.py"]).workloads == ("llm_rmsnorm",)
     assert select_workloads(["workloads/kernels/registry.py"]).workloads == ("llm_rmsnorm", "diff_cfg_blend")
     for harness in ("tracker/measure/harness.py", "benchmarks/baselines.py", "workloads/spec.py",
-                    "workloads/presets.py",
-                    "pyproject.toml", "workloads/new_helper.py"):
+                    "workloads/presets.py", "pyproject.toml", "workloads/new_helper.py",
+                    "tracker/runner/workerenv.py", "tracker/runner/schedule.py", "tracker/runner/memledger.py"):
         s = select_workloads([harness, "workloads/llm.py"])
         assert s.everything and s.workloads == WORKLOAD_NAMES, harness
-    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/publish/report.py", "tests/test_x.py"])
+    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/publish/report.py", "tests/test_x.py",
+                                "tracker/runner/progress.py"])
     assert nothing.workloads == () and nothing.describe() == "nothing to measure"
 
 
-def test_a_side_measures_the_modes_asked_for_first_and_when_confirming() -> None:
+def test_a_side_measures_the_modes_asked_for_first_and_in_later_rounds() -> None:
     commit = "c" * 40
     args = (commit, ["acme.silu"], Path("r"), MACHINE, None, ["tiny"])
     assert run_command_line(*args)[-2:] == ["--replicates", "1"] and "--mode" not in run_command_line(*args)
@@ -133,98 +123,158 @@ def test_a_ref_resolves_to_its_full_hash_and_a_run_records_under_it(repo: tuple[
     assert commits.resolve("cafe", tmp_path, 1_767_225_600_000) == ("cafe", 1_767_225_600_000)  # no repository
 
 
-def test_pr_flow_measures_both_sides_compares_and_comments_once(
+def test_work_is_spread_over_the_gpus_the_most_expensive_first_and_each_gpu_gets_its_own_cores() -> None:
+    assert balance([5.0, 1.0, 4.0, 3.0], float, 2) == [[5.0, 1.0], [4.0, 3.0]]
+    assert groups_of([], [0, 1]) == groups_of(["0"], [0, 1]) == [groups_of([], [])[0]]  # one open group
+    two = groups_of(["0", "1"], list(range(8)))
+    assert [g.gpu for g in two] == ["0", "1"] and two[0].cpus == frozenset(range(4))
+    assert two[1].cpus == frozenset(range(4, 8)) and two[1].env() == {"CUDA_VISIBLE_DEVICES": "1"}
+
+
+# ---------------------------------------------------------------------------------------------------- the rounds
+
+
+@pytest.mark.slow
+def test_a_planted_change_is_measured_in_pairs_until_decided_and_compare_says_what_the_comment_said(
+        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    fake = PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08, QK_EAGER: 0.85}))
+    forge = FileForge(tmp_path / "forge")
+    assert pr_main(request(r, c, tmp_path / "results", fail_on="regression"), forge, fake, devices=[]) == \
+        EXIT_FAIL_ON
+    body = (tmp_path / "forge" / "comment.md").read_text()
+    record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
+    assert record is not None and record.scope == ("llm_rmsnorm", "llm_qk_norm")
+    # every cell once a side, then only the undecided ones, a round at a time, both sides in every round
+    first, later = fake.batches[0], fake.batches[1:]
+    assert first == ["base", "head"] and later and all(b == ["base", "head"] for b in later)
+    assert all("--cell" in cmd.argv for cmd in fake.calls[2:]) and "--cell" not in fake.calls[0].argv
+    assert len(record.pairs(RMSNORM_DEFAULT)) >= 3 and len(record.pairs(RMSNORM_DEFAULT)) <= 6
+    comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)
+    verdicts = {(x.preset, x.workload, x.mode): x.verdict for x in comparison.cells}
+    assert verdicts[RMSNORM_DEFAULT] == "slower" and verdicts[QK_EAGER] == "faster"
+    assert {v for k, v in verdicts.items() if k not in (RMSNORM_DEFAULT, QK_EAGER)} <= {"same", "undecided"}
+    # what `pr` posted is what `compare --format md` renders from the results it stored, byte for byte
+    assert render_comment(comparison) == body
+    assert "paired: " in (comparison.cells[0].noise or "") and "in pairs" in body
+
+
+@pytest.mark.slow
+def test_a_cell_the_budget_cannot_decide_is_undecided_with_its_interval_never_the_same(
+        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    noisy = ("prefill", "llm_rmsnorm", "max-autotune")
+    fake = PairedFake(MACHINE, plant(c, {noisy: 1.04}),
+                      sd=lambda cell: 0.15 if cell == noisy else 0.005)
+    forge = FileForge(tmp_path / "forge")
+    pr_main(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
+                    budget=Budget(seconds=3600, max_compiles=3)), forge, fake, devices=[])
+    comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)
+    [cell] = [x for x in comparison.cells if (x.preset, x.workload, x.mode) == noisy]
+    assert cell.verdict == "undecided" and cell.compiles == (3, 3) and cell.ci is not None and cell.more
+    body = (tmp_path / "forge" / "comment.md").read_text()
+    assert f"{count(len(comparison.undecided), 'cell')} undecided" in body.splitlines()[2]  # in the headline
+    assert f"~{cell.more} more" in body
+
+
+@pytest.mark.slow
+def test_unchanged_code_measured_in_pairs_reports_nothing(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    out = io.StringIO()
+    pr_main(request(r, c, tmp_path / "results", budget=Budget(seconds=3600, max_compiles=4)), PrintForge(out),
+            PairedFake(MACHINE), devices=[])
+    assert "<!-- compile-baselines:changed=false -->" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_measurement_of_the_real_change_gives_every_cell_its_compiles_in_one_more_round(
+        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    fake = PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08}))
+    pr_main(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
+                    budget=Budget(compiles=5)), PrintForge(io.StringIO()), fake, devices=[])
+    assert len(fake.batches) == 2 and all(cmd.argv[cmd.argv.index("--replicates") + 1] == "5"
+                                          for cmd in fake.calls[2:])
+    record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
+    assert record is not None and {len(p) for p in record.cells.values()} == {5}
+
+
+@pytest.mark.slow
+def test_on_several_gpus_a_pair_never_straddles_two(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    fake = PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08}))
+    pr_main(request(r, c, tmp_path / "results", jobs=8), PrintForge(io.StringIO()), fake, devices=["0", "1"])
+    assert fake.batches[0] == ["base@0", "head@0", "base@1", "head@1"]  # one workload a GPU, both sides on it
+    assert {cmd.env["CUDA_VISIBLE_DEVICES"] for cmd in fake.calls} == {"0", "1"}
+    assert all(cmd.argv[cmd.argv.index("-j") + 1] == "2" for cmd in fake.calls[:4])
+    record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
+    assert record is not None
+    pairs = [p for ps in record.cells.values() for p in ps]
+    assert {p.base_gpu for p in pairs} == {"0", "1"} and all(p.base_gpu == p.head_gpu for p in pairs)
+
+
+# ---------------------------------------------------------------------------------------------------- the forge
+
+
+@pytest.mark.slow
+def test_github_gets_one_comment_edited_in_place_and_the_job_summary(
         repo: tuple[Path, dict[str, str]], fake: FakeGitHub, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     r, c = repo
     summary = tmp_path / "summary.md"
     env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url, "GITHUB_STEP_SUMMARY": str(summary)}
-    runner = FakeRunner(c["head"])
-    rc = pr_main(c["base"][:10], c["head"], "octo/widgets", 7, tmp_path / "results", jobs=4, machine=MACHINE,
-                 env=env, runner=runner, repo_dir=r, fail_on="best-change")
-    assert rc == EXIT_FAIL_ON
-    # each side once, then the cells that moved again, to three compiles a side
-    assert [cmd[cmd.index("--commit") + 1] for cmd in runner.calls] == [c["base"], c["head"]] * 2
-    assert all(cmd[cmd.index("--workload") + 1:cmd.index("-j")] == LLM for cmd in runner.calls)
-    first, confirming = runner.calls[:2], runner.calls[2:]
-    assert not any("--cell" in cmd for cmd in first)
-    assert all(cmd[cmd.index("--replicates") + 1] == "1" for cmd in first)  # one compile a cell, then confirmation
-    assert [cmd[cmd.index("--replicates") + 1] for cmd in confirming] == ["3", "3"]
-    cells = confirming[0][confirming[0].index("--cell") + 1:confirming[0].index("--replicates")]
-    assert "prefill/llm_rmsnorm/default" in cells and "prefill/llm_layernorm/max-autotune-no-cudagraphs" in cells
+    forge = GitHubForge.for_pr("octo/widgets", 7, env)
+    pr_main(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"]), forge,
+            PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08})), devices=[])
     [comment] = fake.comments()
-    body = comment["body"]
-    assert body.startswith(f"{MARKER}\n<!-- compile-baselines:changed=true -->\n### compile-baselines: Best "
-                           "baselines changed: 2")
-    assert f"Measured {', '.join(LLM)} (workloads/llm.py changed)." in body
-    assert "diff_cfg_blend" not in body  # not measured, not compared
-    assert summary.read_text() == body + "\n"
+    assert comment["body"].startswith(f"{MARKER}\n<!-- compile-baselines:changed=true -->\n")
+    assert "Measured llm_rmsnorm" in comment["body"] and summary.read_text() == comment["body"] + "\n"
     out, err = capsys.readouterr()
     assert out == "" and f"created comment {comment['id']} on octo/widgets#7" in err
     assert git(r, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
-
     # A later push that changes only docs: nothing is measured, the comment is edited to say so.
-    runner = FakeRunner(c["docs"])
-    assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path / "results", machine=MACHINE, env=env,
-                   runner=runner, repo_dir=r) == 0
+    runner = PairedFake(MACHINE)
+    pr_main(request(r, {"base": c["head"], "head": c["docs"]}, tmp_path / "results"), forge, runner, devices=[])
     assert runner.calls == []
     [comment] = fake.comments()
     assert "no workload, kernel or measurement-harness file changed (1 other file)" in comment["body"]
-    assert "<!-- compile-baselines:changed=false -->" in comment["body"]
 
 
 def test_no_change_creates_no_comment_and_no_token_prints(
         repo: tuple[Path, dict[str, str]], fake: FakeGitHub, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     r, c = repo
+    docs = {"base": c["head"], "head": c["docs"]}
     env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
-    assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path, machine=MACHINE, env=env, repo_dir=r,
-                   runner=FakeRunner(c["docs"])) == 0
+    pr_main(request(r, docs, tmp_path), GitHubForge.for_pr("octo/widgets", 7, env), PairedFake(MACHINE), devices=[])
     out, err = capsys.readouterr()
     assert fake.comments() == [] and out == "" and "no comment on octo/widgets#7" in err
-    assert pr_main(c["head"], c["docs"], "octo/widgets", 7, tmp_path, machine=MACHINE, env={}, repo_dir=r,
-                   runner=FakeRunner(c["docs"])) == 0
+    pr_main(request(r, docs, tmp_path), GitHubForge.for_pr("octo/widgets", 7, {}), PairedFake(MACHINE), devices=[])
     out, err = capsys.readouterr()
     assert out.startswith(MARKER) and "GITHUB_TOKEN" not in out  # the body alone
     assert err.rstrip().endswith("GITHUB_TOKEN is not set (the comment body is printed on stdout)")
 
 
-class TalkativeRunner(FakeRunner):
-    """FakeRunner whose run, like `compile-baselines run`, prints progress and its summary on its stdout: a real
-    subprocess started the way `pr` starts one (prflow.run_commands)."""
-
-    def one(self, command: list[str], cwd: Path) -> int:
-        script = "import sys; print('run: 10 cells'); print('tiny: 2 instances'); print('warn', file=sys.stderr)"
-        assert run_commands([Command("base", [sys.executable, "-c", script], cwd)]) == [0]
-        return super().one(command, cwd)
-
-
-@pytest.mark.parametrize("target", [{}, {"repo": "octo/widgets", "pr": 7}])
-def test_stdout_carries_the_comment_body_alone(repo: tuple[Path, dict[str, str]], tmp_path: Path,
-                                                capfd: pytest.CaptureFixture[str], target: dict[str, Any]) -> None:
-    # `compile-baselines pr ... > comment.md` without a token: both runs' output and the logs go to stderr
+def test_a_forge_is_a_seam_any_ci_system_can_fill(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
-    assert pr_main(c["base"], c["head"], results_dir=tmp_path / "results", machine=MACHINE, env={}, repo_dir=r,
-                   runner=TalkativeRunner(c["head"]), **target) == 0
-    out, err = capfd.readouterr()
-    assert out.startswith(MARKER) and out.endswith("\n")
-    assert "run: 10 cells" not in out and "tiny: 2 instances" not in out and "pr: " not in out
-    # base and head, then two rounds of confirmation each
-    assert err.count("run: 10 cells") == 4 and err.count("tiny: 2 instances") == 4
-    assert "pr: measuring" in err
-    assert "### compile-baselines: Best baselines changed: 2" in out
+    forge = FileForge(tmp_path / "out")
+    pr_main(request(r, {"base": c["head"], "head": c["docs"]}, tmp_path), forge, PairedFake(MACHINE), devices=[])
+    assert (tmp_path / "out" / "comment.md").read_text().startswith(MARKER)
+    assert (tmp_path / "out" / "summary.md").read_text().startswith(MARKER)
 
 
 def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
-    with pytest.raises(PrFlowError, match="fetch-depth: 0"):
-        pr_main("no-such-ref", c["head"], results_dir=tmp_path, machine=MACHINE, env={}, repo_dir=r)
-    with pytest.raises(PrFlowError, match=r"measuring .* failed \(exit 2\)"):
-        pr_main(c["base"], c["head"], results_dir=tmp_path, machine=MACHINE, env={}, repo_dir=r,
-                runner=FakeRunner(c["head"], rc=2))
+    with pytest.raises(FlowError, match="fetch-depth: 0"):
+        pr_main(request(r, {"base": "no-such-ref", "head": c["head"]}, tmp_path), PrintForge(), devices=[])
+    with pytest.raises(FlowError, match=r"measuring .* failed \(exit 2\)"):
+        pr_main(request(r, c, tmp_path), PrintForge(), PairedFake(MACHINE, rc=2), devices=[])
     assert git(r, "worktree", "list").count("\n") == 0
     with pytest.raises(UsageError, match="a repository and a PR number go together"):
-        pr_main(c["base"], c["head"], repo="octo/widgets", env={}, repo_dir=r)
+        GitHubForge.for_pr("octo/widgets", None, {})
+
+
+# ---------------------------------------------------------------------------------------------------- the runs' output
 
 
 @pytest.mark.slow
@@ -246,33 +296,19 @@ def test_an_interrupted_pr_asks_its_run_to_stop_so_no_worker_outlives_it(tmp_pat
     assert marker.with_suffix(".base").read_text() == marker.with_suffix(".head").read_text() == "asked to stop"
 
 
-def test_the_sides_run_at_once_each_line_of_their_output_after_its_label(tmp_path: Path,
-                                                                         capfd: pytest.CaptureFixture[str]) -> None:
+def test_the_sides_run_at_once_each_line_of_their_output_after_its_label_on_its_gpu_and_cores(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     # each side waits for the other's file: they finish only if they run at the same time
-    wait = ("import pathlib, sys, time\n"
+    wait = ("import os, pathlib, sys, time\n"
             "pathlib.Path(sys.argv[1]).touch()\n"
             "deadline = time.monotonic() + 60\n"
             "while not pathlib.Path(sys.argv[2]).exists() and time.monotonic() < deadline: time.sleep(0.05)\n"
-            "print('done', sys.argv[1][-4:]); sys.exit(0 if pathlib.Path(sys.argv[2]).exists() else 5)")
+            "print('done', sys.argv[1][-4:], os.environ['CUDA_VISIBLE_DEVICES'], sorted(os.sched_getaffinity(0)))\n"
+            "sys.exit(0 if pathlib.Path(sys.argv[2]).exists() else 5)")
     a, b = str(tmp_path / "base"), str(tmp_path / "head")
-    codes = run_commands([Command("base", [sys.executable, "-c", wait, a, b], tmp_path),
-                          Command("head", [sys.executable, "-c", wait, b, a], tmp_path)])
+    gpu, cpus = {"CUDA_VISIBLE_DEVICES": "1"}, frozenset({0})
+    codes = run_commands([Command("base", [sys.executable, "-c", wait, a, b], tmp_path, gpu, cpus),
+                          Command("head", [sys.executable, "-c", wait, b, a], tmp_path, gpu, cpus)])
     assert codes == [0, 0]
     err = capfd.readouterr().err
-    assert "base | done base\n" in err and "head | done head\n" in err
-
-
-@pytest.mark.slow
-def test_on_a_gpu_host_base_and_head_are_measured_at_once_with_half_the_workers_each(
-        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    r, c = repo
-    runner = FakeRunner(c["head"])
-    pr_main(c["base"], c["head"], results_dir=tmp_path / "results", jobs=16, machine=MACHINE, env={}, repo_dir=r,
-            runner=runner)
-    assert runner.batches == [["base", "head"], ["base", "head"]]  # the first pass, then the confirmation
-    assert all(cmd[cmd.index("-j") + 1] == "8" for cmd in runner.calls)
-    serial = FakeRunner(c["head"])  # a CPU host: one worker, one side after the other
-    pr_main(c["base"], c["head"], results_dir=tmp_path / "serial", jobs=1, machine=MACHINE, env={}, repo_dir=r,
-            runner=serial)
-    assert serial.batches == [["base"], ["head"], ["base"], ["head"]]
-    assert all(cmd[cmd.index("-j") + 1] == "1" for cmd in serial.calls)
+    assert "base | done base 1 [0]\n" in err and "head | done head 1 [0]\n" in err

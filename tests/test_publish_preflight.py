@@ -1,11 +1,16 @@
 """publish never deletes a user's files and never publishes results that contradict themselves: a non-empty output
-that is not a site it wrote, a machine.json that no result file beside it agrees with, a missing machine.json and an
-unreadable benchmarks.json are each refused in one line naming the path, before anything is written."""
+that is not a site it wrote, a machine.json that no result file beside it agrees with, a missing machine.json, an
+unreadable benchmarks.json and a link among the results are each refused in one line naming the path, before anything
+is written. A publish that fails or is killed leaves the previous site whole (or none), and the next one finishes."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -143,3 +148,85 @@ def test_results_without_any_result_file_say_so(tmp_path: Path) -> None:
     (tmp_path / "results" / "box" / "machine.json").write_text("{}")
     with pytest.raises(ToolError, match="no asv result files in"):
         preflight.check_results(tmp_path / "results")
+
+
+def test_a_link_or_fifo_among_the_results_is_refused_before_asv_reads_through_it(
+        results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "secret.json").write_text('{"token": "the runner\'s"}')
+    os.symlink(tmp_path / "secret.json", results / "cpu-laptop" / "aaaaaaaa-env.json")
+    os.mkfifo(results / "cpu-laptop" / "bbbbbbbb-env.json")
+    assert cli.main(["publish", "--results-dir", str(results), "--out", str(tmp_path / "site")]) == 1
+    assert capsys.readouterr().err == (
+        f"compile-baselines publish: error: {results / 'cpu-laptop' / 'aaaaaaaa-env.json'} is a symlink, which is "
+        "never followed (and 1 more): asv publish would read through it; remove it from the results\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "secret.json"]  # no site, nothing beside
+
+
+# --- an interrupted publish -------------------------------------------------------------------------------------
+
+
+def beside(site: Path) -> list[str]:
+    return sorted(p.name for p in site.parent.iterdir() if p.name != "results")
+
+
+def build_a_site(build: Path, text: str) -> None:
+    """What publish puts in its build folder, in small: a marked site."""
+    preflight.mark(build)
+    (build / "index.html").write_text(text)
+
+
+def test_a_publish_that_fails_half_way_leaves_the_previous_site_whole_and_nothing_beside(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    with preflight.replacing(site) as build:
+        build_a_site(build, "first")
+    with pytest.raises(OSError, match="No space left on device"), preflight.replacing(site) as build:
+        (build / "index.html").write_text("half of the second")
+        raise OSError(28, "No space left on device")
+    assert (site / "index.html").read_text() == "first" and beside(site) == ["site"]
+
+
+def test_what_a_first_publish_killed_mid_build_leaves_is_removed_by_the_next(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    dead = tmp_path / f".site{preflight.BUILDING}4242"  # constructed: what SIGKILL leaves mid-build
+    (dead / "graphs").mkdir(parents=True)
+    (dead / "index.json").write_text("{")
+    said: list[str] = []
+    with preflight.replacing(site, say=said.append) as build:
+        build_a_site(build, "second")
+    assert said == [f"publish: removed {dead}, a site an interrupted publish left half built"]
+    assert (site / "index.html").read_text() == "second" and beside(site) == ["site"]
+
+
+def test_a_publish_killed_between_its_two_moves_is_rolled_back_by_the_next(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    with preflight.replacing(site) as build:
+        build_a_site(build, "first")
+    old = tmp_path / f".site{preflight.REPLACED}4242"  # constructed: the old site moved aside, the new not in yet
+    os.replace(site, old)
+    (tmp_path / f".site{preflight.BUILDING}4242").mkdir()
+    said: list[str] = []
+    assert preflight.finish_interrupted(site) == [
+        f"removed {tmp_path / f'.site{preflight.BUILDING}4242'}, a site an interrupted publish left half built",
+        f"restored {site}, which an interrupted publish had moved to {old}"]
+    assert (site / "index.html").read_text() == "first" and beside(site) == ["site"]
+    os.replace(site, old)
+    with preflight.replacing(site, say=said.append) as build:
+        assert (site / "index.html").read_text() == "first"  # in place again before the new one is built
+        build_a_site(build, "second")
+    assert (site / "index.html").read_text() == "second" and beside(site) == ["site"]
+
+
+@pytest.mark.slow
+def test_a_first_publish_killed_at_any_moment_never_locks_the_next_one_out(results: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    argv = [sys.executable, "-m", "tracker.cli", "publish", "--results-dir", str(results), "--out", str(site)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.glob(f".site{preflight.BUILDING}*/graphs")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # killed once asv has begun writing the site
+    proc.kill()
+    proc.wait()
+    assert not site.exists() and beside(site) != ["site"]  # a half-built site beside, as SIGKILL leaves it
+    assert publish.publish_main(results, None, site) == 0
+    assert (site / preflight.MARKER).is_file() and (site / "report" / "index.html").is_file()
+    assert beside(site) == ["site"]

@@ -358,3 +358,148 @@ def test_the_token_reaches_git_for_its_server_only_through_the_environment(tmp_p
     masked: list[str] = []
     git_env({"GITHUB_TOKEN": "t0ken", "GITHUB_ACTIONS": "true"}, say=masked.append)
     assert masked == ["::add-mask::eC1hY2Nlc3MtdG9rZW46dDBrZW4="]
+
+
+# --- links on the branch -----------------------------------------------------------------------------------------
+
+
+def put_links(origin: Path, tmp_path: Path, links: dict[str, Path], files: dict[str, str] | None = None) -> str:
+    """Commit `links` (path -> target: symlinks, git's mode 120000) and `files` as the whole tree of the results
+    branch on `origin`: what anyone who can push to the branch can put there."""
+    scratch = tmp_path / "scratch-links"
+    git(tmp_path, "clone", "-q", str(origin), str(scratch))
+    git(scratch, "checkout", "-q", "--orphan", BRANCH)
+    git(scratch, "rm", "-rqf", "--ignore-unmatch", ".")
+    for path, target in links.items():
+        (scratch / path).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, scratch / path)
+    for path, text in (files or {}).items():
+        (scratch / path).parent.mkdir(parents=True, exist_ok=True)
+        (scratch / path).write_text(text)
+    tip = commit_all(scratch, "links")
+    git(scratch, "push", "-qf", "origin", f"HEAD:refs/heads/{BRANCH}")
+    return tip
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "secret.txt").write_text("the runner's secret")
+    return out
+
+
+def test_store_refuses_a_branch_holding_links_and_reads_and_writes_nothing_through_them(
+        tmp_path: Path, outside: Path) -> None:
+    origin, work, _ = origin_and_clone(tmp_path)
+    tip = put_links(origin, tmp_path, {"m/aaaaaaaa-env.json": outside / "secret.txt", "cpu-laptop": outside})
+    with pytest.raises(BranchError, match=r"holds cpu-laptop \(a symlink\) and 1 more: results are never read or "
+                                          "written through one; remove it from the branch; nothing was stored"):
+        store_results(Remote(work), BRANCH, [results_dir(tmp_path, "a", TINY, RUN_A)], say=lambda _: None)
+    assert git(origin, "rev-parse", BRANCH) == tip  # nothing pushed
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]  # nothing written through the link
+
+
+def test_fetch_leaves_links_out_with_a_warning_and_never_makes_one(
+        tmp_path: Path, outside: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    origin, work, _ = origin_and_clone(tmp_path)
+    put_links(origin, tmp_path, {"cpu-laptop/bbbbbbbb-env.json": outside / "secret.txt", "other": outside},
+              {"cpu-laptop/aaaaaaaa-env.json": "{}"})
+    dest = tmp_path / "dest"
+    written = fetch_results(Remote(work), BRANCH, dest)
+    assert written == [dest / "cpu-laptop" / "aaaaaaaa-env.json"]
+    assert [p for p in dest.rglob("*") if p.is_symlink()] == []
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: skipped cpu-laptop/bbbbbbbb-env.json on the branch: a symlink, which is never followed",
+        "warning: skipped other on the branch: a symlink, which is never followed"]
+
+
+def test_fetch_never_writes_through_a_link_in_its_destination(
+        stored: tuple[Path, Path, list[str]], tmp_path: Path, outside: Path) -> None:
+    _, work, _ = stored
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    os.symlink(outside, dest / "h100-torch-stable")  # say, made by an earlier version's fetch
+    with pytest.raises(BranchError, match=r"h100-torch-stable is a symlink, which is never followed; nothing was "
+                                          "written"):
+        fetch_results(Remote(work), BRANCH, dest)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert sorted(p.name for p in dest.iterdir()) == ["h100-torch-stable"]  # no other file either
+
+
+def test_fetch_sweeps_what_a_killed_fetch_left(stored: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
+    _, work, (c0, _, _) = stored
+    dest = tmp_path / "dest"
+    dead = dest / f"{gitbranch.STAGING}x1y2z3" / "h100-torch-stable"  # what a fetch killed mid-way leaves
+    dead.mkdir(parents=True)
+    (dead / f"{c0[:8]}-existing-py.json").write_text("half")
+    fetch_results(Remote(work), BRANCH, dest, machine="h100-torch-stable")
+    assert sorted(p.name for p in dest.iterdir()) == ["h100-torch-stable"]
+
+
+# --- git's refusals and names ------------------------------------------------------------------------------------
+
+
+def test_a_push_the_remote_rejects_is_one_line_at_once_not_a_race(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    origin, work, _ = origin_and_clone(tmp_path)
+    tip = put_on_branch(origin, tmp_path, BRANCH, {"m/aaaa1111-env.json": "{}"})
+    hook = origin / "hooks" / "pre-receive"  # what a protected branch's server does
+    hook.write_text("#!/bin/sh\necho 'GH006: Protected branch update failed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    waits: list[float] = []
+    with pytest.raises(BranchError) as refused:
+        store_results(Remote(work), BRANCH, [results_dir(tmp_path, "a", TINY, RUN_A)], sleep=waits.append)
+    assert str(refused.value) == (
+        f"origin refused the push to {BRANCH}: [remote rejected] (pre-receive hook declined); remote: GH006: "
+        "Protected branch update failed; the branch did not move, so pushing again would not help (a protected "
+        "branch?); nothing was stored")
+    assert waits == [] and git(origin, "rev-parse", BRANCH) == tip
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(work))
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    assert cli.main(["results", "store", str(results_dir(tmp_path, "b", TINY, RUN_B)), "--branch", BRANCH]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["-x", "", "a..b", "@{-1}", "HEAD", "has space", "end.lock", "x/"])
+def test_a_branch_name_git_would_refuse_is_a_usage_error_before_anything_is_fetched_or_pushed(
+        tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    origin, work, _ = origin_and_clone(tmp_path)
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(work))
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    source = str(results_dir(tmp_path, "a", TINY, RUN_A))
+    for argv in (["store", source], ["fetch", "--results-dir", str(tmp_path / "d")], ["previous", "--machine", "m"]):
+        assert cli.main(["results", *argv, f"--branch={name}"]) == 2
+        assert capsys.readouterr().err == (f"compile-baselines results: error: --branch {name!r} is not a branch "
+                                           "name git accepts (see git check-ref-format; none starts with '-')\n")
+    assert git(origin, "for-each-ref", "--format=%(refname)") == "refs/heads/main" and not (tmp_path / "d").exists()
+
+
+def test_a_remote_name_that_git_would_read_as_an_option_is_refused(
+        stored: tuple[Path, Path, list[str]], tmp_path: Path) -> None:
+    _, work, _ = stored
+    with pytest.raises(gitbranch.NameRefused, match="is not a git remote's name"):
+        fetch_results(Remote(work, name=f"--upload-pack=touch {tmp_path}/ran"), BRANCH, tmp_path / "d")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_file_on_the_branch_where_a_machine_s_folder_goes_is_named_on_the_branch(tmp_path: Path) -> None:
+    origin, work, _ = origin_and_clone(tmp_path)
+    tip = put_on_branch(origin, tmp_path, BRANCH, {"cpu-laptop": "a file, not a folder"})
+    with pytest.raises(BranchError, match=f"^cannot write results into {BRANCH}: cpu-laptop there is a file where "
+                                          "the machine's folder goes"):
+        store_results(Remote(work), BRANCH, [results_dir(tmp_path, "a", TINY, RUN_A)], say=lambda _: None)
+    assert git(origin, "rev-parse", BRANCH) == tip
+
+
+def test_an_empty_commit_to_fetch_is_a_usage_error_not_whichever_run_there_is(
+        stored: tuple[Path, Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, work, _ = stored
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(work))
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    argv = ["results", "fetch", "--branch", BRANCH, "--machine", "h100-torch-stable", "--results-dir", str(tmp_path)]
+    assert cli.main([*argv, "--commit", ""]) == 2
+    assert "--commit is empty (an unset shell variable?)" in capsys.readouterr().err
+    assert cli.main([*argv[:-2], "--results-dir", str(tmp_path / "d"), "--machine", "../x"]) == 2
+    assert not (tmp_path / "d").exists()

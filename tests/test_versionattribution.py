@@ -25,7 +25,7 @@ import pytest
 
 from tracker import cli
 from tracker.analyse.compare import SAME, ChangeRule, Comparison, compare_files, compare_versions
-from tracker.analyse.verdicts import BY_BOTH, BY_COMMIT, BY_NEITHER, BY_TORCH, UNDECIDED
+from tracker.analyse.verdicts import BY_BOTH, BY_COMMIT, BY_NEITHER, BY_TORCH, BY_UNDECIDED
 from tracker.analyse.versionattribution import MOVED, STAYED, UNCLEAR, Attribution, attribute, cause, leg_state
 from tracker.github.tracking import tracking_body
 from tracker.publish import attributiontext
@@ -46,7 +46,7 @@ def test_the_cause_is_the_leg_that_moved() -> None:
     assert cause(MOVED, MOVED) == BY_BOTH
     assert cause(STAYED, STAYED) == BY_NEITHER  # each within its band; together beyond it
     for unclear in ((UNCLEAR, MOVED), (UNCLEAR, STAYED), (MOVED, UNCLEAR), (STAYED, UNCLEAR), (UNCLEAR, UNCLEAR)):
-        assert cause(*unclear) == UNDECIDED
+        assert cause(*unclear) == BY_UNDECIDED
 
 
 def test_a_leg_says_moved_stayed_or_unclear_from_its_own_verdicts(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_without_a_cross_run_it_names_the_run_that_decides_and_that_run_decides(
     results = _results(tmp_path)
     relabel_as_c1(results, A, keep_original=False)  # no run of C2 under A, none of C1 under B
     _, a = attributed(results, JUDGED)
-    assert a.routes == [] and len(a.items) == 12 and {x.cause for x in a.items} == {UNDECIDED}
+    assert a.routes == [] and len(a.items) == 12 and {x.cause for x in a.items} == {BY_UNDECIDED}
     assert a.items[0].why == f"no cross run: neither {C2[:8]} under torch {A} nor {C1[:8]} under torch {B} was measured"
     assert a.decisive is not None and (a.decisive.commit, a.decisive.torch) == (C2, A)
     # base and head share a machine, which must keep one torch version per commit: the run gets its own

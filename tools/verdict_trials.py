@@ -27,22 +27,44 @@ Over every committed H100 trial at once (tests/fixtures; no GPU needed):
 `power` judges each planted trial as the PR flow does (base and head measured together, the planted workloads'
 modes judged together, the committed full runs as history) and counts, per cell class and per size of the cell's
 own measured change (its compiles' geometric means, head over base), the cells reported slower or faster; the
-instances whose best latency moved 5% or more and those reported; and the control cells' alarms. `pairs` judges
+instances whose best latency moved 5% or more and those reported; and the control cells' alarms. It bins each cell
+by the verdict's own measured change, so a cell the verdict measured as unmoved is never counted as missed: the
+measure of record is `truth`. `pairs` judges
 every A/A pair of the committed cold full runs (the same workload code on other machines and days), with no
 repository at hand and as if every workload's source had changed, on the runs' own compiles and once confirmed.
+
+Planted trials against truth (the measure of record; tests/fixtures/h100-plant-truth/device-trials.sh makes them):
+
+    python tools/verdict_trials.py truth DIR... [--verbose]
+
+Each DIR holds a trial.json (the trial's base and head commits, its planted and control workloads, and its two
+runs: machine and results directory, the cell store beside it) and two runs of the same commits made independently:
+the verdict run (`pr` as a user runs it) and the truth run (`pr --compiles 10`: every cell in exactly ten paired
+compiles a side). `truth` judges the verdict run as `compile-baselines compare` judges its results (the paired record
+`pr` stored makes it judge as `pr` did), reads each cell's real change from the truth run's paired record
+(exp of the mean over its pairs of log(head) - log(base), its 95% interval, and the spread of the base side's
+compiles), and counts, per cell class and per size of the real change, the planted cells reported in the right
+direction, undecided, called the same, reported the wrong way; the instances whose best latency really moved 4% or
+more and whether each is a best-baseline change; and the control workloads' cells, whose real change is 0 by
+construction, and their alarms.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import shutil
+import statistics
 import sys
 import tempfile
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker.analyse.compare import (
+    CellChange,
     ChangeRule,
     Comparison,
     Context,
@@ -54,12 +76,23 @@ from tracker.analyse.compare import (
 from tracker.analyse.confirm import COMPILES
 from tracker.analyse.noise import cell_class
 from tracker.analyse.pairs import _run_info as pairs_info
-from tracker.analyse.verdicts import TESTS
+from tracker.analyse.verdicts import (
+    IMPROVEMENT_VERDICTS,
+    NOISY,
+    REGRESSION_VERDICTS,
+    SAME,
+    TESTS,
+    UNCONFIRMED,
+    UNDECIDED,
+)
+from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
-from tracker.store import asvfiles
+from tracker.publish.units import count
+from tracker.stats import t_quantile
+from tracker.store import asvfiles, pairing
 from tracker.store.cells import CellStore, RunKey, combine, default_cells_dir
 from tracker.store.results import list_runs, load_runs
-from workloads.modes import REFERENCE
+from workloads.modes import MODES, REFERENCE
 
 
 def counts(c: Comparison) -> str:
@@ -200,6 +233,9 @@ def _size(change: float) -> str | None:
 
 
 def cmd_power(a: argparse.Namespace) -> None:
+    """The committed planted trials binned by the size of each cell's change as the verdict itself measured it (not
+    by its real change: a cell the verdict measured as unmoved is never counted as missed); `truth` is the measure of
+    record."""
     rule = ChangeRule(test=a.test, confirm=(COMPILES, COMPILES))
     counts: Counter[tuple[str, str]] = Counter()
     hits: Counter[tuple[str, str]] = Counter()
@@ -243,6 +279,240 @@ def cmd_power(a: argparse.Namespace) -> None:
     print(f"instances of a planted cell whose best latency moved 5% or more: {best['reported']} of {best['moved']} "
           f"reported as a best-baseline change")
     print(f"control cells (every cell no plant moves): {control['alarms']} alarms of {control['cells']}")
+
+
+# ---------------------------------------------------------------------------------------------------- truth
+
+SIZES_TRUE = (">= 5%", "3-5%, own spread < 1%", "3-5%, own spread >= 1%", "2-3%", "< 2%")
+OUTCOMES = ("reported", "undecided", "same", "wrong way", "other")
+BEST_MOVE = 0.04  # a best latency that really moved this much is to be a best-baseline change in the headline
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A cell's real change as the truth run measured it: exp of the mean over its pairs of log(head) - log(base),
+    with its 95% interval (t over the pairs; None from one pair), its own spread (the sd of the log latency of the
+    base side's compiles; None from one) and each side's geometric mean."""
+
+    change: float
+    ci: tuple[float, float] | None
+    spread: float | None
+    base_ms: float
+    head_ms: float
+    pairs: int
+
+    @classmethod
+    def of(cls, pairs: Sequence[pairing.Pair]) -> Truth | None:
+        if not pairs:
+            return None
+        d = [p.log_change for p in pairs]
+        base, head = [math.log(p.base_ms) for p in pairs], [math.log(p.head_ms) for p in pairs]
+        mean, ci, spread = statistics.fmean(d), None, None
+        if len(pairs) > 1:
+            half = t_quantile(0.025, len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d))
+            ci, spread = (math.exp(mean - half), math.exp(mean + half)), statistics.stdev(base)
+        return cls(math.exp(mean), ci, spread, math.exp(statistics.fmean(base)), math.exp(statistics.fmean(head)),
+                   len(pairs))
+
+    @property
+    def moved(self) -> float:
+        return abs(self.change - 1)
+
+    @property
+    def steady(self) -> bool:
+        """Its own compiles spread under 1%."""
+        return self.spread is not None and self.spread < 0.01
+
+    @property
+    def size(self) -> str:
+        """Its row of the table: the size of the real change, in either direction (3-5% split by its spread)."""
+        if self.moved >= 0.05:
+            return SIZES_TRUE[0]
+        if self.moved >= 0.03:
+            return SIZES_TRUE[1] if self.steady else SIZES_TRUE[2]
+        return SIZES_TRUE[3] if self.moved >= 0.02 else SIZES_TRUE[4]
+
+    def __str__(self) -> str:
+        ci = f" [{self.ci[0] - 1:+.1%}..{self.ci[1] - 1:+.1%}]" if self.ci else ""
+        spread = f", spread {self.spread:.1%}" if self.spread is not None else ""
+        return f"{self.change - 1:+.1%}{ci}{spread}, {count(self.pairs, 'pair')}"
+
+
+def outcome(verdict: str | None, change: float) -> str:
+    """What a verdict says of a cell whose real change is `change` (head / base)."""
+    if verdict in REGRESSION_VERDICTS or verdict in IMPROVEMENT_VERDICTS:
+        return "reported" if (verdict in REGRESSION_VERDICTS) == (change > 1) else "wrong way"
+    if verdict in (UNDECIDED, UNCONFIRMED, NOISY):
+        return "undecided"
+    return "same" if verdict == SAME else "other"
+
+
+@dataclass(frozen=True)
+class TruthTrial:
+    """A planted trial as tests/fixtures/h100-plant-truth/device-trials.sh leaves it: the verdict run's results
+    (`machine`, `base`, `head`), the truth run's paired record and launch floor, and the control workloads."""
+
+    name: str
+    results: Path
+    machine: str
+    base: str
+    head: str
+    truth: pairing.PairedRecord
+    launch_us: float
+    controls: frozenset[str]
+
+
+def load_trial(directory: Path) -> TruthTrial:
+    """The trial of `directory`, from its trial.json (ToolError when it or the truth's paired record is missing)."""
+    manifest = directory / "trial.json"
+    try:
+        m = json.loads(manifest.read_text(encoding="utf-8"))
+        verdict, truth, base, head = m["verdict"], m["truth"], str(m["base"]), str(m["head"])
+        cells = default_cells_dir(directory / truth["results"])
+        record = truth_record(cells, truth.get("machine"), base, head)
+        return TruthTrial(str(m.get("trial", directory.name)), directory / verdict["results"],
+                          str(verdict["machine"]), base, head, record, truth_launch_floor(cells, record),
+                          frozenset(m.get("controls", ())))
+    except OSError as e:
+        raise ToolError(f"{manifest}: no trial here ({e.strerror})") from None
+    except ValueError as e:
+        raise ToolError(f"{manifest}: not a trial manifest ({e})") from None
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ToolError(f"{manifest}: not a trial manifest (no {e})") from None
+
+
+def truth_record(cells: Path, machine: str | None, base: str, head: str) -> pairing.PairedRecord:
+    """The truth run's paired record of `base` against `head` (hash prefixes) in the cell store `cells`."""
+    found = sorted(cells.glob(f"{machine or '*'}/{head}*/torch-*/paired-{base}*.json"))
+    if len(found) != 1:
+        where = f" on {machine}" if machine else ""
+        raise ToolError(f"{cells}: {len(found) or 'no'} paired records of {base[:8]} against {head[:8]}{where}, "
+                        "not one (the truth run is `pr --compiles N`, which writes it)")
+    return pairing.read(cells, found[0])
+
+
+def truth_launch_floor(cells: Path, r: pairing.PairedRecord) -> float:
+    """The truth run's launch floor as a comparison takes it: the larger side's (0 where neither recorded one)."""
+    stores = [CellStore.of_run(cells, RunKey(r.machine, c, r.torch)) for c in (r.base, r.head)]
+    return max([f for s in stores if s and (f := s.launch_floor()) is not None] + [0.0])
+
+
+@dataclass
+class Tally:
+    """What `truth` counts over every trial, and what --verbose lists."""
+
+    cells: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (class, size, outcome)
+    steady: Counter[str] = field(default_factory=Counter)  # GPU-bound, really moved >= 3%, spread < 1%: outcome
+    best: dict[str, list[bool]] = field(default_factory=dict)  # trial -> each instance really moved: reported?
+    control: Counter[str] = field(default_factory=Counter)
+    control_moved: float = 0.0  # the largest real change of a control cell
+    lines: list[str] = field(default_factory=list)
+
+
+def true_best(record: pairing.PairedRecord) -> dict[tuple[str, str], float]:
+    """Each instance's best latency's real change: the fastest mode at head over the fastest at base, each mode by
+    its compiles' geometric mean in the truth run."""
+    sides: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for key, pairs in record.cells.items():
+        preset, workload, mode = key.split("/", 2)
+        if mode in MODES and (truth := Truth.of(pairs)) is not None:
+            sides[(preset, workload)].append((truth.base_ms, truth.head_ms))
+    return {k: min(h for _, h in v) / min(b for b, _ in v) for k, v in sides.items()}
+
+
+def _said(t: TruthTrial, cell: tuple[str, ...], truth: Truth, x: CellChange | None) -> str:
+    ratio = f" ({x.ratio - 1:+.1%})" if x and x.ratio else ""
+    more = f", about {x.more} more compiles a side to settle" if x and x.more else ""
+    return f"trial {t.name} {' '.join(cell)}: really {truth}; verdict {x.verdict if x else 'none'}{ratio}{more}"
+
+
+def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
+    """Each cell of the truth against its verdict: planted cells by class, size and outcome; control cells' alarms."""
+    verdicts = {(x.preset, x.workload, x.mode): x for x in c.cells}
+    rule = ChangeRule()
+    for key, pairs in t.truth.cells.items():
+        cell = tuple(key.split("/", 2))
+        truth, x = Truth.of(pairs), verdicts.pop(cell, None)
+        if truth is None:
+            continue
+        if cell[1] in t.controls:
+            tally.control.update(cells=1, alarms=bool(x and x.significant),
+                                 undecided=bool(x and x.verdict == UNDECIDED))
+            tally.control_moved = max(tally.control_moved, truth.moved)
+            tally.lines += [f"  control alarm: {_said(t, cell, truth, x)}"] if x and x.significant else []
+            continue
+        cls = cell_class(cell[2], min(truth.base_ms, truth.head_ms), t.launch_us, rule.noise, rule.host)
+        cls = cls.split(" ", 1)[1]
+        said = outcome(x.verdict if x else None, truth.change)
+        tally.cells[(cls, truth.size, said)] += 1
+        if cls == "GPU-bound" and truth.moved >= 0.03 and truth.steady:
+            tally.steady[said] += 1
+        tally.lines.append(f"  {cls:10} {said:9}  {_said(t, cell, truth, x)}")
+    for x in verdicts.values():
+        if x.workload in t.controls:  # a control the truth run did not measure: its real change is 0 by construction
+            tally.control.update(cells=1, alarms=x.significant, undecided=x.verdict == UNDECIDED)
+            tally.lines += [f"  control alarm: trial {t.name} {x.preset} {x.workload} {x.mode}, verdict "
+                            f"{x.verdict}"] if x.significant else []
+        else:
+            tally.lines.append(f"  no truth: trial {t.name} {x.preset} {x.workload} {x.mode}, verdict {x.verdict}")
+
+
+def tally_best(t: TruthTrial, c: Comparison, tally: Tally) -> None:
+    """Each instance whose best latency really moved 4% or more: a best-baseline change in the headline or not."""
+    reported = {(i.preset, i.workload): i.best_changed for i in c.instances}
+    for (preset, workload), change in true_best(t.truth).items():
+        said = reported.get((preset, workload), False)
+        if workload in t.controls:
+            tally.control.update(instances=1, best=said)
+        elif abs(change - 1) >= BEST_MOVE:
+            tally.best.setdefault(t.name, []).append(said)
+            tally.lines.append(f"  best latency: trial {t.name} {preset} {workload} really {change - 1:+.1%}: "
+                               f"{'a best-baseline change' if said else 'NOT a best-baseline change'}")
+
+
+def _share(hit: int, of: int) -> str:
+    return f"{hit} of {of}" + (f" ({hit / of:.0%})" if of else "")
+
+
+def print_truth(tally: Tally, trials: Sequence[TruthTrial]) -> None:
+    pairs = sorted({len(p) for t in trials for p in t.truth.cells.values()}) or [0]
+    names = ", ".join(t.name for t in trials)
+    print(f"planted cells by class and real change, {count(len(trials), 'trial')} ({names}): the truth measured "
+          f"apart, {pairs[0]}-{pairs[-1]} paired compiles a side; the verdict as compare judges it")
+    for cls in CLASSES:
+        print(f"  {cls:24} {'cells':>5}  " + "  ".join(f"{o:>9}" for o in OUTCOMES))
+        for size in SIZES_TRUE:
+            row = [tally.cells[(cls, size, o)] for o in OUTCOMES]
+            print(f"    {size:22} {sum(row):>5}  " + "  ".join(f"{n:>9}" for n in row))
+    large = [tally.cells[("GPU-bound", SIZES_TRUE[0], o)] for o in OUTCOMES]
+    print(f"GPU-bound cells that really moved 5% or more: {_share(large[0], sum(large))} reported (goal 95%); "
+          f"3% or more with their own spread under 1%: {_share(tally.steady['reported'], sum(tally.steady.values()))}"
+          " (goal 90%)")
+    planted = sum(tally.cells.values())
+    undecided = sum(n for (_, _, o), n in tally.cells.items() if o == "undecided")
+    controls = _share(tally.control["undecided"], tally.control["cells"])
+    print(f"undecided: {_share(undecided, planted)} planted cells, {controls} control cells")
+    best = [b for t in trials for b in tally.best.get(t.name, [])]
+    each = ", ".join(f"{t.name}: {_share(sum(tally.best.get(t.name, [])), len(tally.best.get(t.name, [])))}"
+                     for t in trials)
+    print(f"instances whose best latency really moved {BEST_MOVE:.0%} or more, a best-baseline change in the "
+          f"headline: {_share(sum(best), len(best))} ({each})")
+    print(f"control cells (workloads the patch did not touch; real change 0 by construction, at most "
+          f"{tally.control_moved:.1%} measured): {tally.control['alarms']} alarms of {tally.control['cells']} cells, "
+          f"{tally.control['best']} best-baseline changes of {tally.control['instances']} instances")
+
+
+def cmd_truth(a: argparse.Namespace) -> None:
+    """Planted trials against their real changes, measured independently (see the module docstring)."""
+    trials = [load_trial(Path(d)) for d in a.trials]
+    tally = Tally()
+    for t in trials:
+        c = compare_runs(t.results, t.base, t.head, t.machine)
+        tally_cells(t, c, tally)
+        tally_best(t, c, tally)
+    print_truth(tally, trials)
+    if a.verbose:
+        print("\n".join(tally.lines))
 
 
 PAIRS = [("h100-a", "h100-b"), ("h100-c", "h100-d"), ("h100-c", "h100-e"), ("h100-d", "h100-e"),
@@ -303,11 +573,20 @@ def main() -> None:
     pw.add_argument("--verbose", action="store_true", help="list every miss and control alarm")
     pw.add_argument("--trials", nargs="+", metavar="NAME", help="only these trials (default: every one)")
     pw.set_defaults(fn=cmd_power)
+    tr = sub.add_parser("truth", help="planted trials against their real changes, measured independently")
+    tr.add_argument("trials", nargs="+", metavar="DIR",
+                    help="trial directories: trial.json and its verdict and truth runs (h100-plant-truth)")
+    tr.add_argument("--verbose", action="store_true", help="list every planted cell, truth and verdict")
+    tr.set_defaults(fn=cmd_truth)
     pa = sub.add_parser("pairs", help="false alarms of the committed A/A pairs of cold full runs")
     pa.add_argument("--test", choices=TESTS, default=TESTS[0])
     pa.set_defaults(fn=cmd_pairs)
     a = p.parse_args()
-    a.fn(a)
+    try:
+        a.fn(a)
+    except ToolError as e:  # one line, and its exit code (1; 2 for a usage error)
+        print(f"verdict_trials: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
 
 
 if __name__ == "__main__":

@@ -163,15 +163,19 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_pr(args: argparse.Namespace) -> int:
     if (args.repo is None) != (args.pr is None):
         raise UsageError("--repo and --pr go together")
-    from tracker.github.prflow import pr_main
+    from tracker.flows.pr import PrRequest, pr_main
+    from tracker.flows.rounds import Budget
+    from tracker.github.forge import GitHubForge
     from tracker.runner import policy
     from workloads import catalog
 
-    scope = catalog.expand(args.workload) if args.workload else None
-    jobs = args.jobs or policy.default_jobs_here()  # both sides together: at once on a GPU host, half each
-    return pr_main(args.base, args.head, args.repo, args.pr, _results_dir(args), jobs, args.machine, args.preset,
-                   env=os.environ, only_on_change=not args.always_comment, fail_on=args.fail_on, scope=scope,
-                   repo_dir=project_repo(), history=args.history, modes=args.mode)
+    forge = GitHubForge.for_pr(args.repo, args.pr, os.environ, only_on_change=not args.always_comment)
+    request = PrRequest(args.base, args.head, Path(_results_dir(args)),
+                        args.jobs or policy.default_jobs_here(),  # both sides together: at once on a GPU host
+                        args.machine, args.preset, args.mode, catalog.expand(args.workload) if args.workload else None,
+                        args.history, args.fail_on, Budget(args.budget, args.max_compiles, args.compiles),
+                        project_repo())
+    return pr_main(request, forge)
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
@@ -194,7 +198,7 @@ def cmd_results(args: argparse.Namespace) -> int:
                                         args.commit, project_repo())
     if args.action == "store":
         return resultsbranch.store_main(_remote(args), args.branch, [Path(s) for s in args.sources], args.note)
-    if args.branch:
+    if args.branch is not None:
         return resultsbranch.previous_main(args.machine, args.commit, project_repo(), remote=_remote(args),
                                            branch=args.branch)
     return resultsbranch.previous_main(args.machine, args.commit, project_repo(), results_dir=Path(_results_dir(args)))
@@ -238,6 +242,19 @@ INTERRUPTED = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every line it writes passes through VisibleStream: no text from the results reaches a
+    terminal as a control sequence (tracker.publish.escape)."""
+    from tracker.publish.escape import VisibleStream
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = VisibleStream(sys.stdout), VisibleStream(sys.stderr)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with warnings.catch_warnings():

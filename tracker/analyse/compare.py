@@ -43,20 +43,9 @@ import pandas as pd
 
 from tracker.analyse import attribution, noise, pairs
 from tracker.analyse.best import analyse, instance_table
-from tracker.analyse.judge import (
-    NOISE_TEST,
-    ChangeRule,
-    Evidence,
-    Selection,
-    Verdict,
-    best_evidence,
-    evidence,
-    judge_bands,
-    resolution,
-    select,
-    verdict_of,
-)
-from tracker.analyse.noise import EmpiricalNoise, History, cell_class, compiles_of
+from tracker.analyse.changetest import Context, Judged, test_for
+from tracker.analyse.judge import NOISE_TEST, ChangeRule, Verdict, best_evidence, judge_bands, verdict_of
+from tracker.analyse.noise import History
 from tracker.analyse.pairs import CompareError, RunInfo
 from tracker.analyse.verdicts import (
     ADDED,
@@ -80,10 +69,13 @@ from tracker.analyse.verdicts import (
     SLOWER,
     SOURCE_UNCHANGED,
     UNCONFIRMED,
+    UNDECIDED,
     UNKNOWN,
 )
 from tracker.stats import float_or_none
+from tracker.store import pairing
 from tracker.store.asvjson import RunFile
+from tracker.store.cells import default_cells_dir
 from workloads import catalog
 from workloads.kernels.registry import MODE_PREFIX
 from workloads.modes import COMPILED, MODES
@@ -110,6 +102,7 @@ class CellChange:
     resolution: float | None = None  # the smallest change the comparison could have claimed here (the noise test)
     means_ms: tuple[float, float] | None = None  # the compiles' geometric means (base, head), what the test compared
     noise: str | None = None  # what the cell's noise was read from ("fixed bands": none was known)
+    more: int | None = None  # undecided: about how many more compiles a side would decide it
 
     @property
     def significant(self) -> bool:
@@ -146,7 +139,7 @@ class KernelChange:
     base_speedup: float | None  # best baseline / kernel: > 1 means the kernel beats every mode
     head_speedup: float | None
     change: float | None  # head_speedup / base_speedup
-    verdict: str  # GAINED, LOST, SAME, NOISY, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
+    verdict: str  # GAINED, LOST, SAME, NOISY, UNDECIDED, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
 
     @property
     def changed(self) -> bool:
@@ -176,6 +169,7 @@ class Comparison:
     removed: list[tuple[str, str]]
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    scope: str = ""  # what was measured, in words (the PR flow's scope, kept in its paired record)
 
     @property
     def best_changes(self) -> list[InstanceChange]:
@@ -202,6 +196,11 @@ class Comparison:
     @property
     def noisy(self) -> list[CellChange]:
         return [c for c in self.cells if c.verdict == NOISY]
+
+    @property
+    def undecided(self) -> list[CellChange]:
+        """Cells neither changed nor the same within the margin after every compile the budget allowed."""
+        return [c for c in self.cells if c.verdict == UNDECIDED]
 
     @property
     def unjudged(self) -> list[CellChange]:
@@ -262,7 +261,7 @@ def _change(key: tuple[str, str, str], b: Any, h: Any, v: Verdict) -> CellChange
     """A judged cell as the comparison lists it."""
     return CellChange(*key, float(b.median_ms), float(h.median_ms), v.ratio, v.p_value, v.threshold, v.spread,
                       v.verdict, compiled_change(_fingerprint(b), _fingerprint(h)), v.compiles, ci=v.ci,
-                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise)
+                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise, more=v.more)
 
 
 def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellChange:
@@ -272,71 +271,7 @@ def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellCh
     return CellChange(*key, base_ms, head_ms, None, None, None, None, verdict)
 
 
-@dataclass
-class _Judged:
-    """The verdicts of a comparison's cells, and what judging its best latencies needs."""
-
-    verdicts: dict[tuple[str, str, str], Verdict]
-    evidence: dict[tuple[str, str, str], Evidence]
-    selection: Selection
-    model: EmpiricalNoise | None
-    together: bool
-
-
-def _evidence(key: tuple[str, str, str], b: Any, h: Any, model: EmpiricalNoise | None, rule: ChangeRule,
-              launch_us: float, together: bool) -> Evidence | None:
-    """The noise test's evidence for a cell, or None where its noise is unknown (the bands judge it then)."""
-    cb, ch = compiles_of(b), compiles_of(h)
-    if model is None or cb is None or ch is None:
-        return None
-    cls = cell_class(key[2], min(cb.best_ms, ch.best_ms), launch_us, rule.noise, rule.host)
-    noise = model.noise(key, cls, cb, ch)
-    return None if noise is None else evidence(b, h, noise, rule, launch_us, together)
-
-
-def _judge_all(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule, launch_us: float,
-               model: EmpiricalNoise | None, together: bool, joint: Collection[str]) -> _Judged:
-    """Every cell measured ok on both sides: the noise test where its noise is known well enough, selected together
-    (the instances of `joint` workloads as families of their modes), the bands elsewhere."""
-    verdicts = {key: judge_bands(b, h, [key[2]], rule, launch_us) for key, (b, h) in ok.items()}
-    if model is not None:
-        model = model.pooling(_pooled(ok, rule, launch_us, base_only=together and bool(joint)))
-    ev = {}
-    for key, (b, h) in ok.items():
-        e = _evidence(key, b, h, model, rule, launch_us, together)
-        if e is not None:
-            ev[key] = e
-    # A cell whose noise is known only from elsewhere (no compiles of its own to read it from) and too little to
-    # resolve its band is left to the band; decided before any change is read
-    ev = {k: e for k, e in ev.items() if e.own_df >= 2 or resolution(e, len(ev), rule) <= (verdicts[k].threshold or
-                                                                                            math.inf)}
-    families: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
-    for key in ev:
-        joined = key[1] in joint and key[2] in MODES
-        families.setdefault(key[:2] if joined else key, []).append(key)
-    chosen = select(ev, list(families.values()), rule.alpha)
-    for key, e in ev.items():
-        verdicts[key] = verdict_of(e, key in chosen.cells, chosen.families, rule)
-    return _Judged(verdicts, ev, chosen, model, together)
-
-
-def _pooled(ok: dict[tuple[str, str, str], tuple[Any, Any]], rule: ChangeRule, launch_us: float,
-            base_only: bool = False) -> dict[str, list[float]]:
-    """The compile variances of this comparison's cells measured in several compiles on both sides, by class: the
-    prior of a class that no history measured in several compiles every run. `base_only`: the base sides' alone
-    (a PR's head is the changed code, whose compiles the change itself may spread: its plants are no prior)."""
-    out: dict[str, list[float]] = {}
-    for key, (b, h) in ok.items():
-        cb, ch = compiles_of(b), compiles_of(h)
-        if cb is None or ch is None or cb.log_sd is None or ch.log_sd is None:
-            continue
-        var = cb.log_sd ** 2 if base_only else (cb.log_ss + ch.log_ss) / (cb.log_df + ch.log_df)
-        cls = cell_class(key[2], min(cb.best_ms, ch.best_ms), launch_us, rule.noise, rule.host)
-        out.setdefault(cls, []).append(var)
-    return out
-
-
-def _latency(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, judged: _Judged, rule: ChangeRule,
+def _latency(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, judged: Judged, rule: ChangeRule,
              launch_us: float) -> Verdict:
     """The change of an instance's best latency (`b`, `h`: its instance rows). The winning mode's own verdict when it
     still wins, or when the other winner is within noise of it (in the tie set: modes that tie are one baseline, and
@@ -377,18 +312,6 @@ def launch_floor(base: RunInfo, head: RunInfo) -> float:
     return max(x for x in (base.launch_us, head.launch_us, 0.0) if x is not None)
 
 
-@dataclass(frozen=True)
-class Context:
-    """What a comparison knows beyond its two runs: the cells' `history` (earlier runs of the same GPU and torch;
-    None: none), whether base and head were measured `together` (their timings interleaved on one GPU, the PR flow),
-    and the workloads whose own source changed between them (`joint`: their instances are judged on their modes
-    together)."""
-
-    history: History | None = None
-    together: bool = False
-    joint: frozenset[str] = frozenset()
-
-
 def _modes_only(t: pd.DataFrame) -> pd.DataFrame:
     """The analysis' input: the five modes, as categories."""
     t = t[t["mode"].astype(str).isin(MODES)].copy()
@@ -415,10 +338,8 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
     bc, hc = _measured(base), _measured(head)
     keys = sorted(bc.keys() | hc.keys(), key=_order)
     unjudged = {k: v for k in keys if (v := _status_verdict(bc.get(k), hc.get(k))) is not None}
-    model = EmpiricalNoise(context.history or History(), rule.prior_df, rule.run_floor) if rule.test == NOISE_TEST \
-        else None
-    judged = _judge_all({k: (bc[k], hc[k]) for k in keys if k not in unjudged}, rule, launch, model,
-                        context.together, context.joint)
+    judged = test_for(rule, context).judge({k: (bc[k], hc[k]) for k in keys if k not in unjudged}, rule, launch,
+                                           context)
     cells = {k: _unjudged(k, bc.get(k), hc.get(k), unjudged[k]) if k in unjudged else
              _change(k, bc[k], hc[k], judged.verdicts[k]) for k in keys}
     bi, hi = _instances_of(base, rule), _instances_of(head, rule)
@@ -458,8 +379,10 @@ def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels
     that now fails or now works still counts (a failure is worth knowing whatever its cause)."""
     if not unaffected:
         return cells, instances, kernels
+    # An undecided cell the change cannot reach is the same as far as the change goes: its source did not change
     cells = [replace(x, verdict=SOURCE_UNCHANGED) if x.workload in unaffected and x.verdict in (SLOWER, FASTER)
-             else x for x in cells]
+             else replace(x, verdict=SAME) if x.workload in unaffected and x.verdict == UNDECIDED else x
+             for x in cells]
     instances = [replace(i, best_changed=False, reason=f"{i.reason}; source unchanged: not counted")
                  if i.workload in unaffected and i.best_changed and i.base_best and i.head_best else i
                  for i in instances]
@@ -479,7 +402,7 @@ def _unranked(key: tuple[str, str], side: dict) -> bool:
     return any(k[:2] == key and k[2] in MODES and r.status == "ok" for k, r in side.items())
 
 
-def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, judged: _Judged,
+def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, judged: Judged,
               rule: ChangeRule, launch: float) -> InstanceChange:
     bw, hw = b.winner if isinstance(b.winner, str) else None, h.winner if isinstance(h.winner, str) else None
     base_ms, head_ms = (float(b.winner_ms) if bw else None), (float(h.winner_ms) if hw else None)
@@ -512,6 +435,7 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     if not reasons and mode_changed:
         verdicts = (old.verdict, new.verdict if new else None, latency["verdict"])
         reasons.append(f"{hw} now wins, but " + ("the cells are too noisy to judge" if NOISY in verdicts else
+                                                  "the change is undecided" if UNDECIDED in verdicts else
                                                   "the change is unconfirmed" if UNCONFIRMED in verdicts else
                                                   "no cell changed beyond noise"))
     elif latency["verdict"] == UNCONFIRMED:
@@ -524,7 +448,7 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
                           unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"])
 
 
-def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, judged: _Judged,
+def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, judged: Judged,
             rule: ChangeRule, launch: float) -> KernelChange:
     name = key[2].removeprefix(MODE_PREFIX)
 
@@ -549,6 +473,8 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
             GAINED if change > 1 else LOST
     elif NOISY in (cell.verdict, best.verdict):
         verdict = NOISY
+    elif UNDECIDED in (cell.verdict, best.verdict):
+        verdict = UNDECIDED
     else:
         verdict = SAME
     return KernelChange(*key[:2], name, sb, sh, change, verdict)
@@ -645,13 +571,27 @@ def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head:
         raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
                            "(pass --machine)")
     check_versions(bi, hi, allow_cross_versions)
+    record = None if isinstance(source, pd.DataFrame) or bi.machine != hi.machine else \
+        pairing.find(default_cells_dir(source), hi.machine, hi.torch, bi.commit, hi.commit)
+    if record is not None:  # judged as the paired measurement was: its scope, its rule, its families
+        rule, workloads = as_recorded(rule or ChangeRule(), record), workloads or record.scope or None
+        repo_dir, together, joint = None, True, (*joint, *record.joint)
     unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th), workloads)
     context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule), together,
-                      frozenset(joint) | frozenset(reach))
+                      frozenset(joint) | frozenset(reach), record)
     comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected, context)
     comparison.warnings = warnings
     comparison.notes += [note] if note else []
+    comparison.scope = record.scope_text if record is not None else ""
     return comparison
+
+
+def as_recorded(rule: ChangeRule, record: pairing.PairedRecord) -> ChangeRule:
+    """The rule a paired measurement was decided by, where the caller asks for the default test: its confirmation,
+    margin and looks come from the record."""
+    if rule.test != NOISE_TEST:
+        return rule
+    return replace(rule, confirm=record.confirm, same_within=record.same_within, max_compiles=record.max_compiles)
 
 
 def _history_tables(results_dir: str | os.PathLike[str], history: Sequence[str | os.PathLike[str]],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from tracker.analyse.compare import CellChange, Comparison, launch_floor
-from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED
+from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED, UNDECIDED
 
 COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread
 
@@ -33,6 +33,20 @@ def candidates(c: Comparison) -> list[Cell]:
         if i.best_changed or i.mode_changed or i.latency_verdict in moved:
             keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
     return sorted(keys)
+
+
+def pending(c: Comparison) -> list[Cell]:
+    """The cells a paired comparison measures in another round (tracker.analyse.paired): every cell not yet decided
+    (undecided, a change on fewer pairs than the rule asks, a disturbed measurement) short of the rule's most
+    compiles, and the old and new winners of every instance whose best latency is not yet decided."""
+    open_ = (UNDECIDED, UNCONFIRMED, NOISY)
+    short = {(x.preset, x.workload, x.mode) for x in c.cells
+             if x.compiles is not None and min(x.compiles) < c.rule.max_compiles}
+    keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in open_}
+    for i in c.instances:
+        if i.latency_verdict in open_ or (i.mode_changed and i.unconfirmed):
+            keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
+    return sorted(keys & short)
 
 
 def cell_names(cells: list[Cell]) -> list[str]:

@@ -32,11 +32,11 @@ from typing import Any
 
 from tracker import stats
 from tracker.analyse.noise import CellNoise, compiles_of
-from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNKNOWN
+from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.stats import Compiles, HostBound, NoiseModel, float_or_none
 from workloads.modes import AUTOTUNED_MODES
 
-NOISE_TEST, BANDS_TEST = TESTS
+NOISE_TEST, BANDS_TEST, PAIRED_TEST = TESTS
 # The variance of the best of k standard normal draws (k = 1..9): the best compile's own uncertainty.
 MIN_VARIANCE = (1.0, 0.681, 0.561, 0.493, 0.446, 0.416, 0.392, 0.374, 0.357)
 
@@ -51,8 +51,9 @@ class ChangeRule:
     ci_level: float = 0.95  # of the change's confidence interval, as shown
     prior_df: float = 4.0  # how many compiles a cell class's pooled noise weighs as (tracker.analyse.noise)
     run_floor: float = 0.01  # the least run-to-run spread of runs not measured together (tracker.analyse.noise)
-    # A cell the comparison cannot resolve to this size (the smallest change it could claim is larger) and that moved
-    # beyond half that size is reported as too noisy to judge, not as the same
+    # The noise test calls a cell the same only where its interval lies within this size (or its minimum change, where
+    # larger); a cell whose interval reaches further is undecided, as is one the comparison cannot resolve to this
+    # size that moved beyond half the size it can resolve
     resolve: float = 0.10
     # The fixed bands (test "bands", and cells of unknown noise): one compile a side
     p_value: float = 0.01
@@ -71,12 +72,18 @@ class ChangeRule:
     factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
     # Compiles (fresh processes) each side needs before a change counts: (base, head). (0, 0): any
     confirm: tuple[int, int] = (0, 0)
+    # The paired test (tracker.analyse.paired): a cell is the same when its change's interval lies within this margin,
+    # and a cell gets at most this many pairs (the looks the sequential test allows for)
+    same_within: float = 0.03
+    max_compiles: int = 10
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
             raise ValueError(f"the factor is a ratio of at least 1, e.g. 1.1 for 10%, not {self.factor:g}")
         if self.test not in TESTS:
             raise ValueError(f"the change test is one of {', '.join(TESTS)}, not {self.test!r}")
+        if self.max_compiles < 2:
+            raise ValueError(f"a paired comparison needs at least 2 compiles a side, not {self.max_compiles}")
 
     def threshold(self, mode: str, ms: float, launch_us: float, replicated: bool = False) -> float:
         """The fixed band a cell of `mode` at `ms` (the faster of its two medians) must exceed. `replicated`: both
@@ -122,6 +129,7 @@ class Verdict:
     means_ms: tuple[float, float] | None = None
     noise: str = "fixed bands"
     set_aside: tuple[int, int] = (0, 0)
+    more: int | None = None  # undecided: about how many more compiles a side would decide it
 
 
 def _exp(x: float) -> float:
@@ -312,7 +320,9 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     if selected and moved:
         verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
     elif moved and resolves > rule.resolve and abs(e.log_change) > math.log1p(resolves / 2):
-        verdict = NOISY
+        verdict = UNDECIDED  # moved within more noise than the comparison can resolve
+    elif max(abs(e.log_change - half), abs(e.log_change + half)) > math.log1p(max(rule.resolve, e.least)):
+        verdict = UNDECIDED  # its interval reaches beyond what the rule could call the same
     else:
         verdict = SAME
     return Verdict(_unconfirmed(verdict, e.compiles, rule), e.ratio, e.p_value, e.least, float_or_none(e.spread),
@@ -320,5 +330,5 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
                    (e.base.set_aside, e.head.set_aside))
 
 
-__all__ = ["BANDS_TEST", "NOISE_TEST", "TESTS", "ChangeRule", "Evidence", "Selection", "Verdict", "best_evidence",
-           "evidence", "judge_bands", "resolution", "select", "verdict_of"]
+__all__ = ["BANDS_TEST", "NOISE_TEST", "PAIRED_TEST", "TESTS", "ChangeRule", "Evidence", "Selection", "Verdict",
+           "best_evidence", "evidence", "judge_bands", "resolution", "select", "verdict_of"]

@@ -1,22 +1,50 @@
 """The words of a comparison's verdicts and the --fail-on choices: constants only, so the CLI can name them
 without loading the analysis (pandas)."""
 
+from enum import StrEnum
+
 FAIL_ON = ("best-change", "regression", "never")
-# The change tests (tracker.analyse.judge): each cell against its own noise, or the fixed bands of earlier versions.
-TESTS = ("noise", "bands")
+# The change tests (tracker.analyse.changetest): each cell against its own noise, the fixed bands of earlier versions,
+# or base and head measured in pairs, round after round, until each cell is decided (the PR flow).
+TESTS = ("noise", "bands", "paired")
 EXIT_OK, EXIT_FAIL_ON = 0, 3  # 1 and 2 are the CLI's: a tool error, a usage error
 
+
+
+class Word(StrEnum):
+    """Every verdict a cell or a kernel can get; each is its own word in the JSON and the tables."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    # Within the rule's equivalence margin (the paired test: the change's interval lies inside it; the noise and band
+    # tests: no change beyond the cell's noise)
+    SAME = "same"
+    NOISY = "noisy"  # the samples of a measurement spread so far that it was disturbed while it ran
+    UNKNOWN = "unknown"  # one side has no samples (an imported study): not judged
+    # Neither changed nor the same: the interval straddles the margin after every compile the budget allowed
+    UNDECIDED = "undecided"
+    NOW_FAILS = "now fails"
+    NOW_OK = "now ok"
+    FAILS = "fails"
+    ADDED = "added"
+    REMOVED = "removed"
+    # Kernel verdicts: the speedup over the best baseline went up or down.
+    GAINED = "gained"
+    LOST = "lost"
+    # A cell that moved although no source it depends on changed and the versions are the same (analyse.attribution):
+    # not the change's doing, so never counted as a regression or an improvement.
+    SOURCE_UNCHANGED = "source unchanged"
+    # A cell that moved beyond its band but was not measured in enough fresh compiles to confirm it
+    # (ChangeRule.confirm): listed, never counted, until a re-measurement confirms or clears it.
+    UNCONFIRMED = "unconfirmed"
+
+
 # Cell verdicts. Counted as regressions: SLOWER, NOW_FAILS; as improvements: FASTER, NOW_OK.
-SLOWER, FASTER, SAME, NOISY, UNKNOWN = "slower", "faster", "same", "noisy", "unknown"
-NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = "now fails", "now ok", "fails", "added", "removed"
-# Kernel verdicts: the speedup over the best baseline went up or down.
-GAINED, LOST = "gained", "lost"
-# A cell that moved although no source it depends on changed and the versions are the same (analyse.attribution):
-# not the change's doing, so never counted as a regression or an improvement.
-SOURCE_UNCHANGED = "source unchanged"
-# A cell that moved beyond its band but was not measured in enough fresh compiles to confirm it (ChangeRule.confirm):
-# listed, never counted, until a re-measurement confirms or clears it.
-UNCONFIRMED = "unconfirmed"
+SLOWER, FASTER, SAME, NOISY, UNKNOWN, UNDECIDED = (Word.SLOWER, Word.FASTER, Word.SAME, Word.NOISY, Word.UNKNOWN,
+                                                   Word.UNDECIDED)
+NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = Word.NOW_FAILS, Word.NOW_OK, Word.FAILS, Word.ADDED, Word.REMOVED
+GAINED, LOST = Word.GAINED, Word.LOST
+SOURCE_UNCHANGED, UNCONFIRMED = Word.SOURCE_UNCHANGED, Word.UNCONFIRMED
 REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
 IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 
@@ -28,5 +56,5 @@ COMPILED_SAME, COMPILED_CONFIGS, COMPILED_CODE = "same compiled code", "other la
 # Which change moved a best baseline or a cell when both the commit and torch changed between two runs
 # (tracker.analyse.versionattribution): the commit alone, torch alone, each on its own, neither on its own (each leg
 # stayed within its band, together they left it), or undecided (no cross run, a leg too noisy, cross runs disagree).
-BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER, UNDECIDED = "commit", "torch", "both", "neither alone", "undecided"
-CAUSES = (BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER, UNDECIDED)
+BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER, BY_UNDECIDED = "commit", "torch", "both", "neither alone", "undecided"
+CAUSES = (BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER, BY_UNDECIDED)

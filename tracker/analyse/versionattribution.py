@@ -21,6 +21,7 @@ machine first: the nightly keeps one machine per PyTorch channel, so the cross r
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from tracker.analyse.verdicts import (
     BY_COMMIT,
     BY_NEITHER,
     BY_TORCH,
+    BY_UNDECIDED,
     FAILS,
     NOISY,
     SAME,
@@ -45,14 +47,14 @@ from workloads.kernels.registry import MODE_PREFIX
 
 # What one leg says of a change: it moved beyond its band, it stayed within it, or the leg cannot tell.
 MOVED, STAYED, UNCLEAR = "moved", "stayed", "unclear"
-_DOUBTFUL = (NOISY, UNKNOWN, SOURCE_UNCHANGED)  # moved beyond the band, but not judged as a change
+_DOUBTFUL = (NOISY, UNDECIDED, UNKNOWN, SOURCE_UNCHANGED)  # moved beyond the band, but not judged as a change
 _CAUSE = {(MOVED, STAYED): BY_COMMIT, (STAYED, MOVED): BY_TORCH, (MOVED, MOVED): BY_BOTH, (STAYED, STAYED): BY_NEITHER}
 
 
 def cause(commit: str, torch: str) -> str:
     """The change that moved something, from what the commit leg and the torch leg each say of it (MOVED, STAYED,
-    UNCLEAR): a leg that cannot tell leaves it UNDECIDED."""
-    return _CAUSE.get((commit, torch), UNDECIDED)
+    UNCLEAR): a leg that cannot tell leaves it BY_UNDECIDED."""
+    return _CAUSE.get((commit, torch), BY_UNDECIDED)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Attributed:
     workload: str
     mode: str | None  # None: the instance's best baseline; else the cell's mode (or kernel:NAME)
     change: str  # what the direct comparison says (the instance's reason, the cell's verdict)
-    cause: str  # BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER or UNDECIDED
+    cause: str  # BY_COMMIT, BY_TORCH, BY_BOTH, BY_NEITHER or BY_UNDECIDED
     why: str  # what each leg said, per cross run; or why it is undecided
 
 
@@ -90,9 +92,11 @@ class DecisiveRun:
     kernels: tuple[str, ...]  # WORKLOAD:NAME of the undecided kernel cells; none: `--kernel none`
 
     def command(self) -> str:
-        """The `compile-baselines run` to start in an environment with torch `self.torch` installed."""
-        return (f"compile-baselines run --preset {' '.join(self.presets)} --workload {' '.join(self.workloads)} "
-                f"--kernel {' '.join(self.kernels) or 'none'} --machine {self.machine} --commit {self.commit}")
+        """The `compile-baselines run` to start in an environment with torch `self.torch` installed, each value
+        quoted for a shell (the machine's and the kernels' names are the results')."""
+        words = ["--preset", *self.presets, "--workload", *self.workloads, "--kernel", *(self.kernels or ["none"]),
+                 "--machine", self.machine, "--commit", self.commit]
+        return "compile-baselines run " + shlex.join(words)
 
 
 @dataclass
@@ -190,7 +194,7 @@ def _cell_leg(c: Comparison, preset: str, workload: str, mode: str) -> tuple[str
 def _attributed(preset: str, workload: str, mode: str | None, change: str, routes: list[Route], b: RunInfo,
                 h: RunInfo) -> Attributed:
     if not routes:
-        return Attributed(preset, workload, mode, change, UNDECIDED,
+        return Attributed(preset, workload, mode, change, BY_UNDECIDED,
                           f"no cross run: neither {h.commit[:8]} under torch {b.torch} nor {b.commit[:8]} under "
                           f"torch {h.torch} was measured")
     causes, whys = [], []
@@ -200,7 +204,7 @@ def _attributed(preset: str, workload: str, mode: str | None, change: str, route
         whys.append(f"via {r.cross.commit[:8]} under torch {r.cross.torch}: commit alone {cw}; torch alone {tw}")
     if len(set(causes)) == 1:
         return Attributed(preset, workload, mode, change, causes[0], "; ".join(whys))
-    return Attributed(preset, workload, mode, change, UNDECIDED, "the cross runs disagree: " + "; ".join(
+    return Attributed(preset, workload, mode, change, BY_UNDECIDED, "the cross runs disagree: " + "; ".join(
         f"{w} ({c})" for c, w in zip(causes, whys, strict=True)))
 
 

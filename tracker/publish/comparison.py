@@ -29,6 +29,7 @@ from tracker.analyse.versionattribution import attribute
 from tracker.errors import UsageError
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
+from tracker.publish.escape import shown
 from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.publish.units import FORMATS
 from tracker.store import atomic
@@ -47,13 +48,15 @@ def _round(x: Any) -> Any:
 
 def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
     """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule has a
-    "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.judge):
+    "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.changetest):
     "alpha", "floor", "prior_df", "run_floor", "resolve" and "ci_level" are the noise test's, "p_value" to
-    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "launch_jitter" the share of the
-    launch floor every change must exceed in time. A cell judged by the noise test has its "ci", "resolution",
-    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands). `only_changed`: the instances,
-    cells and kernels lists keep only what changed, and the cells the headline names (too noisy, unconfirmed, source
-    unchanged); the summary still counts the whole comparison."""
+    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "same_within" and "max_compiles"
+    the paired test's (runs measured in pairs: the PR flow), "launch_jitter" the share of the launch floor every
+    change must exceed in time. A cell judged by the noise or the paired test has its "ci", "resolution",
+    "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands); an undecided cell's "more" says
+    about how many more compiles a side would decide it. "scope": what was measured, where a paired record says.
+    `only_changed`: the instances, cells and kernels lists keep only what changed, and the cells the headline names
+    (too noisy, unconfirmed, undecided, source unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
@@ -65,19 +68,19 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
                     "improvements": len(c.improvements), "noisy": len(c.noisy),
                     "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances),
                     "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells),
-                    "unconfirmed": len(c.unconfirmed)},
+                    "unconfirmed": len(c.unconfirmed), "undecided": len(c.undecided)},
         "rule": {k: rule[k] for k in ("test", "alpha", "floor", "prior_df", "run_floor", "resolve", "ci_level",
                                       "p_value",
                                       "min_change", "small_change", "autotuned_change", "autotuned_modes",
                                       "replicated_change", "replicated_autotuned_small_change", "launch_jitter",
-                                      "max_spread", "confirm")}
+                                      "max_spread", "confirm", "same_within", "max_compiles")}
         | {"small_below_ms": c.rule.noise.small_below_ms, "host_bound_k": c.rule.host.k} | factor,
         "instances": [asdict(i) for i in instances],
         "cells": [asdict(x) for x in cells],
         "kernels": [asdict(k) for k in kernels],
         "figures": [asdict(f) for f in c.figures],
         "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
-        "notes": c.notes, "warnings": c.warnings,
+        "notes": c.notes, "warnings": c.warnings, "scope": c.scope,
     })
 
 
@@ -117,12 +120,12 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
         picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
                               (("base", b, base), ("head", h, head)) if given is None)
         if head_machine is not None:
-            print(f"compare: {picked}: the latest run of each machine, base on {b.machine}, head on {h.machine}",
-                  file=sys.stderr)
+            print(f"compare: {picked}: the latest run of each machine, base on {shown(b.machine)}, head on "
+                  f"{shown(h.machine)}", file=sys.stderr)
         else:
             why = "the latest run" if base is not None else "the run before head" if head is not None else \
                 "the latest two runs"
-            print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
+            print(f"compare: {picked}: {why} on {shown(h.machine)}", file=sys.stderr)
         base, head, machine = b.commit, h.commit, b.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
                      repo_dir=repo_dir, history=history)
@@ -154,7 +157,7 @@ def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | N
     failed = c.fails(fail_on)
     # A table on the terminal has just shown the headline; a file, a pipe or a CI log gets it on stderr
     if failed or fmt != "table" or out is not None or not sys.stdout.isatty():
-        print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {headline(c)}"
+        print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {shown(c.head.machine)}: {shown(headline(c))}"
               + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
     return EXIT_FAIL_ON if failed else EXIT_OK
 

@@ -3,14 +3,16 @@ that `comment` finds it by, fitted into GitHub's 65,536-character limit without 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
-from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNKNOWN
+from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
+from tracker.publish.escape import as_ours, code, markdown_env, ours
 from tracker.publish.evidence import cell_evidence, latency_evidence
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
@@ -19,12 +21,13 @@ from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                          keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band,
-                    speedup=units.speedup, spread=units.spread, us=units.us,
-                    evidence=lambda x: cell_evidence(x).replace("|", "\\|"), latency=latency_evidence,
-                    md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
+# Every {{ }} is escaped as markdown (tracker.publish.escape) unless it is the numbers' text, a code span or ours.
+_ENV = markdown_env(loader=jinja2.FileSystemLoader(TEMPLATES))
+_ENV.filters.update({name: as_ours(f) for name, f in dict(
+    ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band, speedup=units.speedup,
+    spread=units.spread, us=units.us, evidence=lambda x: cell_evidence(x).replace("|", "\\|"),
+    latency=latency_evidence).items()})
+_ENV.filters.update(code=code, short=lambda s: str(s)[:8])
 
 
 def versions(c: Comparison) -> str:
@@ -50,6 +53,8 @@ def _changes(c: Comparison) -> str:
         extras.append(f"{cells(len(c.noisy))} too noisy to judge")
     if c.unconfirmed:  # moved on fewer compiles than the rule asks: never silent, never counted
         extras.append(f"{len(c.unconfirmed)} unconfirmed (not counted)")
+    if c.undecided:  # neither changed nor the same after the budget: never called "same"
+        extras.append(f"{cells(len(c.undecided))} undecided")
     if c.source_unchanged:
         n = len(c.source_unchanged)
         extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
@@ -63,7 +68,7 @@ def _changes(c: Comparison) -> str:
 
 
 # Cells that moved without a counted verdict, which the headline still names: never hidden by --only-changed.
-_NAMED = (NOISY, UNCONFIRMED, SOURCE_UNCHANGED, UNKNOWN)
+_NAMED = (NOISY, UNCONFIRMED, UNDECIDED, SOURCE_UNCHANGED, UNKNOWN)
 
 
 def notes_heading(c: Comparison) -> str:
@@ -99,15 +104,23 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         geomeans.setdefault(f.preset, []).append(f)
     return {
         "skipped": False, "scope": scope,
-        "c": c, "headline": headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
+        "c": c, "headline": headline(c), "marker": ours(MARKER), "changed": "true" if c.changed else "false",
+        "list_all": list_all(c),
         "best": c.best_changes, "cells": significant, "kernels": c.kernel_changes if only_changed else c.kernels,
         "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
         "notes_heading": notes_heading(c),
-        "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
-        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
+        "method": sum(x.method for x in c.cells), "attribution": ours(attribution.rstrip("\n")),
+        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": ours(rule_md(c)),
+        "undecided": c.undecided,
     }
+
+
+def list_all(c: Comparison) -> str:
+    """The command that lists every row a cut comment leaves out (its machine quoted for a shell)."""
+    return (f"compile-baselines compare --base {c.base.commit[:8]} --head {c.head.commit[:8]} "
+            f"--machine {shlex.quote(c.head.machine)}")
 
 
 def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
@@ -123,7 +136,7 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
     changed are shown. `attribution`: a
     markdown section (compare --attribute: which change moved each one) placed after the best-baseline changes and
     never cut."""
-    view = _view(c, scope, only_changed, attribution)
+    view = _view(c, scope if scope is not None else (c.scope or None), only_changed, attribution)
     limits: dict[str, int | None] = {"details": None, "cells": None, "kernels": None, "best": None}
     text = _render(view, limits)
     for section in limits:
@@ -144,5 +157,5 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
 
 def render_skipped(base: str, head: str, files: list[str]) -> str:
     """The PR comment when no file that affects a measurement changed: nothing was measured."""
-    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=MARKER, changed="false", base=base,
+    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=ours(MARKER), changed="false", base=base,
                                                      head=head, files=files)

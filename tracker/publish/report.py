@@ -12,7 +12,6 @@ elsewhere.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from tracker import metrics
 from tracker.analyse import best as analysis
 from tracker.errors import ToolError
 from tracker.publish import plots
+from tracker.publish.escape import finalize_html, visible
 from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
 from tracker.publish.summary_json import preset_summary
@@ -45,7 +45,7 @@ from tracker.publish.units import (
     us,
 )
 from tracker.stats import float_or_none, relative_spread, too_noisy
-from tracker.store import atomic, results
+from tracker.store import atomic, confined, results
 from tracker.store.asvfiles import benchmark_class
 from tracker.store.cells import RunKey
 from workloads import catalog
@@ -152,14 +152,17 @@ class MachineSection:
         return "<code>triton.testing.do_bench</code>"
 
 
-def timers(sections: Sequence[MachineSection]) -> list[str]:
-    """The timers of the page's machines, each once; named per machine where they differ."""
+def timers(sections: Sequence[MachineSection]) -> list[Any]:
+    """The timers of the page's machines, each once, as HTML; named per machine (escaped) where they differ."""
+    from markupsafe import Markup
+
     by_timer: dict[str, list[str]] = {}
     for s in sections:
         by_timer.setdefault(s.timer, []).append(s.machine)
     if len(by_timer) == 1:
-        return list(by_timer)
-    return [f"{t} ({', '.join(machines)})" for t, machines in by_timer.items()]
+        return [Markup(t) for t in by_timer]
+    return [Markup("{} ({})").format(Markup(t), visible(", ".join(machines), keep="\n\t"))
+            for t, machines in by_timer.items()]
 
 
 def asv_link(asv_index: str | None, machine: str, preset: str, workload: str) -> str | None:
@@ -367,7 +370,7 @@ def environment() -> Any:
     """The report templates' jinja2 environment, with the figures' filters."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=finalize_html,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
     env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD)
@@ -388,9 +391,9 @@ def render(sections: Sequence[MachineSection], modes: Sequence[str], asv_index: 
 def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
     """asv's machine.json of each machine: driver and CUDA versions live there, not in the results table."""
     out = {}
-    for path in sorted(results_dir.glob("*/machine.json")):
+    for path in confined.files(results_dir, "*/machine.json", warn=confined.quiet):  # the results' reader warns
         try:
-            data = json.loads(path.read_text())
+            data = confined.read_json(results_dir, path)
         except (OSError, ValueError):
             continue
         out[str(data.get("machine", path.parent.name))] = data
@@ -407,9 +410,10 @@ def build_page(table: pd.DataFrame, asv_index: str | None = None,
 
 
 def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                asv_index: str | None = None) -> int:
+                asv_index: str | None = None, shown: Path | None = None) -> int:
     """Write `<out>/index.html` from the results in `results_dir`. `asv_index`: the URL of asv's published
-    index.html relative to the report, when it is published beside it. Returns the exit code."""
+    index.html relative to the report, when it is published beside it; `shown`: the folder the report is said to be
+    in, when `out` is moved there afterwards (publish builds its site beside its place). Returns the exit code."""
     results_dir = Path(results_dir)
     loaded = results.load_results(results_dir)
     for warning in loaded.warnings:
@@ -419,5 +423,6 @@ def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str]
     html = build_page(loaded.table, asv_index, machine_files(results_dir))
     out = Path(out)
     atomic.write_text(out / "index.html", html)  # an OSError (read-only, a file in the way) is the CLI's one line
-    print(f"report: {(out / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)", file=sys.stderr)
+    print(f"report: {((shown or out) / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)",
+          file=sys.stderr)
     return 0

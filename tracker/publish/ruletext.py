@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracker.analyse import paired
 from tracker.analyse.compare import ChangeRule, Comparison, launch_floor
 from tracker.analyse.judge import NOISE_TEST
 from tracker.publish.units import PLAIN_MICRO, PLAIN_TIMES, TIMES, band, us
@@ -25,16 +26,19 @@ class Applied:
     several: bool  # some cell of the bands had several compiles on at least one side
     one_sided: bool  # some cell of the bands had several compiles on one side only: its band is the fixed one
     noise: bool = False  # some cell was judged against its own noise (or no judged cell at all: the default test)
+    paired: bool = False  # some cell was judged on pairs of compiles (tracker.analyse.paired)
 
     @classmethod
     def of(cls, c: Comparison) -> Applied:
         judged = [x for x in c.cells if x.compiles]
-        noise = [x for x in judged if x.ci is not None]
-        bands = [x.compiles for x in judged if x.ci is None and x.compiles]
+        paired = [x for x in judged if (x.noise or "").startswith("paired")]
+        noise = [x for x in judged if x.ci is not None and x not in paired]
+        bands = [x.compiles for x in judged if x.ci is None and x.compiles and x not in paired]
         several = any(max(n) > 1 for n in bands)
         default = not judged and c.rule.test == NOISE_TEST
-        return cls(single=any(max(n) == 1 for n in bands) or (not several and not noise and not default),
-                   several=several, one_sided=any(min(n) == 1 < max(n) for n in bands), noise=bool(noise) or default)
+        return cls(single=any(max(n) == 1 for n in bands) or (not several and not noise and not default and not paired),
+                   several=several, one_sided=any(min(n) == 1 < max(n) for n in bands), noise=bool(noise) or default,
+                   paired=bool(paired))
 
 
 def confirm_text(rule: ChangeRule) -> str:
@@ -56,17 +60,18 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     small_ms = r.noise.small_below_ms * 1000
     factor = (f", and a change also had to exceed the factor {r.factor:g}{TIMES} (--factor)" if markdown else
               f" and beyond --factor {r.factor:g}") if r.factor is not None else ""
-    ways = []
+    ways = _paired_clause(r, markdown, factor) if applied.paired else []
     if applied.noise:
         joint = ", an instance's modes together where its source changed" if markdown else ", modes together"
         ways.append(f"a cell changed when its compiles' mean moved beyond its own noise (compile to compile and run "
                     f"to run, from this comparison, the cell's history and its class), the comparison's cells "
                     f"selected together so that unchanged code raises an alarm in under {r.alpha:.0%} of "
                     f"comparisons (Benjamini-Hochberg{joint}), and beyond its minimum change ({r.floor:.0%}, and one "
-                    f"compile's spread){factor}" if markdown else
+                    f"compile's spread){factor}; it is the same when its interval lies within {band(r.resolve)} (or "
+                    f"its minimum change), and undecided otherwise" if markdown else
                     f"a cell changed when its compiles' mean moved beyond its own noise (t-test, the cells selected "
                     f"together at {r.alpha:.0%} false alarms a comparison{joint}) and beyond {r.floor:.0%} and one "
-                    f"compile's spread{factor}")
+                    f"compile's spread{factor}; the same within {band(r.resolve)}; else undecided")
     if applied.single:
         if markdown:
             who = "a cell measured in one compile a side" if applied.several else "a cell"
@@ -108,6 +113,23 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     out.append(f"a cell whose samples spread (IQR) over more than {r.max_spread:.0%} of its median is too noisy to "
                "judge" if markdown else f"spread over {r.max_spread:.0%}: too noisy")
     return ways, out
+
+
+def _paired_clause(r: ChangeRule, markdown: bool, factor: str) -> list[str]:
+    """How the paired test decides (tracker.analyse.paired)."""
+    looks = paired.looks(r)
+    level = paired.nominal_alpha(r.alpha, looks)
+    if markdown:
+        return [f"base and head were measured in pairs, the two compiles of a pair started together on one GPU, round "
+                f"after round until each cell was decided or the budget spent (at most {r.max_compiles} compiles a "
+                f"side): a cell changed when the mean of its pairs' differences moved beyond {r.floor:.0%} and beyond "
+                f"its noise (its pairs' spread, moderated by its class's), the cells selected together at each look at "
+                f"Pocock's level for {looks} looks ({level:.2%}; Benjamini-Hochberg, an instance's modes together) so "
+                f"that unchanged code raises an alarm in under {r.alpha:.0%} of comparisons{factor}; it is the same "
+                f"when its interval lies within {band(r.same_within)}, and undecided otherwise"]
+    return [f"paired: a cell changed when its pairs' mean difference moved beyond {r.floor:.0%} and its noise "
+            f"(t-test at {level:.2%} a look, {looks} looks, cells selected together){factor}; the same within "
+            f"{band(r.same_within)}; else undecided (more compiles would decide it)"]
 
 
 def rule_clauses(c: Comparison, markdown: bool = False) -> list[str]:

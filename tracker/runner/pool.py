@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker import stats
+from tracker.errors import ToolError
 from tracker.measure.harness import FAILED
 from tracker.paths import REPO_ROOT
 from tracker.runner.config import RunConfig
@@ -26,6 +27,7 @@ from tracker.runner.plan import CellId, Job
 from tracker.runner.progress import Progress
 from tracker.runner.remaining import lacking, next_replicate, pending, to_make
 from tracker.runner.schedule import Scheduler, Start
+from tracker.runner.worker import EXIT_NOT_KEPT
 from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore
 
@@ -82,6 +84,8 @@ def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
         return None
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
            else (err.strip().splitlines() or [f"exit status {status}"])[-1])
+    if status == EXIT_NOT_KEPT:  # measured, and lost: not a failure of the cell
+        raise NotKept(f"{job} was measured but " + (why if why.startswith("not kept") else f"not kept in {store.dir}"))
     result = store.replicate(cell.preset, cell.workload, cell.mode, job.replicate)
     if result is None:  # the worker died before storing (crash, kill), or stored what no measurement gives
         unusable = store.unusable(cell.preset, cell.workload, cell.mode, job.replicate)
@@ -89,8 +93,20 @@ def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
                   "status": FAILED, "samples_ms": [], "replicate": job.replicate,
                   "reason": f"its measurement is not usable: {unusable}" if unusable
                   else f"worker process failed: {why[:300]}"}
-        store.put(result)
+        try:
+            store.put(result)
+        except OSError as e:
+            raise NotKept(f"{job} failed, and its failure was not kept in {store.dir}: {e.strerror or e}") from None
     return result
+
+
+class NotKept(ToolError):
+    """A measurement (or a failure) the cell store could not keep: a full disk, a read-only store. The run stops
+    at once, exit 1: the cell is not failed, the tool failed, and what was stored before stays for the next run."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; the run stopped, what was measured before is kept: free the space (or make the "
+                         "store writable) and run again to resume")
 
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progress: Progress | None = None,

@@ -15,8 +15,9 @@ from tracker.runner.worker import GPU_INDEX
 class Progress:
     """One line per finished cell: counts, failures, elapsed and ETA; at the end, how GPU-bound the run was."""
 
-    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
-        self.total, self.done, self.failed, self.out = total, 0, 0, out
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        # sys.stderr when called, not when imported: the CLI's stream, which shows controls visibly (tracker.cli)
+        self.total, self.done, self.failed, self.out = total, 0, 0, out or sys.stderr
         self.start = time.monotonic()
         self._lock = threading.Lock()
         self._failed: dict[Job, bool] = {}  # a measurement re-run alone replaces its first result

@@ -5,7 +5,8 @@
 the compiles the run already made; the run's results are recorded again with them all. The run's own compiles are
 what found the candidate: a verdict read from them alone would keep whatever draw raised it (all of a run's compiles
 can choose the same slower code, docs/verdicts.md). The base is not measured: it is history (an earlier commit,
-another night). The PR flow, which can build both sides, confirms base and head instead (tracker.github.prflow).
+another night). The PR flow, which can build both sides, measures base and head in pairs instead
+(tracker.flows.rounds).
 
 It measures as `run` does (tracker.runner.suite): on every GPU of the host, each compile recording its GPU, and what
 ran out of memory beside others measured again alone at the end.
@@ -33,11 +34,12 @@ from tracker.store.cells import default_cells_dir, torch_version
 
 def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_machine: str | None = None,
                  allow_cross_versions: bool = False, jobs: int | None = None, repo_dir: Path | None = None,
-                 cells_dir: Path | None = None, out: TextIO = sys.stderr,
+                 cells_dir: Path | None = None, out: TextIO | None = None,
                  history: Sequence[str | os.PathLike[str]] = ()) -> int:
     """Measure each of the head's candidate cells in `confirm.COMPILES` more compiles and record them; how many
-    cells. `history`: more results directories for the cells' noise (compare's --history)."""
-    results_dir = conf.results_dir
+    cells. `history`: more results directories for the cells' noise (compare's --history). `out`: where progress
+    goes (default: sys.stderr)."""
+    results_dir, out = conf.results_dir, out or sys.stderr
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, ChangeRule(), head_machine=head_machine,
                      repo_dir=repo_dir, history=history)
     if c.head.torch != torch_version():

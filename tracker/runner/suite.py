@@ -36,10 +36,11 @@ class RunOutcome:
         return sum(1 for c in self.cells.values() if c.get("status") == status)
 
 
-def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
+def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit). What an
-    interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should."""
-    start = time.monotonic()
+    interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should.
+    `out`: where progress goes (default: sys.stderr)."""
+    start, out = time.monotonic(), out or sys.stderr
     for line in remove.finish_interrupted(conf.results_dir, cfg.store_root):
         print(line, file=out, flush=True)
     server = ForkServer()

@@ -22,9 +22,13 @@ from typing import Any
 from tracker.measure import cudainit, gpulock
 from tracker.measure.harness import CellResult, Settings, measure_cell
 from tracker.runner import memledger
+from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
+# The exit status of a worker that measured its cell but could not store it (a full disk, a read-only store):
+# sysexits' EX_IOERR. The runner stops there (tracker.runner.pool.NotKept) rather than call the cell failed.
+EXIT_NOT_KEPT = 74
 ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
 ENV_LAUNCHED = "COMPILE_BASELINES_LAUNCHED_AT"  # when the runner asked for this process (seconds since the epoch)
 GPU_INDEX = "gpu_index"  # where a measurement records it ("gpu" in results and host info is the GPU's model)
@@ -48,9 +52,13 @@ def main(argv: list[str]) -> int:
         cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
                             settings=settings, exclusive=exclusive, launch_us=floor,
                             cuda_init_gate=gate.held if gate else contextlib.nullcontext)
-    store.put({**stored_form(cell.as_dict()), "replicate": replicate, **_when(cell, lock, memory_wait_s)})
-    if floor is None and cell.launch_us is not None:
-        store.set_launch_floor(cell.launch_us)
+    try:
+        store.put({**stored_form(cell.as_dict()), "replicate": replicate, **_when(cell, lock, memory_wait_s)})
+        if floor is None and cell.launch_us is not None:
+            store.set_launch_floor(cell.launch_us)
+    except (OSError, atomic.LockError) as e:  # the last line of stderr: what the runner says
+        print(f"not kept in {store.dir}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        return EXIT_NOT_KEPT
     return 0
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from tracker import metrics
 from tracker.errors import ToolError
 from tracker.paths import RESULTS_SUBDIR, workspace_subdir
-from tracker.store import atomic
+from tracker.store import atomic, confined
 from tracker.store.cells import CellFailed, CellSkipped, check_commit, check_machine_name, metric_value
 from workloads.kernels.registry import candidate_name
 from workloads.names import is_plugin_workload
@@ -316,6 +316,8 @@ def open_results(conf: Any, env: Any, entry: dict[str, str], commit: str, date_m
     params["python"] = env.python
     results = Results(params, {}, commit, date_ms, env.python, env.name, env.env_vars)
     path = Path(conf.results_dir) / get_filename(entry["machine"], commit, env.name)
+    if (why := confined.problem(conf.results_dir, path)) is not None:
+        raise AsvError(f"cannot record into {path}: {why}; remove it")
     if path.exists():
         try:
             old = Results.load(str(path))
@@ -335,7 +337,7 @@ def sweep_scratch(results_dir: Path) -> None:
     """Delete the scratch files a writer killed mid-write left in `results_dir` (a scratch tree of a result file, a
     write probe, a temporary file of an atomic write), which the nightly would otherwise commit. Only while holding
     `results_lock`: every writer makes its scratch files under it, so any found then is a dead writer's."""
-    for tree in results_dir.glob("*/.staging-*"):
+    for tree in confined.folders(results_dir, "*/.staging-*"):  # never one under a machine folder that is a link
         shutil.rmtree(tree, ignore_errors=True)
     for scratch in (*results_dir.glob(".probe-*"), *results_dir.glob(".*.tmp")):
         scratch.unlink(missing_ok=True)
@@ -357,6 +359,10 @@ def save_results(conf: Any, results: Any, entry: dict[str, str], benchmarks: dic
     final_dir = Path(conf.results_dir)
     machine_dir = final_dir / entry["machine"]
     try:
+        confined.check(final_dir, machine_dir)  # a machine folder that is a link is never written through
+        if machine_dir.exists() and not machine_dir.is_dir():
+            raise AsvError(f"cannot write results into {final_dir}: {machine_dir.name} there is a file where the "
+                           "machine's folder goes; move it aside")
         sweep_scratch(final_dir)
         machine_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=machine_dir, prefix=".staging-") as tmp:

@@ -3,19 +3,24 @@
 A year of nightly history is ~730 files of ~4 MB, almost all of it samples. Unless `with_samples`, every
 samples column is found with a bracket-hopping scan and cut out before parsing, so a file costs its small rest, not
 its megabytes of samples; anything the scan does not expect falls back to the plain JSON parser. Which run a file
-holds is read from its first bytes. Files are only ever read.
+holds is read from its first bytes. Files are only ever read, and only regular files, never through a link
+(tracker.store.confined.open_file).
 """
 
 from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.store import confined
+
 ASV_RESULTS_VERSION = 2  # asv's result file format (asv.results.Results.api_version)
+MAX_RESULT_BYTES = 512 * 2**20  # a year's nightly file is ~4 MB; reading one takes ~4x its size in memory
 # The dates a run can plausibly have, ms since the epoch: 2000-01-01 up to 2100-01-01. A date outside (seconds or
 # nanoseconds given for ms, a negative number) is refused where it enters and skips its file where it is read.
 DATE_MS_MIN, DATE_MS_MAX = 946_684_800_000, 4_102_444_800_000
@@ -190,10 +195,19 @@ def parse_result_text(text: str, with_samples: bool = False) -> dict[str, Any]:
     return parse_result_bytes(text.encode("utf-8"), with_samples)
 
 
+class _TooLarge(ValueError):
+    pass
+
+
 def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
-    """The parsed file; ValueError (with the reason) when it is not a readable asv result file of our format."""
+    """The parsed file; ValueError (with the reason) when it is not a readable asv result file of our format (one
+    larger than MAX_RESULT_BYTES included: parsing it would take several times its size in memory)."""
     try:
-        with open(path, "rb") as f:
+        with confined.open_file(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_RESULT_BYTES:
+                raise _TooLarge(f"{size / 2**20:.0f} MiB, larger than the {MAX_RESULT_BYTES // 2**20} MiB a result "
+                                "file can be")
             try:
                 buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # no copy of the samples' megabytes
             except ValueError:  # an empty file cannot be mapped
@@ -207,6 +221,8 @@ def read_result_file(path: Path, with_samples: bool = False) -> dict[str, Any]:
         raise ValueError(f"not UTF-8 text ({e.reason})") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply to be an asv result file") from None
+    except _TooLarge:
+        raise
     except ValueError as e:
         raise ValueError(f"not valid JSON, truncated or corrupt ({e})") from None
     if not isinstance(data, dict):
@@ -251,8 +267,8 @@ def run_of(path: Path, data: dict[str, Any]) -> RunFile:
 
 def read_header(path: Path) -> RunFile:
     """Which run a file holds, from its first bytes (asv writes commit, env, date and params first)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = f.read(16384)
+    with confined.open_file(path) as f:
+        head = f.read(16384).decode("utf-8", errors="replace")
     found = {k: rx.search(head) for k, rx in _HEAD.items()}
     if all(found.values()) and head.lstrip().startswith("{"):
         try:

@@ -10,8 +10,8 @@ Imports neither torch nor pandas: asv imports the benchmark suite in every bench
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
-import json
 import math
 import os
 import re
@@ -24,7 +24,7 @@ from typing import Any
 from tracker import metrics
 from tracker.errors import UsageError
 from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
-from tracker.store import atomic
+from tracker.store import atomic, confined
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
 ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset
@@ -52,10 +52,16 @@ def torch_version() -> str:
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 
 
+_LONGEST = 100  # a component's characters: the longest machine name (check_machine_name), far below NAME_MAX
+
+
 def _safe(part: str) -> str:
-    """`part` as one path component: other characters become _, and a name of dots alone ("", ".", "..") never
-    names the directory itself or its parent."""
+    """`part` as one path component: other characters become _, a name of dots alone ("", ".", "..") never
+    names the directory itself or its parent, and a name longer than _LONGEST (only results written by hand have
+    one) is cut and told apart by its hash, so that no path of the store is too long to look up."""
     safe = re.sub(r"[^A-Za-z0-9._+-]", "_", part)
+    if len(safe) > _LONGEST:
+        safe = f"{safe[:_LONGEST - 17]}-{hashlib.sha256(part.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
     return safe if safe.strip(".") else f"_{safe}"
 
 
@@ -118,9 +124,19 @@ def default_root(environ: os._Environ[str] | dict[str, str] = os.environ) -> Pat
     return default_cells_dir(Path(environ.get("ASV_CONF_DIR") or ".") / ".asv" / "results")
 
 
+def _one_name(name: object) -> bool:
+    """Whether `name` (a preset's, a workload's, a mode's, as a record or a caller gives it) names one folder or file
+    of the store: never its parent, never a path."""
+    return isinstance(name, str) and name.strip(".") != "" and "/" not in name and "\0" not in name
+
+
 class CellStore:
+    """The cells of one run under `root`; nothing is read or written through a link under `root`
+    (tracker.store.confined): a record reached through one reads as damaged and is measured again."""
+
     def __init__(self, root: str | os.PathLike[str], key: RunKey) -> None:
-        self.dir = Path(root) / key.dirname()
+        self.root = Path(root)
+        self.dir = self.root / key.dirname()
         self.key = key
 
     @classmethod
@@ -134,23 +150,33 @@ class CellStore:
         return None
 
     def path(self, preset: str, workload: str, mode: str, replicate: int = 1) -> Path:
-        """Replicate 1 is `MODE.json` (the only one most cells have), replicate r > 1 `MODE@r.json`."""
+        """Replicate 1 is `MODE.json` (the only one most cells have), replicate r > 1 `MODE@r.json`. A name that is
+        not one folder's ("..", "a/b") is a ValueError: it is no cell's."""
+        if not (_one_name(preset) and _one_name(workload)):
+            raise ValueError(f"preset {preset!r} or workload {workload!r} does not name a folder of the cell store")
         suffix = "" if replicate == 1 else f"@{replicate}"
-        return self.dir / preset / workload / f"{_safe(mode)}{suffix}.json"
+        return self.dir / _safe(preset) / _safe(workload) / f"{_safe(mode)}{suffix}.json"
 
     def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
         """One measurement (one process, one compile) of a cell, or None when absent, unreadable or damaged
         (`problem`): then it is measured again."""
-        data, why = _read(self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))
+        data, why = _read(self.root, self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))
         return None if why else data
 
     def unusable(self, preset: str, workload: str, mode: str, replicate: int = 1) -> str | None:
         """Why the stored measurement cannot be used (`problem`), or None when it can or none is stored."""
-        return _read(self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))[1]
+        return _read(self.root, self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))[1]
 
     def damaged(self) -> list[tuple[Path, str]]:
         """Every stored measurement that cannot be used, with why (`problem`): `run` says so and measures it again."""
-        return [(p, why) for p in sorted(self.dir.glob("*/*/*.json")) if (why := _read(p)[1])]
+        return [(p, why) for p in self._records() if (why := _read(self.root, p)[1])]
+
+    def _records(self) -> list[Path]:
+        """The record files of the run, none reached through a link (each one found is a warning line)."""
+        if (why := confined.problem(self.root, self.dir)) is not None:
+            confined.warn_stderr(f"skipped the cells of {self.dir}: {why.reason}")
+            return []
+        return confined.files(self.dir, "*/*/*.json")
 
     def replicates(self, preset: str, workload: str, mode: str) -> list[dict[str, Any]]:
         """Every stored measurement of a cell, replicate 1 first; it stops at the first one missing."""
@@ -166,24 +192,25 @@ class CellStore:
 
     def put(self, cell: dict[str, Any]) -> None:
         path = self.path(cell["preset"], cell["workload"], cell["mode"], int(cell.get("replicate") or 1))
-        atomic.write_json(path, cell)
+        atomic.write_json(confined.check(self.root, path.parent) / path.name, cell)
 
     def remove(self, preset: str, workload: str, mode: str, replicate: int | None = None) -> None:
         """Forget one replicate of a cell, or all of them (None), so that the next run measures it again."""
         for r in [replicate] if replicate else range(1, len(self.replicates(preset, workload, mode)) + 1):
-            self.path(preset, workload, mode, r).unlink(missing_ok=True)
+            path = self.path(preset, workload, mode, r)
+            (confined.check(self.root, path.parent) / path.name).unlink(missing_ok=True)
 
     def launch_floor(self) -> float | None:
         """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
         try:
-            value = json.loads((self.dir / LAUNCH_FLOOR).read_text(encoding="utf-8"))["launch_us"]
+            value = confined.read_json(self.root, self.dir / LAUNCH_FLOOR)["launch_us"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
     def set_launch_floor(self, launch_us: float) -> float:
         """Record the run's launch floor unless a concurrent cell recorded one first; the floor that stands."""
-        with atomic.locked(self.dir / f".{LAUNCH_FLOOR}.lock"):
+        with atomic.locked(confined.check(self.root, self.dir) / f".{LAUNCH_FLOOR}.lock"):
             first = self.launch_floor()
             if first is not None:
                 return first
@@ -193,9 +220,9 @@ class CellStore:
     def all(self) -> list[dict[str, Any]]:
         """Every stored measurement, replicates each on its own (a record says which in `replicate`)."""
         out = []
-        for p in sorted(self.dir.glob("*/*/*.json")):
+        for p in self._records():
             try:
-                out.append(json.loads(p.read_text(encoding="utf-8")))
+                out.append(confined.read_json(self.root, p))
             except (OSError, ValueError):
                 continue
         return out
@@ -261,13 +288,15 @@ def is_latency(value: Any) -> bool:
     return type(value) in (int, float) and LATENCY_MS[0] <= value <= LATENCY_MS[1]
 
 
-def _read(path: Path, where: tuple[str, str, str, int] | None = None) -> tuple[Any, str | None]:
-    """A stored measurement and why it cannot be used (`problem`, or not readable JSON); (None, None) when there is
-    no such file."""
+def _read(root: Path, path: Path, where: tuple[str, str, str, int] | None = None) -> tuple[Any, str | None]:
+    """A stored measurement and why it cannot be used (`problem`, reached through a link, not readable JSON);
+    (None, None) when there is no such file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = confined.read_json(root, path)
     except FileNotFoundError:
         return None, None
+    except confined.Unconfined as e:
+        return None, e.reason
     except (OSError, ValueError, RecursionError) as e:
         return None, f"not readable JSON ({e})"
     return data, problem(data, where)
@@ -281,6 +310,8 @@ def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str 
     number."""
     if not isinstance(record, dict):
         return f"a {type(record).__name__}, not a measurement"
+    if bad := [k for k in ("preset", "workload") if k in record and not _one_name(record[k])]:  # the mode is _safe'd
+        return f"{bad[0]} {record[bad[0]]!r} is not a name"
     if where is not None:
         named = (record.get("preset"), record.get("workload"), record.get("mode"), record.get("replicate") or 1)
         if named != where:

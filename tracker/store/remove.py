@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracker.errors import ToolError, UsageError
-from tracker.store import asvfiles
+from tracker.store import asvfiles, confined
 from tracker.store.asvjson import RunFile
 from tracker.store.cells import CellStore, RunKey
 from tracker.store.commits import match_ref
@@ -129,6 +129,8 @@ def _removable(chosen: list[RunFile], cells_root: Path) -> None:
     for r in chosen:
         check(r.path.parent, f"the run {r.machine} {r.commit[:12]}")
         cells = cell_dir(cells_root, r)
+        if (why := confined.problem(cells_root, cells)) is not None:  # a removal through it would delete elsewhere
+            raise RemoveError(f"cannot remove the cells of {r.machine} {r.commit[:12]}: {why}; nothing was removed")
         if cells.is_dir():
             check(cells.parent, f"the cells of {r.machine} {r.commit[:12]}")
             for folder, _, _ in os.walk(cells):
@@ -196,11 +198,11 @@ class Leftover:
 def leftovers(results_dir: str | os.PathLike[str], cells_root: Path) -> list[Leftover]:
     """The cell directories interrupted removals left aside under `cells_root`. None while a result file cannot be
     read (it may be the run of one: its cells must not be deleted)."""
-    found = sorted(p for p in Path(cells_root).glob(f"*/*/{ASIDE}*") if p.is_dir())
+    found = confined.folders(cells_root, f"*/*/{ASIDE}*")
     if not found:
         return []
     try:
-        result_files(results_dir)
+        result_files(results_dir, warn=confined.quiet)  # whether there is any: list_runs below says what it skips
     except ResultsError:
         runs: list[RunFile] = []  # no result file at all: every run set aside was removed
     else:
@@ -219,7 +221,7 @@ def leftovers(results_dir: str | os.PathLike[str], cells_root: Path) -> list[Lef
 def finish_interrupted(results_dir: str | os.PathLike[str], cells_root: str | os.PathLike[str]) -> list[str]:
     """Roll back or finish what interrupted removals left (`Leftover`), under the results directory's lock; one line
     each."""
-    if not any(Path(cells_root).glob(f"*/*/{ASIDE}*")):
+    if not confined.folders(cells_root, f"*/*/{ASIDE}*", warn=confined.quiet):
         return []
     with asvfiles.results_lock(results_dir):
         return [left.apply() for left in leftovers(results_dir, Path(cells_root))]

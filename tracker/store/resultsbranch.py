@@ -11,14 +11,16 @@ with a result file of that machine, among the SEARCH_DEPTH nearest.
 
 from __future__ import annotations
 
+import glob
 import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tracker.errors import ToolError
-from tracker.store import gitbranch, merge
+from tracker.errors import ToolError, UsageError
+from tracker.store import confined, gitbranch, merge
 from tracker.store.asvjson import read_header
+from tracker.store.cells import check_machine_name
 from tracker.store.commits import git, match_ref, resolve_ref
 from tracker.store.gitbranch import Pushed, Remote, Session
 
@@ -49,8 +51,8 @@ def _prefixes(paths: Iterable[str], machine: str) -> set[str]:
 
 def stored_in_dir(results_dir: Path, machine: str) -> set[str]:
     """The commit prefixes of `machine`'s runs in a results directory."""
-    folder = results_dir / machine
-    return _prefixes((f"{machine}/{p.name}" for p in folder.glob("*.json")), machine) if folder.is_dir() else set()
+    found = confined.files(results_dir, f"{glob.escape(machine)}/*.json")
+    return _prefixes((f"{machine}/{p.name}" for p in found), machine)
 
 
 def previous_measured(commit: str, stored: set[str], repo_dir: Path, depth: int = SEARCH_DEPTH) -> str | None:
@@ -70,6 +72,7 @@ def previous_run(machine: str, commit: str, repo_dir: Path, *, results_dir: Path
                  remote: Remote | None = None, branch: str | None = None) -> str | None:
     """The previous measured run of `machine` before `commit`: its commit's full hash, or None. The runs are those of
     `results_dir`, else those on `branch` of `remote` (none when the branch does not exist yet)."""
+    check_machine_name(machine)
     if results_dir is not None:
         stored = stored_in_dir(results_dir, machine)
     else:
@@ -100,7 +103,14 @@ def fetch_results(remote: Remote, branch: str, dest: Path, machine: str | None =
                   repo_dir: Path | None = None) -> list[Path] | None:
     """Copy the results on `branch` into `dest`: all of them, `machine`'s, or the runs of `commit` (of `machine`,
     when given) with their machine.json. A machine.json or benchmarks.json that `dest` has is kept (it describes
-    the runs there); other files are replaced. The files written, or None when the branch does not exist."""
+    the runs there); other files are replaced. The files written, or None when the branch does not exist. Only the
+    branch's regular files are fetched: a symlink on it is left out, with a warning (gitbranch.list_files)."""
+    gitbranch.check_branch(branch)
+    if machine is not None:
+        check_machine_name(machine)
+    if commit is not None and not commit.strip():  # an unset shell variable: never "whichever run there is"
+        raise UsageError("is empty (an unset shell variable?): name the commit whose runs to fetch",
+                         parameter="commit")
     with gitbranch.session(remote) as s:
         on_branch = _stored_on_branch(s, branch, machine)
         if on_branch is None:
@@ -120,7 +130,7 @@ def _commits_of(sources: list[Path]) -> list[str]:
     for src in sources:
         if not src.is_dir():
             raise ResultsBranchError(f"{src} is not a results directory; nothing was stored")
-        for path in src.glob("*/*.json"):
+        for path in confined.files(src, "*/*.json", warn=confined.quiet):  # the merge below warns of what it skips
             if _run_prefix(path.name):
                 try:
                     commits.add(read_header(path).commit)
@@ -138,7 +148,9 @@ def store_results(remote: Remote, branch: str, sources: list[Path], note: str | 
     """Merge the results directories `sources` into the tip of `branch` (tracker.store.merge: a measurement wins
     over a failure, mixed machines or versions are refused) and push that as one commit, "Results for COMMITS
     (NOTE)"; merged again on the new tip when another writer pushed first, so no writer loses another's results.
-    The branch is started (with no parent) when it does not exist. None when the branch had every result already."""
+    The branch is started (with no parent) when it does not exist. None when the branch had every result already.
+    A branch holding a symlink is refused (gitbranch.commit_and_push): the merge would read and write through it."""
+    gitbranch.check_branch(branch)
     message = f"Results for {', '.join(_commits_of(sources))}" + (f" ({note})" if note else "")
     extra = {"sleep": sleep} if sleep is not None else {}
     return gitbranch.commit_and_push(remote, branch, lambda tree: merge.merge_results(sources, tree), message,

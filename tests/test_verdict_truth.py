@@ -1,0 +1,158 @@
+"""The power benchmark against truth (issue 35): `tools/verdict_trials.py truth` counts what a trial's verdicts said
+of each planted cell against the cell's real change, measured apart (tests/fixtures/h100-plant-truth).
+
+The real trials come from a GPU host (device-trials.sh). Here the tool runs on a CONSTRUCTED trial
+(tests/fixtures/h100-plant-truth/constructed-t7): issue 28's committed trial t7 as its verdict run, and as its "truth"
+a paired record made from that same run's compiles (construct.py beside it), which is neither independent nor ten
+compiles a side, so these tests check how the tool counts, never how well the verdicts do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, UNCONFIRMED, UNDECIDED
+from tracker.store import pairing
+from tracker.store.cells import CellStore, RunKey
+
+REPO = Path(__file__).resolve().parents[1]
+TRIAL = REPO / "tests" / "fixtures" / "h100-plant-truth" / "constructed-t7"
+T7_CELLS = REPO / "tests" / "fixtures" / "h100-plant-power" / "cells"
+
+
+@pytest.fixture(scope="module")
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("verdict_trials", REPO / "tools" / "verdict_trials.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def pairs(*base_head: tuple[float, float]) -> list[pairing.Pair]:
+    return [pairing.Pair(r, b, h) for r, (b, h) in enumerate(base_head, 1)]
+
+
+def truth_cmd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "tools/verdict_trials.py", "truth", *args], cwd=REPO, capture_output=True,
+                          text=True)
+
+
+def test_a_cells_real_change_is_the_geometric_mean_of_its_pairs_ratios_with_a_t_interval(tool) -> None:
+    t = tool.Truth.of(pairs((1.0, 1.10), (2.0, 2.16), (1.0, 1.08)))
+    logs = [math.log(1.10), math.log(1.08), math.log(1.08)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    half = 4.302653 * sd / math.sqrt(3)  # t(0.975, 2 df)
+    assert t.change == pytest.approx(math.exp(mean))
+    assert t.ci == pytest.approx((math.exp(mean - half), math.exp(mean + half)), rel=1e-6)
+    # its own spread is the base side's compiles' (1.0, 2.0, 1.0 ms), not the differences'
+    base = [0.0, math.log(2.0), 0.0]
+    assert t.spread == pytest.approx(math.sqrt(sum((x - sum(base) / 3) ** 2 for x in base) / 2))
+    assert t.base_ms == pytest.approx(2 ** (1 / 3)) and t.head_ms == pytest.approx((1.1 * 2.16 * 1.08) ** (1 / 3))
+    assert t.pairs == 3
+
+
+def test_one_pair_gives_a_change_but_neither_an_interval_nor_a_spread_and_none_gives_no_truth(tool) -> None:
+    t = tool.Truth.of(pairs((0.5, 0.45)))
+    assert (t.change, t.ci, t.spread) == (pytest.approx(0.9), None, None)
+    assert tool.Truth.of([]) is None
+
+
+@pytest.mark.parametrize(("change", "spread", "row"), [
+    (1.05, None, ">= 5%"), (0.95, 0.02, ">= 5%"), (1.15, 0.001, ">= 5%"),
+    (1.04, 0.005, "3-5%, own spread < 1%"), (0.965, 0.009, "3-5%, own spread < 1%"),
+    (1.04, 0.01, "3-5%, own spread >= 1%"), (1.04, None, "3-5%, own spread >= 1%"),
+    (1.025, 0.001, "2-3%"), (0.98, 0.001, "2-3%"), (1.019, 0.001, "< 2%"), (1.0, 0.0, "< 2%")])
+def test_a_cell_is_binned_by_the_size_of_its_real_change_either_way_and_3_to_5_percent_by_its_spread(
+        tool, change: float, spread: float | None, row: str) -> None:
+    assert tool.Truth(change, None, spread, 1.0, change, 10).size == row
+
+
+@pytest.mark.parametrize(("verdict", "change", "said"), [
+    (SLOWER, 1.06, "reported"), (FASTER, 0.94, "reported"), (SLOWER, 0.94, "wrong way"), (FASTER, 1.06, "wrong way"),
+    (UNDECIDED, 1.06, "undecided"), (UNCONFIRMED, 1.06, "undecided"), (NOISY, 0.9, "undecided"),
+    (SAME, 1.06, "same"), ("fails", 1.06, "other"), (None, 1.06, "other")])
+def test_a_verdict_counts_as_reported_only_in_the_direction_the_cell_really_moved(
+        tool, verdict: str | None, change: float, said: str) -> None:
+    assert tool.outcome(verdict, change) == said
+
+
+def test_an_instances_best_latency_really_moves_from_the_fastest_mode_at_base_to_the_fastest_at_head(tool) -> None:
+    record = pairing.PairedRecord("m", "2.11.0", "a" * 40, "b" * 40, cells={
+        "prefill/w/eager": tuple(pairs((1.0, 1.0), (1.0, 1.0))),
+        "prefill/w/default": tuple(pairs((0.8, 0.9), (0.8, 0.9))),  # the winner at base, slower at head
+        "prefill/w/max-autotune": tuple(pairs((0.85, 0.86), (0.85, 0.86))),  # the winner at head
+        "prefill/w/kernel:mine": tuple(pairs((0.1, 0.1))),  # a kernel under test is no baseline
+    })
+    assert tool.true_best(record) == {("prefill", "w"): pytest.approx(0.86 / 0.8)}
+
+
+def test_the_constructed_trials_truth_is_the_committed_runs_own_compiles_paired_by_replicate(tool) -> None:
+    trial = tool.load_trial(TRIAL)
+    assert (trial.name, trial.machine, trial.controls) == ("constructed-t7", "h100-t7", frozenset({"llm_qk_norm"}))
+    cell = ("prefill", "vlm_vit_mlp_block", "eager")
+    sides = [CellStore(T7_CELLS, RunKey("h100-t7", c, "2.11.0+cu130")).replicates(*cell)
+             for c in (trial.base, trial.head)]
+    ratios = [h["median_ms"] / b["median_ms"] for b, h in zip(*sides, strict=True)]
+    assert len(ratios) == 3
+    truth = tool.Truth.of(trial.truth.pairs(cell))
+    assert truth.change == pytest.approx(math.prod(ratios) ** (1 / 3))
+    assert trial.launch_us == pytest.approx(max(CellStore(T7_CELLS, RunKey("h100-t7", c, "2.11.0+cu130"))
+                                                .launch_floor() for c in (trial.base, trial.head)))
+
+
+def _table(out: str) -> dict[tuple[str, str], list[int]]:
+    """The printed table: (class, size) -> cells, then one count per outcome."""
+    rows, cls = {}, None
+    for line in out.splitlines():
+        if line.startswith("  ") and not line.startswith("    "):
+            cls = line.split("  ")[1].strip()
+        elif line.startswith("    ") and cls:
+            size, *counts = line.strip().rsplit(maxsplit=6)
+            rows[(cls, size)] = [int(n) for n in counts]
+    return rows
+
+
+def test_truth_counts_every_planted_cell_once_and_the_control_cells_apart() -> None:
+    out = truth_cmd(str(TRIAL))
+    assert out.returncode == 0, out.stderr
+    record = pairing.read(TRIAL / "truth" / "cells", next((TRIAL / "truth" / "cells").glob("*/*/*/paired-*.json")))
+    planted = [k for k in record.cells if k.split("/")[1] != "llm_qk_norm"]
+    controls = len(record.cells) - len(planted)
+    rows = _table(out.stdout)
+    assert {cls for cls, _ in rows} == {"GPU-bound", "small", "host-bound"} and len(rows) == 15
+    assert all(cells == sum(outcomes) for cells, *outcomes in rows.values())
+    assert sum(cells for cells, *_ in rows.values()) == len(planted) == 40
+    assert f"alarms of {controls} cells" in out.stdout and controls == 10
+    # its "truth" is the very compiles the verdict was judged on: no verdict can point the other way
+    assert sum(row[4] for row in rows.values()) == 0
+
+
+def test_truth_lists_every_planted_cell_with_its_real_change_and_verdict_when_verbose() -> None:
+    out = truth_cmd(str(TRIAL), "--verbose").stdout
+    line = next(x for x in out.splitlines() if "prefill vlm_vit_mlp_block eager: really" in x)
+    assert "3 pairs" in line and "verdict " in line
+
+
+def test_truth_of_a_folder_with_no_trial_or_no_paired_record_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    out = truth_cmd(str(tmp_path))
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.startswith("verdict_trials: ") and "trial.json" in out.stderr
+    assert len(out.stderr.splitlines()) == 1
+    shutil.copy(TRIAL / "trial.json", tmp_path / "trial.json")  # the runs it names are not beside it
+    out = truth_cmd(str(tmp_path))
+    assert out.returncode == 1 and "no paired records" in out.stderr and len(out.stderr.splitlines()) == 1
+    (tmp_path / "trial.json").write_text(json.dumps({"trial": "x"}), encoding="utf-8")
+    out = truth_cmd(str(tmp_path))
+    assert out.returncode == 1 and "not a trial manifest" in out.stderr and len(out.stderr.splitlines()) == 1

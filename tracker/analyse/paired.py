@@ -1,0 +1,181 @@
+"""The paired sequential test: base and head measured in pairs, round after round, until each cell is decided.
+
+In round r each undecided cell gets one fresh compile at base and one at head, started together on the same GPU
+(tracker.store.pairing). A pair's difference in log latency, d = log(head) - log(base), cancels what the two share:
+the GPU (same-model GPUs differ by several percent), the round's clocks and temperature, the host's load. The test
+is on the mean of a cell's n differences:
+
+    se^2 = s^2 / n,    s^2 = (k s0^2 + (n - 1) s_d^2) / (k + n - 1),    df = k + n - 1
+
+where s_d is the sample sd of the differences and s0^2 the median of s_d^2 over this comparison's cells of the same
+class measured in two pairs or more, weighing as k = ChangeRule.prior_df pairs (a moderated variance, Smyth 2004): a
+cell of three pairs is not judged on two degrees of freedom alone. A gross outlier among the differences (a process
+in another state, three times off the rest: tracker.stats.set_aside) is set aside.
+
+The rounds grow (`schedule`: 1, 3, 5, 8, 10 compiles a side by default) and the comparison looks at the data after
+every round, so each look is made at Pocock's nominal level for K looks (`nominal_alpha`, K the rounds of the
+schedule), which keeps the chance that unchanged code is ever called changed, over all looks, at alpha. At each look:
+
+- changed: the cells are selected together as the noise test selects them (tracker.analyse.judge.select:
+  Benjamini-Hochberg over families at the nominal level) and the change exceeds the minimum change (the 1% floor,
+  a quarter of the launch floor in time, the user's factor); with fewer than ChangeRule.confirm pairs it is
+  unconfirmed and the cell is measured again;
+- same: the change's (1 - 2 x nominal) interval lies inside +-same_within, or +- the minimum change where that is
+  larger (two one-sided tests);
+- undecided otherwise: the cell gets another round, while the budget lasts. A cell still undecided at the end says
+  so, with its interval and about how many more pairs would settle it (`more_to_settle`), never "same".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from tracker import stats
+from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfirmed
+from tracker.analyse.noise import CellNoise
+from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, UNDECIDED
+from tracker.stats import Compiles
+from tracker.store.pairing import Pair
+
+# Pocock's nominal two-sided level for K equally spaced looks at an overall 0.05 (Pocock 1977, table 1; K = 1..10).
+_POCOCK_05 = (0.05, 0.0294, 0.0221, 0.0182, 0.0158, 0.0142, 0.0130, 0.0120, 0.0112, 0.0106)
+
+
+def nominal_alpha(alpha: float, looks: int) -> float:
+    """The level each of `looks` looks is made at so that all of them together keep `alpha`: Pocock's boundary,
+    scaled from its 0.05 table; beyond ten looks, Bonferroni over the extra ones (conservative)."""
+    k = max(1, looks)
+    base = _POCOCK_05[min(k, len(_POCOCK_05)) - 1] * alpha / 0.05
+    return base * len(_POCOCK_05) / k if k > len(_POCOCK_05) else base
+
+
+def schedule(most: int, confirm: int = 3) -> list[int]:
+    """The compiles a side after each round: one, then the confirmation's number, then about 1.6 times as many each
+    round, up to `most`. A round costs about the same whatever the number of compiles in it (they compile side by
+    side: docs/runner.md), so the rounds grow rather than add one compile each."""
+    out = [1]
+    while out[-1] < most:
+        out.append(min(most, max(out[-1] + 1, confirm if len(out) == 1 else math.ceil(out[-1] * 1.6))))
+    return out
+
+
+def looks(rule: ChangeRule) -> int:
+    """The looks a paired comparison may make: one after each round of `schedule`."""
+    return len(schedule(rule.max_compiles, max(rule.confirm)))
+
+
+@dataclass(frozen=True)
+class Differences:
+    """A cell's pairs as the test reads them: the kept differences in log latency, the pairs set aside, and each
+    side's compiles (for the means and the best compile shown)."""
+
+    logs: tuple[float, ...]
+    set_aside: int
+    base: Compiles
+    head: Compiles
+
+    @classmethod
+    def of(cls, pairs: Sequence[Pair]) -> Differences | None:
+        if not pairs:
+            return None
+        kept, out = stats.set_aside([math.exp(p.log_change) for p in pairs])
+        base = Compiles.of([p.base_ms for p in pairs])
+        head = Compiles.of([p.head_ms for p in pairs])
+        if not kept or base is None or head is None:
+            return None
+        return cls(tuple(math.log(x) for x in kept), len(out), base, head)
+
+    @property
+    def n(self) -> int:
+        return len(self.logs)
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.logs) / self.n
+
+    @property
+    def var(self) -> float | None:
+        """The sample variance of the differences (None for one)."""
+        if self.n < 2:
+            return None
+        m = self.mean
+        return math.fsum((x - m) ** 2 for x in self.logs) / (self.n - 1)
+
+
+def pooled_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str, float]:
+    """s0^2 by class: the median variance of the differences of this comparison's cells of two pairs or more."""
+    by_class: dict[str, list[float]] = {}
+    for cls, d in diffs.values():
+        if d.var is not None:
+            by_class.setdefault(cls, []).append(d.var)
+    return {cls: float(median(v)) for cls, v in by_class.items()}
+
+
+def evidence(d: Differences, prior_var: float | None, rule: ChangeRule, least: float, spread: float,
+             compiles: tuple[int, int]) -> Evidence | None:
+    """The paired evidence of one cell; None where nothing tells its noise yet (one pair and no prior)."""
+    k = rule.prior_df if prior_var is not None else 0.0
+    own = (d.n - 1) * d.var if d.var is not None else 0.0
+    df = k + d.n - 1
+    if df <= 0:
+        return None
+    var = (k * (prior_var or 0.0) + own) / df
+    se = math.sqrt(var / d.n)
+    p = stats.t_p_value(d.mean / se, df) if se > 0 else (0.0 if d.mean else 1.0)
+    source = f"{d.n} pairs" + (f" and its class's spread (as {k:g} pairs)" if k else "")
+    noise = CellNoise(math.sqrt(var / 2), df, 0.0, 0.0, f"paired: {source}", own_df=d.n - 1)
+    return Evidence(d.base, d.head, compiles, d.mean, se, df, p, least, spread, noise)
+
+
+def more_to_settle(e: Evidence, rule: ChangeRule, families: int) -> int:
+    """About how many more pairs would decide this cell at its present estimate and noise: enough for the change to
+    be selected, or for its interval to fit inside the margin, whichever comes first."""
+    n = e.compiles[0]
+    sd = e.se * math.sqrt(max(n, 1))
+    if sd <= 0:
+        return 0
+    level = nominal_alpha(rule.alpha, looks(rule))
+    change, margin = abs(e.log_change), _margin(e, rule)
+    need = []
+    if change > 0:
+        need.append((stats.t_quantile(level / (2 * max(families, 1)), e.df) * sd / change) ** 2)
+    if change < margin:
+        need.append((stats.t_quantile(level, e.df) * sd / (margin - change)) ** 2)
+    return max(0, math.ceil(min(need)) - n) if need else 0
+
+
+def _margin(e: Evidence, rule: ChangeRule) -> float:
+    """The margin of "the same", in log: same_within, or the cell's minimum change where that is larger (a change
+    the rule would never claim, a quarter launch on a host-bound cell, is no reason to call it undecided)."""
+    return math.log1p(max(rule.same_within, e.least))
+
+
+def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> Verdict:
+    """The paired test's verdict for one cell once the comparison's cells were selected together."""
+    level = nominal_alpha(rule.alpha, looks(rule))
+    half = stats.t_quantile((1 - rule.ci_level) / 2, e.df) * e.se
+    ci = (_exp(e.log_change - half), _exp(e.log_change + half))
+    resolves = _exp(stats.t_quantile(level / (2 * max(families, 1)), e.df) * e.se) - 1
+    if selected and abs(e.log_change) > math.log1p(e.least):
+        verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
+        verdict = _unconfirmed(verdict, e.compiles, rule)
+    elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < _margin(e, rule):
+        verdict = SAME
+    else:
+        verdict = UNDECIDED
+    more = more_to_settle(e, rule, families) if verdict == UNDECIDED else None
+    return Verdict(verdict, e.ratio, e.p_value, e.least, stats.float_or_none(e.spread), e.compiles, ci, resolves,
+                   (e.base.mean_ms, e.head.mean_ms), e.noise.source, (e.base.set_aside, e.head.set_aside), more)
+
+
+def undecided(d: Differences, compiles: tuple[int, int], spread: float) -> Verdict:
+    """A cell of one pair whose noise nothing tells yet: undecided, one more pair at least."""
+    return Verdict(UNDECIDED, math.exp(d.mean), None, None, stats.float_or_none(spread), compiles,
+                   means_ms=(d.base.mean_ms, d.head.mean_ms), noise="paired: 1 pair, its noise unknown yet", more=1)
+
+
+__all__ = ["Differences", "evidence", "looks", "more_to_settle", "nominal_alpha", "pooled_variance", "schedule",
+           "undecided", "verdict_of"]

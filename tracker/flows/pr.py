@@ -1,0 +1,122 @@
+"""`compile-baselines pr`: a change's whole flow: find what it changed, measure that at its base and at its head in
+pairs until each cell is decided (tracker.flows.rounds), compare, render, and hand the comment to the forge.
+
+Only the workloads whose code changed are measured (a domain module: the workloads it defines; a kernel module:
+the workloads of its candidates, whose modes they are judged against), or all of them when the harness or the
+dependency pins changed. The comparison judges every measured workload's instances on their modes together (their
+source changed), with the paired test; the paired record it is judged from is kept with the runs, so a later
+`compare` of the two runs gives the same verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracker.analyse import compare
+from tracker.analyse.attribution import select_workloads
+from tracker.analyse.compare import ChangeRule, Comparison
+from tracker.analyse.confirm import COMPILES
+from tracker.flows import rounds
+from tracker.flows.forge import Forge
+from tracker.flows.sides import Runner, Side, changed_files, resolve, run_commands, workloads_at, worktrees
+from tracker.paths import REPO_ROOT
+from tracker.publish import prcomment, units
+from tracker.runner.workerenv import usable_cpus
+from tracker.store import pairing
+from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
+
+
+@dataclass(frozen=True)
+class PrRequest:
+    """What `pr` is asked: the two refs, where the results go, how to measure and how long."""
+
+    base_ref: str
+    head_ref: str
+    results_dir: Path = Path(".asv/results")
+    jobs: int | None = None
+    machine: str | None = None
+    presets: Sequence[str] | None = None
+    modes: Sequence[str] | None = None
+    scope: Sequence[str] | None = None  # the workloads this repository measures (a kernel repository's own)
+    history: Sequence[str | os.PathLike[str]] = ()
+    fail_on: str = "never"
+    budget: rounds.Budget = field(default_factory=rounds.Budget)
+    repo_dir: Path = REPO_ROOT
+
+
+def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
+            devices: Sequence[str] | None = None) -> int:
+    """Exit 0, or 3 when `fail_on` holds; errors raise (CLI: 1, usage 2). `devices`: the GPUs to spread the rounds
+    over (None: the host's)."""
+    if request.fail_on not in compare.FAIL_ON:
+        raise ValueError(f"fail_on is one of {', '.join(compare.FAIL_ON)}, not {request.fail_on!r}")
+    repo_dir, results = Path(request.repo_dir).resolve(), Path(request.results_dir).resolve()
+    machine = request.machine or socket.gethostname()
+    base, head = resolve(request.base_ref, repo_dir), resolve(request.head_ref, repo_dir)
+    files = changed_files(base, head, repo_dir)
+    selection = select_workloads(files)
+    if request.scope is not None:
+        selection = selection.within(request.scope)
+    log = sys.stderr
+    print(f"pr: base {base[:12]} ({request.base_ref}), head {head[:12]} ({request.head_ref}), "
+          f"{units.count(len(files), 'changed file')}; {selection.describe()}", file=log)
+    if not selection.workloads:
+        _post(forge, prcomment.render_skipped(base, head, files), False)
+        return compare.EXIT_OK
+    sides = []
+    for label, commit in (("base", base), ("head", head)):
+        there = workloads_at(commit, repo_dir)
+        if names := tuple(w for w in selection.workloads if there is None or w in there):
+            sides.append(Side(label, commit, names))
+            print(f"pr: measuring {units.count(len(names), 'workload')} at {commit[:12]}", file=log)
+    rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
+    scope_text = selection.describe().capitalize() + "."
+    devices = rounds.host_gpus() if devices is None else devices
+
+    def judge() -> Comparison:
+        _record(results, machine, sides, selection.workloads, scope_text, rule)
+        return compare.compare_runs(results, base, head, machine, rule=rule, workloads=selection.workloads,
+                                    history=request.history, together=True, joint=selection.workloads)
+
+    with worktrees(sides, repo_dir) as trees:
+        paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, request.presets, request.modes,
+                                     runner or run_commands, rounds.groups_of(devices, usable_cpus()), log)
+        comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
+    for w in comparison.warnings:
+        print(f"warning: {w}", file=log)
+    _post(forge, prcomment.render_comment(comparison, max_chars=forge.body_limit), comparison.changed)
+    return compare.EXIT_FAIL_ON if comparison.fails(request.fail_on) else compare.EXIT_OK
+
+
+def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Sequence[str], scope_text: str,
+            rule: ChangeRule) -> None:
+    """The paired record of what the two cell stores hold now (tracker.store.pairing), written beside the head's."""
+    cells_dir = default_cells_dir(results)
+    if len(sides) < 2:
+        return
+    base, head = sides[0].commit, sides[1].commit
+    stores = [CellStore.of_run(cells_dir, RunKey(machine, c, torch_version())) for c in (base, head)]
+    if stores[1] is None:
+        return
+    keys = [{(c["preset"], c["workload"], c["mode"]) for c in s.all() if isinstance(c, dict) and "mode" in c}
+            if s else set() for s in stores]
+    record = pairing.from_stores(cells_dir, machine, stores[1].key.torch, base, head, sorted(keys[0] & keys[1]),
+                                 scope=tuple(workloads), joint=tuple(workloads), scope_text=scope_text,
+                                 confirm=rule.confirm, same_within=rule.same_within, max_compiles=rule.max_compiles)
+    pairing.write(cells_dir, record)
+
+
+def _post(forge: Forge, body: str, changed: bool) -> None:
+    """The job summary, then the comment; what happened to it on stderr."""
+    forge.job_summary(body)
+    said = forge.comment(body, changed)
+    if said:
+        print(said, file=sys.stderr)
+
+
+__all__ = ["PrRequest", "pr_main"]

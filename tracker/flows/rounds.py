@@ -1,0 +1,205 @@
+"""Base and head measured in pairs, round after round, until every cell is decided or the budget is spent.
+
+Round 1 measures every cell of the sides' workloads once a side; each later round gives every cell still undecided
+(tracker.analyse.confirm.pending) more compiles a side, to the next number of the schedule (1, 3, 5, 8, 10:
+tracker.analyse.paired.schedule). In every round a cell's base and head compiles are started together, by two
+`run`s (one a side, each in its own worktree) that share a GPU and its lock, so that their timings alternate on the
+same GPU: a pair never straddles two GPUs or two rounds. On a host of several GPUs the round's work is split over the
+GPUs (`Group`: one GPU, and a share of the cores of its own so that the groups' timing cores stay apart), whole
+workloads in round 1 (or single presets where there are fewer workloads than GPUs), cells in later rounds, the most
+expensive first onto the least loaded GPU. Both sides' run for one GPU is handed CUDA_VISIBLE_DEVICES of that GPU
+alone, so a base of any version measures where it is put.
+
+Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
+(tracker.store.pairing) is read off the two cell stores after each round.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO, TypeVar
+
+from tracker.analyse import confirm as confirm_
+from tracker.analyse import paired
+from tracker.analyse.compare import Comparison
+from tracker.flows.sides import Command, Runner, Side, check_codes, run_command_line
+from tracker.publish import units
+from tracker.runner import gpus
+from workloads.modes import BY_NAME as MODE_BY_NAME
+
+Cell = tuple[str, str, str]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a paired measurement may go on: `seconds` of wall time in all (a round that would end past it is
+    not started), at most `max_compiles` a side per cell; `compiles`: exactly that many a side for every cell,
+    whatever the verdicts (an independent measurement of the real change, for the power benchmark)."""
+
+    seconds: float = 240.0
+    max_compiles: int = 10
+    compiles: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0:
+            raise ValueError(f"the budget is a positive number of seconds, not {self.seconds:g}")
+        if self.compiles is not None and self.compiles < 2:
+            raise ValueError(f"a paired measurement makes at least 2 compiles a side, not {self.compiles}")
+
+    @property
+    def most(self) -> int:
+        return self.compiles or self.max_compiles
+
+
+@dataclass(frozen=True)
+class Group:
+    """One GPU of the host and the cores its runs use (None, None: whatever the runs pick, one GPU or none)."""
+
+    gpu: str | None = None
+    cpus: frozenset[int] | None = None
+
+    def env(self) -> dict[str, str]:
+        return {} if self.gpu is None else {"CUDA_VISIBLE_DEVICES": self.gpu}
+
+
+def host_gpus() -> tuple[str, ...]:
+    """The GPUs the flow may use, as CUDA_VISIBLE_DEVICES names them: its own list when set, else nvidia-smi's
+    (asking the driver creates no CUDA context here); () on a host without either."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        return gpus.visible()
+    listing = gpus.nvidia_smi()
+    return tuple(g.index for g in gpus.parse_listing(listing)) if listing else ()
+
+
+def groups_of(devices: Sequence[str], cpus: Sequence[int]) -> list[Group]:
+    """One group per GPU, each with a contiguous share of `cpus`; one open group for one GPU or none."""
+    if len(devices) < 2:
+        return [Group()]
+    share = max(1, len(cpus) // len(devices))
+    return [Group(d, frozenset(cpus[k * share:(k + 1) * share]) or None) for k, d in enumerate(devices)]
+
+
+def balance(items: Sequence[T], cost: Callable[[T], float], n: int) -> list[list[T]]:
+    """`items` over `n` bins, the most expensive first onto the least loaded bin (LPT); each bin keeps the items'
+    order."""
+    bins: list[list[T]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for item in sorted(items, key=cost, reverse=True):
+        k = min(range(n), key=lambda i: (load[i], i))
+        bins[k].append(item)
+        load[k] += cost(item)
+    order = {id(x): i for i, x in enumerate(items)}
+    return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
+
+
+def _mode_cost(mode: str) -> float:
+    m = MODE_BY_NAME.get(mode)
+    return float(m.cost) if m is not None else 1.0
+
+
+@dataclass
+class PairedRounds:
+    """The rounds of one paired measurement (see the module docstring)."""
+
+    sides: Sequence[Side]
+    trees: dict[str, Path]
+    results: Path
+    machine: str
+    jobs: int | None
+    presets: Sequence[str] | None
+    modes: Sequence[str] | None
+    runner: Runner
+    groups: list[Group]
+    log: TextIO = sys.stderr
+
+    def first(self) -> None:
+        """Round 1: every cell of the sides' workloads, one compile a side."""
+        workloads = list(dict.fromkeys(w for s in self.sides for w in s.workloads))
+        n = len(self.groups)
+        units: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
+        if len(workloads) >= n or len(self.presets or ()) < 2:
+            units = [(tuple(ws), self.presets and tuple(self.presets)) for ws in
+                     balance(workloads, lambda w: 1.0, n) if ws]
+            placed = list(zip(range(n), units, strict=False))
+        else:
+            pairs = [(w, p) for w in workloads for p in self.presets or ()]
+            placed = [(k, ((w,), (p,))) for k, b in enumerate(balance(pairs, lambda x: 1.0, n)) for w, p in b]
+        self._run([(self.groups[k], [(s, self._argv(s, ws, ps)) for s in self._measuring(ws)])
+                   for k, (ws, ps) in placed])
+
+    def more(self, cells: Sequence[Cell], compiles: int) -> None:
+        """A later round: `cells` to `compiles` compiles a side."""
+        bins = balance(list(cells), lambda c: _mode_cost(c[2]), len(self.groups))
+        work = []
+        for group, part in zip(self.groups, bins, strict=True):
+            if part:
+                names = confirm_.cell_names(list(part))
+                work.append((group, [(s, self._argv(s, s.workloads, self.presets, names, compiles))
+                                     for s in self.sides]))
+        self._run(work)
+
+    def _measuring(self, workloads: Sequence[str]) -> list[Side]:
+        return [s for s in self.sides if set(workloads) & set(s.workloads)]
+
+    def _argv(self, side: Side, workloads: Sequence[str], presets: Sequence[str] | None,
+              cells: Sequence[str] = (), compiles: int | None = None) -> list[str]:
+        mine = [w for w in workloads if w in side.workloads]
+        return run_command_line(side.commit, mine, self.results, self.machine, None, presets, cells, compiles,
+                                self.modes)
+
+    def _run(self, work: list[tuple[Group, list[tuple[Side, list[str]]]]]) -> None:
+        """Each group's commands, both sides at once where the jobs allow (a GPU host), the jobs shared out."""
+        count = sum(len(cmds) for _, cmds in work) or 1
+        together = self.jobs is not None and self.jobs >= 2
+        each = max(1, (self.jobs or 1) // count) if together else self.jobs
+        commands = []
+        for k, (group, cmds) in enumerate(work):
+            for side, argv in cmds:
+                argv = [*argv, "-j", str(each)] if each else argv
+                label = side.label if len(work) == 1 else f"{side.label}@{group.gpu or k}"
+                commands.append(Command(label, argv, self.trees[side.label], group.env(), group.cpus))
+        codes = self.runner(commands) if together else [rc for c in commands for rc in self.runner([c])]
+        check_codes(commands, codes)
+
+
+def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget: Budget, confirm: int = 3,
+                  clock: Callable[[], float] = time.monotonic) -> Comparison:
+    """Round 1, then rounds of the cells still undecided, each to the next number of compiles of the schedule
+    (tracker.analyse.paired.schedule), while the budget allows (or, with `budget.compiles`, every cell to that many
+    compiles at once); the comparison of the last round."""
+    start = clock()
+    rounds.first()
+    comparison, last = judge(), clock() - start
+    targets = [budget.compiles] if budget.compiles else paired.schedule(budget.most, confirm)[1:]
+    for target in targets:
+        cells = _all_short(comparison, target) if budget.compiles else confirm_.pending(comparison)
+        if not cells:
+            break
+        spent = clock() - start
+        # Round 1 compiles cold and costs most; the rounds after it reuse its compiled kernels, so the first of them
+        # starts whenever time is left, and each later one when the last one's time is still left
+        if budget.compiles is None and spent + (last if target > targets[0] else 0.0) > budget.seconds:
+            print(f"pr: budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about {last:.0f} s): "
+                  f"{units.count(len(cells), 'cell')} left undecided", file=rounds.log)
+            break
+        print(f"pr: {units.count(len(cells), 'cell')} undecided, measuring to {target} compiles a side "
+              f"({spent:.0f} s spent)", file=rounds.log, flush=True)
+        began = clock()
+        rounds.more(cells, target)
+        comparison, last = judge(), clock() - began
+    return comparison
+
+
+def _all_short(c: Comparison, compiles: int) -> list[Cell]:
+    """Every cell measured ok on both sides with fewer than `compiles` pairs."""
+    return sorted((x.preset, x.workload, x.mode) for x in c.cells
+                  if x.compiles is not None and min(x.compiles) < compiles)
+
+
+__all__ = ["Budget", "Group", "PairedRounds", "balance", "groups_of", "host_gpus", "until_decided"]

@@ -1,0 +1,166 @@
+"""How two runs were measured against each other, kept with them: the record of a paired measurement.
+
+The PR flow measures base and head in rounds: in each round every cell still undecided gets one more fresh compile at
+base and one at head, the two started together on the same GPU, so that whatever drifts between rounds (clocks,
+temperature, the host's load) and whatever differs between GPUs falls on both sides of a pair alike. The record
+keeps each pair (round, the two latencies, the GPU of each) and what the comparison was asked (the workloads
+measured, those whose source changed, the scope in words, the change test and its budget), so that any later
+`compare` of the two runs judges exactly as the PR flow did.
+
+It lives in the head run's cell store, `paired-<base commit>.json`, beside the cells it summarises. Its format is
+versioned (`FORMAT`); `read` migrates older versions and refuses newer ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ToolError
+from tracker.store import atomic, confined
+from tracker.store.cells import CellStore, RunKey, check_commit, is_latency
+
+FORMAT = 1
+Cell = tuple[str, str, str]  # (preset, workload, mode)
+
+
+class PairingError(ToolError):
+    """A paired record that cannot be read: damaged, or written by a newer version of the tool."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One round of one cell: a fresh compile at base and one at head, started together."""
+
+    round: int
+    base_ms: float
+    head_ms: float
+    base_gpu: str | None = None
+    head_gpu: str | None = None
+
+    @property
+    def log_change(self) -> float:
+        return math.log(self.head_ms / self.base_ms)
+
+
+@dataclass(frozen=True)
+class PairedRecord:
+    """Base and head of one machine and torch measured in pairs (see the module docstring)."""
+
+    machine: str
+    torch: str
+    base: str
+    head: str
+    scope: tuple[str, ...] = ()  # the workloads measured
+    joint: tuple[str, ...] = ()  # of those, the ones whose own source changed: their modes are judged together
+    scope_text: str = ""  # the scope in words, as the PR comment says it
+    # The rule it was decided by: the compiles a side a change needs, the margin of "the same", the rounds a cell
+    # could get (the looks the sequential test allows for)
+    confirm: tuple[int, int] = (3, 3)
+    same_within: float = 0.03
+    max_compiles: int = 10
+    cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
+
+    def pairs(self, cell: Cell) -> tuple[Pair, ...]:
+        return self.cells.get("/".join(cell), ())
+
+    @property
+    def rounds(self) -> int:
+        return max((p.round for ps in self.cells.values() for p in ps), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cells"] = {k: [asdict(p) for p in v] for k, v in self.cells.items()}
+        return {"format": FORMAT, **out}
+
+
+def path(cells_dir: str | Path, machine: str, torch: str, base: str, head: str) -> Path:
+    """Where the record of `base` against `head` lives: in the head run's cell store."""
+    return CellStore(cells_dir, RunKey(machine, head, torch)).dir / f"paired-{check_commit(base)}.json"
+
+
+def write(cells_dir: str | Path, record: PairedRecord) -> Path:
+    target = path(cells_dir, record.machine, record.torch, record.base, record.head)
+    confined.check(cells_dir, target.parent)
+    atomic.write_json(target, record.to_json())
+    return target
+
+
+def find(cells_dir: str | Path, machine: str, torch: str, base: str, head: str) -> PairedRecord | None:
+    """The record of these two runs, or None where they were not measured in pairs. The torch version is tried as
+    recorded and without its local part, as the cell store is named (tracker.store.cells.CellStore.of_run)."""
+    for t in dict.fromkeys((torch, torch.split("+")[0])):
+        candidate = path(cells_dir, machine, t, base, head)
+        if candidate.is_file() or candidate.is_symlink():
+            return read(cells_dir, candidate)
+    return None
+
+
+def read(cells_dir: str | Path, file: Path) -> PairedRecord:
+    """The record in `file`, read only if it lies in the cell store `cells_dir` (tracker.store.confined)."""
+    try:
+        data = json.loads(confined.read_text(cells_dir, file))
+    except (OSError, ValueError, RecursionError) as e:
+        raise PairingError(f"{file}: not a readable paired record ({e})") from None
+    return from_json(data, str(file))
+
+
+def from_json(data: Any, where: str = "paired record") -> PairedRecord:
+    if not isinstance(data, dict):
+        raise PairingError(f"{where}: a {type(data).__name__}, not a paired record")
+    version = data.get("format")
+    if not isinstance(version, int) or version < 1:
+        raise PairingError(f"{where}: no format version")
+    if version > FORMAT:
+        raise PairingError(f"{where}: format {version} is newer than this tool reads ({FORMAT}): upgrade "
+                           "compile-baselines")
+    try:
+        cells = {str(k): tuple(_pair(p) for p in v) for k, v in data["cells"].items()}
+        return PairedRecord(str(data["machine"]), str(data["torch"]), check_commit(str(data["base"])),
+                            check_commit(str(data["head"])), tuple(map(str, data.get("scope", ()))),
+                            tuple(map(str, data.get("joint", ()))), str(data.get("scope_text", "")),
+                            _confirm(data.get("confirm", (3, 3))), float(data.get("same_within", 0.03)),
+                            int(data.get("max_compiles", 10)), cells)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PairingError(f"{where}: damaged paired record ({e})") from None
+
+
+def _confirm(value: Any) -> tuple[int, int]:
+    base, head = value
+    return int(base), int(head)
+
+
+def _pair(p: Mapping[str, Any]) -> Pair:
+    if not (is_latency(p["base_ms"]) and is_latency(p["head_ms"])):
+        raise ValueError(f"round {p.get('round')}: a latency that no measurement gives")
+    gpu = {k: None if p.get(k) is None else str(p[k]) for k in ("base_gpu", "head_gpu")}
+    return Pair(int(p["round"]), float(p["base_ms"]), float(p["head_ms"]), **gpu)
+
+
+def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head: str,
+                cells: Iterable[Cell], **asked: Any) -> PairedRecord:
+    """The record of what the two runs' cell stores hold: a cell's pair of round r is replicate r of each side, both
+    measured ok (the PR flow measures replicate r of both sides in round r). `asked`: the record's other fields."""
+    stores = [CellStore.of_run(cells_dir, RunKey(machine, c, torch)) for c in (base, head)]
+    out: dict[str, tuple[Pair, ...]] = {}
+    for cell in cells:
+        sides = [s.replicates(*cell) if s else [] for s in stores]
+        pairs = tuple(Pair(r, b["median_ms"], h["median_ms"], _gpu(b), _gpu(h))
+                      for r, (b, h) in enumerate(zip(*sides, strict=False), 1)
+                      if b.get("status") == "ok" == h.get("status"))
+        if pairs:
+            out["/".join(cell)] = pairs
+    return PairedRecord(machine, torch, base, head, cells=out, **asked)
+
+
+def _gpu(record: Mapping[str, Any]) -> str | None:
+    value = record.get("gpu_index")
+    return None if value is None else str(value)
+
+
+__all__ = ["FORMAT", "Pair", "PairedRecord", "PairingError", "find", "from_json", "from_stores", "path", "read",
+           "write"]
