@@ -24,7 +24,11 @@ import pytest
 
 from tracker import cli
 from tracker.runner import pool, worker
-from tracker.runner.pool import CellId, Job, NotKept, RunConfig
+from tracker.runner.config import RunConfig
+from tracker.runner.costs import Cost
+from tracker.runner.plan import CellId, Job
+from tracker.runner.pool import NotKept
+from tracker.runner.schedule import Start
 from tracker.store import asvfiles, atomic, merge
 from tracker.store.cells import CellStore, RunKey
 
@@ -73,7 +77,9 @@ class Workers:
 def _run_one(tmp_path: Path, workers: Workers) -> tuple[dict[str, Any] | None, CellStore]:
     cfg = RunConfig(store_root=tmp_path, machine="m", commit=COMMIT, device="cpu")
     store = CellStore(tmp_path, RunKey("m", COMMIT, "2.11.0"))
-    return pool._run_one(Job(CELL), cfg, store, workers, tmp_path / "kernels"), store  # type: ignore[arg-type]
+    start = Start(Job(CELL), gpu=None, cost=Cost(wall_s=1.0, lock_s=0.5, compile_s=0.0), reserve_bytes=0, at=0.0,
+                  why="the one measurement")
+    return pool._run_one(start, cfg, store, workers, tmp_path / "kernels"), store  # type: ignore[arg-type]
 
 
 def test_a_measurement_not_kept_stops_the_run_and_records_no_failure(tmp_path: Path) -> None:

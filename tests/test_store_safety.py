@@ -17,7 +17,9 @@ import pytest
 from test_results import write_result_file
 
 from tracker.measure.hostinfo import host_info
-from tracker.runner.pool import CellId, RunConfig, run_suite
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId
+from tracker.runner.suite import run_suite
 from tracker.store import asvfiles, merge, results
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 

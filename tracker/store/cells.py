@@ -242,7 +242,7 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     lists every ok replicate's median, `compiles_kept_ms` those the spread over compiles is read from (all but a
     gross outlier, tracker.stats.set_aside). Its compile_s is the first
     replicate's, the one cold compile: the further compiles reuse the first's Triton binaries
-    (tracker.runner.pool.cache_dirs). Failed replicates are left out while one is ok; when none is, the first
+    (tracker.runner.workerenv.cache_dirs). Failed replicates are left out while one is ok; when none is, the first
     stands (its reason is the cell's).
 
     A replicate with a value no measurement gives (`problem`: a latency that is negative, zero, NaN or infinite,
