@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from tracker.runner.pool import CellId, RunConfig, pending
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId
+from tracker.runner.remaining import pending
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey, combine, problem
 

@@ -21,6 +21,7 @@ TESTS = Path(__file__).resolve().parent
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ForkServer]:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("FORK_TEST", "the server's")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # the runner's: every GPU of the host
     fs = ForkServer(preload=("forkserver_child",))
     yield fs
     fs.close()
@@ -53,11 +54,13 @@ def hanging(server: ForkServer, tmp_path: Path) -> tuple[Child, int]:
 def test_a_child_has_the_environment_directory_and_stderr_file_it_was_given_and_a_session_of_its_own(
         server: ForkServer, tmp_path: Path) -> None:
     out, err = tmp_path / "seen.json", tmp_path / "stderr.txt"
-    child = server.launch("forkserver_child", ["report", str(out)], {"FORK_TEST": "the child's"}, tmp_path, err)
+    child = server.launch("forkserver_child", ["report", str(out)], {"FORK_TEST": "the child's",
+                                                                      "CUDA_VISIBLE_DEVICES": "2"}, tmp_path, err)
     assert server.wait(child, 60)
     assert child.status == 3
+    # its one GPU is what the CUDA driver will read when the child first touches CUDA, not the server's list
     assert json.loads(out.read_text()) == {"var": "the child's", "server_var": None, "cwd": str(tmp_path),
-                                           "own_session": True}
+                                           "own_session": True, "cuda_visible": "2"}
     assert stderr_tail(err).strip().splitlines()[-1] == "the last line of stderr"
 
 

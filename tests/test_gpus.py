@@ -18,9 +18,13 @@ from tracker.errors import UsageError
 from tracker.measure import gpulock
 from tracker.measure.harness import Settings
 from tracker.runner import gpus
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId
 from tracker.runner.policy import default_jobs
-from tracker.runner.pool import CellId, Progress, RunConfig, measure_cells
+from tracker.runner.pool import measure_cells
+from tracker.runner.progress import Progress
 from tracker.runner.worker import ENV_GPU
+from tracker.runner.workerenv import worker_env
 from tracker.store.cells import CellStore, RunKey, torch_version
 
 HOST = ("0", "1", "2", "3")
@@ -122,19 +126,12 @@ def test_run_refuses_gpus_of_different_models_before_writing_anything(
     assert list(tmp_path.iterdir()) == []  # no results directory, no cell store
 
 
-def test_a_measurement_starts_on_the_gpu_with_the_least_work_in_flight() -> None:
-    slots = gpus.GpuSlots(2)
-    assert [slots.acquire(c) for c in (60.0, 20.0, 6.0, 6.0)] == [0, 1, 1, 1]  # 60 | 20 + 6 + 6
-    slots.release(0, 60.0)
-    assert slots.acquire(20.0) == 0
-
-
 def test_each_gpu_has_its_own_lock_timing_cores_and_device_and_the_compilers_share_the_rest(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=28, gpus=("0", "GPU-5e1c"))
     cell = CellId("prefill", "llm_rmsnorm", "default")
-    first, second = (cfg.worker_env(cell, str(tmp_path / "inductor"), str(tmp_path / "triton"), slot)
+    first, second = (worker_env(cfg, cell, str(tmp_path / "inductor"), str(tmp_path / "triton"), slot)
                      for slot in (0, 1))
     assert (first["CUDA_VISIBLE_DEVICES"], second["CUDA_VISIBLE_DEVICES"]) == ("0", "GPU-5e1c")
     assert (first[ENV_GPU], second[ENV_GPU]) == ("0", "GPU-5e1c")
@@ -156,6 +153,10 @@ def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: P
     progress = Progress(len(cells), out)
     measured = measure_cells(cells, cfg, store, progress)
     assert set(measured) == set(cells) and all(r["status"] == "ok" for r in measured.values())
-    on = [store.replicate(c.preset, c.workload, c.mode)["gpu_index"] for c in cells]
-    assert set(on) == {"0", "1"}  # both GPUs measured
+    records = [store.replicate(c.preset, c.workload, c.mode) for c in cells]
+    assert {r["gpu_index"] for r in records} == {"0", "1"}  # both GPUs measured
+    for r in records:  # when each ran: what tools/bench_runner.py phases lays out per GPU over time
+        assert r["launched_at"] <= r["started_at"] < r["ended_at"]
+        assert {"inputs", "first_call", "warmup", "timing"} <= set(r["phase_at"])
+        assert r["lock_spans"] and all(asked <= got <= released for asked, got, released in r["lock_spans"])
     assert "per GPU: 0 " in progress.lock_share() and ", 1 " in progress.lock_share()

@@ -14,7 +14,7 @@ from plugin_fixture import on_sys_path
 from tracker.errors import UsageError
 from tracker.measure import harness as measure
 from tracker.measure.harness import Settings, compare_outputs, measure_cell
-from tracker.runner import pool as runner
+from tracker.runner import plan as runner
 from tracker.store.cells import CellSkipped
 from workloads.kernels import registry
 from workloads.kernels.registry import Candidate, PluginWarning, Registry, candidate, declared
@@ -195,7 +195,7 @@ def test_a_kernel_mode_resolves_the_registered_candidate() -> None:
         measure_cell("tiny", "diff_cfg_blend", "kernel:nope", "cpu", FAST)
 
 
-@pytest.mark.skipif(not hasattr(runner, "kernel_modes"), reason="tracker.runner.pool does not plan candidates yet")
+@pytest.mark.skipif(not hasattr(runner, "kernel_modes"), reason="tracker.runner.plan does not plan candidates yet")
 def test_the_run_plan_adds_the_selected_candidates_after_the_modes() -> None:
     cells = runner.plan(["tiny"], ["llm_rmsnorm"], ["eager"], kernels=["all"])
     assert [c.mode for c in cells] == ["eager", "kernel:torch_fp32", "kernel:triton_rmsnorm"]

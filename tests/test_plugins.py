@@ -21,7 +21,7 @@ from plugin_fixture import EXAMPLE_REPO, installed, on_sys_path, reset_registrie
 from tracker import cli
 from tracker.measure import harness
 from tracker.measure.harness import Settings, measure_cell
-from tracker.runner import pool
+from tracker.runner.plan import plan
 from workloads import catalog, plugins, registry
 from workloads.kernels import registry as kernel_registry
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
@@ -164,7 +164,7 @@ def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, st
 
 
 def test_the_run_plan_gives_a_plugin_workload_cells_in_its_own_presets(example: dict[str, str]) -> None:
-    cells = pool.plan(["tiny", SWEEP[0]], [WORKLOAD, "llm_rmsnorm"], ["eager"], kernels=["all"])
+    cells = plan(["tiny", SWEEP[0]], [WORKLOAD, "llm_rmsnorm"], ["eager"], kernels=["all"])
     assert [str(c) for c in cells] == [
         "tiny llm_rmsnorm eager", "tiny llm_rmsnorm kernel:torch_fp32", "tiny llm_rmsnorm kernel:triton_rmsnorm",
         f"tiny {WORKLOAD} eager", f"tiny {WORKLOAD} kernel:torch_fp32", f"tiny {WORKLOAD} kernel:triton_add_rmsnorm",

@@ -89,10 +89,12 @@ def test_a_change_selects_the_workloads_it_can_affect() -> None:
     assert select_workloads(["workloads/kernels/triton_rmsnorm.py"]).workloads == ("llm_rmsnorm",)
     assert select_workloads(["workloads/kernels/registry.py"]).workloads == ("llm_rmsnorm", "diff_cfg_blend")
     for harness in ("tracker/measure/harness.py", "benchmarks/baselines.py", "workloads/spec.py",
-                    "workloads/presets.py", "pyproject.toml", "workloads/new_helper.py"):
+                    "workloads/presets.py", "pyproject.toml", "workloads/new_helper.py",
+                    "tracker/runner/workerenv.py", "tracker/runner/schedule.py", "tracker/runner/memledger.py"):
         s = select_workloads([harness, "workloads/llm.py"])
         assert s.everything and s.workloads == WORKLOAD_NAMES, harness
-    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/publish/report.py", "tests/test_x.py"])
+    nothing = select_workloads(["README.md", "docs/runner.md", "tracker/publish/report.py", "tests/test_x.py",
+                                "tracker/runner/progress.py"])
     assert nothing.workloads == () and nothing.describe() == "nothing to measure"
 
 

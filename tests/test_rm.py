@@ -276,18 +276,19 @@ def test_a_killed_rm_is_rolled_back_or_finished_by_the_next_rm_or_run(
 
 def test_run_repairs_an_interrupted_rm_before_it_reads_the_store(
         store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracker.runner import pool
+    from tracker.runner import suite
+    from tracker.runner.config import RunConfig
 
     _killed_rm(store, "before the result file is deleted")
 
     def stop(*args: object) -> None:
         raise RuntimeError("stopped after the repair")
 
-    monkeypatch.setattr(pool, "ForkServer", stop)  # the first thing a run starts after the repair
+    monkeypatch.setattr(suite, "ForkServer", stop)  # the first thing a run starts after the repair
     conf = type("Conf", (), {"results_dir": str(store / "results")})()
-    cfg = pool.RunConfig(store_root=store / "cells", machine="vm", commit=KERNELS)
+    cfg = RunConfig(store_root=store / "cells", machine="vm", commit=KERNELS)
     with pytest.raises(RuntimeError, match="stopped after the repair"):
-        pool.run_suite([], cfg, conf, 0)
+        suite.run_suite([], cfg, conf, 0)
     assert not list(store.rglob(".rm-*")) and (store / "cells" / "vm" / KERNELS / "torch-2.13.0+cpu").is_dir()
 
 

@@ -1,9 +1,9 @@
-"""The parallel runner's bookkeeping: balanced shards, progress that counts each cell once, who re-runs alone."""
+"""The parallel runner's bookkeeping: balanced shards, progress that counts each cell once, who re-runs alone (the
+scheduler itself: tests/test_schedule.py)."""
 
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import os
 import re
@@ -15,20 +15,14 @@ from pathlib import Path
 import pytest
 
 from tracker.measure import gpulock
+from tracker.runner.config import RunConfig
+from tracker.runner.costs import expected_cost
+from tracker.runner.plan import CellId, Job, plan
 from tracker.runner.policy import default_jobs
-from tracker.runner.pool import (
-    CellId,
-    Job,
-    Progress,
-    Queue,
-    RunConfig,
-    cache_dirs,
-    expected_cost,
-    needs_gpu_alone,
-    plan,
-    queue_order,
-    shard,
-)
+from tracker.runner.pool import needs_gpu_alone
+from tracker.runner.progress import Progress
+from tracker.runner.schedule import shard
+from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore, RunKey
 from workloads.names import MODES
 
@@ -49,28 +43,6 @@ def test_max_autotune_costs_more_where_the_workload_has_gemm_or_conv_templates_t
 
     assert cost("llm_swiglu_mlp") == cost("diff_vae_decoder_upsample") > cost("llm_rmsnorm")
     assert cost("llm_swiglu_mlp", "default") == cost("llm_rmsnorm", "default")
-
-
-def test_the_queue_runs_longest_first_with_eager_cells_spread_evenly_from_the_start() -> None:
-    cells = plan(["prefill", "decode"])
-    queue = queue_order(cells)
-    assert sorted(queue) == sorted(cells) and queue[0].mode == "eager"
-    compiling = [c for c in queue if c.mode != "eager"]
-    assert [expected_cost(c) for c in compiling] == sorted((expected_cost(c) for c in compiling), reverse=True)
-    eager_at = [i for i, c in enumerate(queue) if c.mode == "eager"]
-    assert len(eager_at) == 41 and max(b - a for a, b in itertools.pairwise(eager_at)) <= 6  # 164 / 41 = 4 apart
-    assert queue_order(compiling) == compiling
-
-
-def test_a_cells_further_compiles_go_to_the_front_of_the_queue_oldest_first() -> None:
-    a, b, c = (CellId("prefill", w, "max-autotune") for w in ("llm_rmsnorm", "llm_layernorm", "llm_qk_norm"))
-    queue = Queue([Job(a), Job(b), Job(c)])
-    assert [queue.pop(), queue.pop()] == [Job(a), Job(b)]
-    queue.push_front([Job(a, 2), Job(a, 3)])
-    queue.push_front([Job(b, 2), Job(b, 3)])
-    assert queue.holds(a) and not queue.holds(CellId("decode", "llm_rmsnorm", "max-autotune"))
-    assert [queue.pop() for _ in range(5)] == [Job(a, 2), Job(a, 3), Job(b, 2), Job(b, 3), Job(c)]
-    assert not queue
 
 
 def test_a_cells_compiles_share_triton_binaries_and_each_autotunes_in_a_cache_of_its_own(tmp_path: Path) -> None:
@@ -182,7 +154,7 @@ def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", jobs=7)
-    env = cfg.worker_env(CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "inductor"),
+    env = worker_env(cfg, CellId("prefill", "llm_rmsnorm", "default"), str(tmp_path / "inductor"),
                          str(tmp_path / "triton"))
     assert env[gpulock.ENV_TIMING_CPUS] == "16,17"  # not the other shard's timing cores 0,1
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == str((16 - 2) // 7)

@@ -156,3 +156,19 @@ def test_truth_of_a_folder_with_no_trial_or_no_paired_record_is_one_line_and_exi
     (tmp_path / "trial.json").write_text(json.dumps({"trial": "x"}), encoding="utf-8")
     out = truth_cmd(str(tmp_path))
     assert out.returncode == 1 and "not a trial manifest" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+H100_T10 = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t10"
+
+
+def test_on_the_h100_trial_t10_no_cell_that_really_moved_5_percent_is_called_the_same_and_no_control_alarms() -> None:
+    # tests/fixtures/h100-plant-truth/PROVENANCE.md: the verdict run and, apart from it, the truth (8 pairs a side)
+    out = truth_cmd(str(H100_T10))
+    assert out.returncode == 0, out.stderr
+    rows = _table(out.stdout)
+    moved = rows[("GPU-bound", ">= 5%")]
+    cells, reported, undecided, same, wrong, _other = moved
+    assert cells >= 10 and same == wrong == 0 and reported + undecided == cells and reported >= cells - 2
+    assert sum(row[4] for row in rows.values()) == 0  # no verdict points the other way
+    assert "0 alarms of 10 cells, 0 best-baseline changes" in out.stdout
+    assert "a best-baseline change in the headline: 4 of 4 (100%)" in out.stdout

@@ -23,7 +23,9 @@ import pytest
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED, UNDECIDED
-from tracker.runner.pool import CellId, Job, RunConfig, next_replicate, pending, planned
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId, Job
+from tracker.runner.remaining import next_replicate, pending, planned
 from tracker.store.cells import CellStore, RunKey, combine
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,9 @@ median, p90, max, the distribution), the instances whose best mode differs with 
 the launch floor, and the host time per call of each cell in both runs (CPU contention from compiling
 neighbours shows there; the latency itself is GPU time, see tracker.measure.harness.flush_multiple). `phases` prints
 where a run's cells spent their time, and how long each held the GPU lock: the lock-held seconds summed over
-the cells are the floor of a one-GPU run's wall time.
+the cells are the floor of a one-GPU run's wall time; then, for a run that recorded when each measurement ran, each
+GPU's lock share over the run and over its middle (ramp and tail left out) and each GPU's activity over time
+(tracker.runner.timeline).
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ import time
 from pathlib import Path
 
 from tracker.measure.harness import Settings
-from tracker.runner.pool import Progress, RunConfig, measure_cells, plan
+from tracker.runner import timeline
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import plan
+from tracker.runner.pool import measure_cells
+from tracker.runner.progress import Progress
 from tracker.stats import DISTURBED_SPREAD, lower_spread, quantile
 from tracker.store.cells import CellStore, RunKey, torch_version
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
@@ -123,11 +129,13 @@ def cmd_phases(a: argparse.Namespace) -> None:
           f"mean, sum):")
     names = sorted({n for c in every for n in c.get("phase_s") or {}})
     rows = [(n, [c["phase_s"][n] for c in every if n in (c.get("phase_s") or {})]) for n in names]
-    rows += [(k, [c[k] for c in every if c.get(k) is not None]) for k in ("lock_held_s", "lock_wait_s", "wall_s")]
+    rows += [(k, [c[k] for c in every if c.get(k) is not None])
+             for k in ("lock_held_s", "lock_wait_s", "memory_wait_s", "wall_s")]
     for name, xs in rows:
         if xs:
             print(f"  {name:<14} {statistics.median(xs):7.3f} {statistics.fmean(xs):7.3f} {sum(xs):8.1f}"
                   f"  ({len(xs)} measurements)")
+    _per_gpu(every)
     held = sum(c.get("lock_held_s") or 0.0 for c in every)
     timed = sum(v for c in every for n, v in (c.get("phase_s") or {}).items() if n in LOCKED_PHASES)
     if held:
@@ -138,6 +146,27 @@ def cmd_phases(a: argparse.Namespace) -> None:
         widest = max(spread, key=spread.get)
         print(f"widest timing spread (median - p25) / median: {spread[widest]:.1%} ({' '.join(widest)}); "
               f"{sum(v > DISTURBED_SPREAD for v in spread.values())} cells over {DISTURBED_SPREAD:.0%}")
+    print("\n".join(timeline.report(timeline.measurements(_measurements(a.store)), a.bin)))
+
+
+PER_GPU = ("lock_held_s", "inputs", "warmup", "timing", "cuda_init", "cuda_init_wait", "memory_wait_s")
+
+
+def _per_gpu(every: list[dict]) -> None:
+    """The medians per GPU of a run on several: a GPU whose lock is held longer a measurement than the others' (its
+    timing cores far from it, say) shows here."""
+    gpus = sorted({str(c["gpu_index"]) for c in every if c.get("gpu_index") is not None})
+    if len(gpus) < 2:
+        return
+    print("per GPU, the median measurement's seconds: " + ", ".join(PER_GPU))
+    for gpu in gpus:
+        mine = [c for c in every if str(c.get("gpu_index")) == gpu]
+        values = []
+        for key in PER_GPU:
+            xs = [c.get(key, (c.get("phase_s") or {}).get(key)) for c in mine]
+            xs = [x for x in xs if x is not None]
+            values.append(f"{statistics.median(xs):.3f}" if xs else "-")
+        print(f"  GPU {gpu}: {len(mine)} measurements; " + ", ".join(values))
 
 
 def _cells_under(root: str) -> dict[tuple[str, str, str], dict]:
@@ -195,6 +224,7 @@ def main() -> None:
     g.add_argument("parallel")
     h = sub.add_parser("phases")
     h.add_argument("store")
+    h.add_argument("--bin", type=float, help="seconds a row of the timeline (default: the run's 24th part)")
     s = sub.add_parser("spread", help="the spread of each cell over stores that each compiled it cold once")
     s.add_argument("stores", nargs="+")
     a = p.parse_args()

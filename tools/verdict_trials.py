@@ -448,8 +448,13 @@ def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
         if cls == "GPU-bound" and truth.moved >= 0.03 and truth.steady:
             tally.steady[said] += 1
         tally.lines.append(f"  {cls:10} {said:9}  {_said(t, cell, truth, x)}")
-    tally.lines += [f"  no truth: trial {t.name} {x.preset} {x.workload} {x.mode}, verdict {x.verdict}"
-                    for x in verdicts.values()]
+    for x in verdicts.values():
+        if x.workload in t.controls:  # a control the truth run did not measure: its real change is 0 by construction
+            tally.control.update(cells=1, alarms=x.significant, undecided=x.verdict == UNDECIDED)
+            tally.lines += [f"  control alarm: trial {t.name} {x.preset} {x.workload} {x.mode}, verdict "
+                            f"{x.verdict}"] if x.significant else []
+        else:
+            tally.lines.append(f"  no truth: trial {t.name} {x.preset} {x.workload} {x.mode}, verdict {x.verdict}")
 
 
 def tally_best(t: TruthTrial, c: Comparison, tally: Tally) -> None:

@@ -17,7 +17,7 @@ class Mode:
     backend: str | None  # torch.compile's backend; None: not compiled (eager)
     compile_mode: str | None  # torch.compile's mode=; None: the backend's own default
     # Whether its compiles benchmark candidate kernels and launch configs and keep the fastest: two compiles of one
-    # cell can choose differently, so its cells are measured in several compiles (tracker.runner.pool) and judged
+    # cell can choose differently, so its cells are measured in several compiles (tracker.runner.remaining) and judged
     # against their spread (tracker.analyse.judge, noise).
     autotuned: bool
     cudagraphs: bool  # whether the compiled function replays CUDA graphs

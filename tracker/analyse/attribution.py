@@ -15,9 +15,12 @@ from pathlib import Path
 from tracker.store.commits import CommitError, git
 from workloads import catalog
 
-# Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins.
-HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/stats.py",
-           "tracker/runner/worker.py", "tracker/runner/pool.py", "benchmarks/",
+# Files whose change can move every cell: the harness, the suite, the shared workload contract, the pins; and the
+# runner's files that decide how a cell is measured: the worker, its environment (cores, caches, settings), what runs
+# beside it on its GPU (the scheduler, the memory ledger) and the loop that starts it.
+HARNESS = ("tracker/measure/harness.py", "tracker/measure/gpulock.py", "tracker/measure/cudainit.py",
+           "tracker/stats.py", "tracker/runner/worker.py", "tracker/runner/workerenv.py", "tracker/runner/config.py",
+           "tracker/runner/schedule.py", "tracker/runner/memledger.py", "tracker/runner/pool.py", "benchmarks/",
            "workloads/spec.py", "workloads/presets.py", "workloads/names.py", "workloads/registry.py",
            "workloads/__init__.py", "pyproject.toml", "asv.conf.json")
 # Files that change which candidates exist or how they load: every workload that has a candidate.

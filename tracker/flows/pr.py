@@ -28,7 +28,7 @@ from tracker.flows.forge import Forge
 from tracker.flows.sides import Runner, Side, changed_files, resolve, run_commands, workloads_at, worktrees
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment, units
-from tracker.runner.pool import usable_cpus
+from tracker.runner.workerenv import usable_cpus
 from tracker.store import pairing
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
 from tracker.store.pairing import SharedBaseline

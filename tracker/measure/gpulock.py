@@ -23,6 +23,8 @@ ENV_LOCK = "COMPILE_BASELINES_GPU_LOCK"  # path of the lock file; unset: no lock
 ENV_TIMING_CPUS = "COMPILE_BASELINES_TIMING_CPUS"
 # Every GPU's timing cores in a run on several (unset: this lock's own): no compiling worker may use any of them.
 ENV_RESERVED_CPUS = "COMPILE_BASELINES_RESERVED_CPUS"
+# Holds closer than this to the one before (autotuning's benchmarks, one after another) count as one span.
+SPAN_GAP_S = 0.01
 
 
 def parse_cpus(text: str | None) -> frozenset[int]:
@@ -40,7 +42,9 @@ def keep_off_timing_cpus(timing_cpus: frozenset[int]) -> None:
 class GpuLock:
     """flock on a file; re-entrant within a process (our do_bench runs inside the cell's held lock).
 
-    Counts the seconds this process held it and waited for it: the GPU-bound share of a parallel run."""
+    Counts the seconds this process held it and waited for it (the GPU-bound share of a parallel run), and when:
+    `spans`, [asked, got, released] in seconds since the epoch, a hold that follows the one before within
+    SPAN_GAP_S and without waiting merged into it."""
 
     def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset()) -> None:
         self.path = path
@@ -48,6 +52,8 @@ class GpuLock:
         self.held_s = 0.0
         self.wait_s = 0.0
         self._since = 0.0
+        self._asked_at = 0.0
+        self.spans: list[list[float]] = []
         self._saved_cpus: set[int] | None = None
         self._depth = 0
         self._fd: int | None = None
@@ -58,7 +64,7 @@ class GpuLock:
         with self._mutex:
             if self._depth == 0:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                asked = time.perf_counter()
+                asked, self._asked_at = time.perf_counter(), time.time()
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
                 self._since = time.perf_counter()
                 self.wait_s += self._since - asked
@@ -78,7 +84,23 @@ class GpuLock:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
-                    self.held_s += time.perf_counter() - self._since
+                    held = time.perf_counter() - self._since
+                    self.held_s += held
+                    self._span(held)
+
+
+    def _span(self, held: float) -> None:
+        released = time.time()
+        got = released - held
+        last = self.spans[-1] if self.spans else None
+        if last is not None and self._asked_at - last[2] < SPAN_GAP_S and got - self._asked_at < SPAN_GAP_S:
+            last[2] = released
+        else:
+            self.spans.append([self._asked_at, got, released])
+
+    def spans_after(self, start: float) -> list[list[float]]:
+        """`spans` as seconds after `start` (a measurement's started_at), to the millisecond."""
+        return [[round(x - start, 3) for x in span] for span in self.spans]
 
 
 def _locked(lock: GpuLock, fn: Callable[..., Any]) -> Callable[..., Any]:

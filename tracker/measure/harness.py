@@ -70,8 +70,11 @@ class CellResult:
     flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
     flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
     # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "host_time",
-    # "timing"), lock waits excluded; in a parallel run, the seconds this process held and waited for the lock.
+    # "timing"), lock waits excluded; "cuda_init_wait": the wait for a turn to create the CUDA context. In a parallel
+    # run, the seconds this process held and waited for the lock.
     phase_s: dict[str, float] = field(default_factory=dict)
+    started_at: float | None = None  # when the measurement began (seconds since the epoch)
+    phase_at: dict[str, float] = field(default_factory=dict)  # when each phase began, seconds after started_at
     lock_held_s: float | None = None
     lock_wait_s: float | None = None
     host: dict[str, str] = field(default_factory=dict)
@@ -232,6 +235,21 @@ def init_cuda() -> None:
     torch.cuda.current_blas_handle()
 
 
+def _start_cuda(result: CellResult, gate: Callable[[], contextlib.AbstractContextManager[Any]]) -> bool:
+    """Whether this host has a CUDA device; where it has, its driver, context and cuBLAS handle are started here, in
+    the phase cuda_init, everything that touches the driver first included (the device check, host_info's device
+    name). `gate`: the turn to do it among the processes of this GPU (tracker.measure.cudainit), its wait the phase
+    cuda_init_wait."""
+    import torch
+
+    with _phase(result, "cuda_init", gate, wait="cuda_init_wait"):
+        if not torch.cuda.is_available():
+            return False
+        init_cuda()
+        result.host = host_info("cuda").as_dict()
+    return True
+
+
 def host_calls(per_call_ms: float | None, budget_ms: float = 20.0) -> int:
     """Calls for host_time_us: about `budget_ms` of them, 5 to 50 (each one's GPU work is waited for)."""
     return 50 if not per_call_ms else max(5, min(50, int(budget_ms / per_call_ms)))
@@ -239,10 +257,17 @@ def host_calls(per_call_ms: float | None, budget_ms: float = 20.0) -> int:
 
 @contextlib.contextmanager
 def _phase(result: CellResult, name: str,
-           guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> Iterator[None]:
-    """Record the seconds `name` took inside `guard` (the GPU lock: its wait is not counted)."""
+           guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+           wait: str | None = None) -> Iterator[None]:
+    """Record the seconds `name` took inside `guard` (the GPU lock: its wait is not counted; `wait`: the phase that
+    counts it) and when it began."""
+    asked = time.perf_counter()
     with guard():
         t0 = time.perf_counter()
+        if wait is not None:
+            result.phase_s[wait] = round(t0 - asked, 4)
+        if result.started_at is not None:
+            result.phase_at[name] = round(time.time() - result.started_at, 3)
         try:
             yield
         finally:
@@ -332,6 +357,7 @@ def measure_cell(
     exclusive: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     fn_override: Callable[..., Any] | None = None,
     launch_us: float | None = None,
+    cuda_init_gate: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
@@ -342,8 +368,9 @@ def measure_cell(
     (docs/runner.md).
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (workloads.kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
-    callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`, when
-    given, is this run's launch floor, already measured by another cell (the runner's workers share one)."""
+    callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`: this
+    run's launch floor when another cell measured it already (the runner's workers share one); `cuda_init_gate`: see
+    `_start_cuda`."""
     import torch
 
     spec = registry.get(workload)
@@ -353,27 +380,25 @@ def measure_cell(
     if fn_override is None and candidate is None:
         names.check_mode(mode)
     device = pick_device(device)
-    result = CellResult(preset, workload, mode, device, FAILED)
+    result = CellResult(preset, workload, mode, device, FAILED, started_at=time.time())
     start = time.perf_counter()
     if why := _not_here(spec, preset, device, candidate):
         return _skip(result, why, start)
-    p = spec.preset(preset)
     fn_override = candidate.fn if candidate is not None else fn_override
-    result.host = host_info(device).as_dict()
     threads = torch.get_num_threads()
     try:
         if device == "cpu":  # before anything compiles: inductor fixes its kernels' thread count then
             torch.set_num_threads(settings.cpu_threads)
             result.cpu_threads = settings.cpu_threads
+            result.host = host_info(device).as_dict()
         with time_limit(settings.time_limit_s):
-            if device == "cuda":
-                with _phase(result, "cuda_init"):
-                    init_cuda()
+            if device == "cuda" and not _start_cuda(result, cuda_init_gate):
+                return _skip(result, "no CUDA device", start)
             if launch_us is None:
                 with _phase(result, "launch_floor", exclusive):
                     launch_us = launch_overhead_us(device)
             result.launch_us = launch_us
-            _measure_into(result, spec, p, mode, device, settings, exclusive, fn_override)
+            _measure_into(result, spec, spec.preset(preset), mode, device, settings, exclusive, fn_override)
     except Exception as exc:
         result.status, result.reason = FAILED, _reason(exc)
     finally:
@@ -407,15 +432,11 @@ def too_large_for_cpu(spec: Workload, p: Preset | Shape) -> str | None:
 
 def _not_here(spec: Workload, preset: str, device: str, candidate: Any) -> str | None:
     """Why the cell is not measured on `device`, or None: a preset the workload does not have, tensors too large
-    for a CPU, no CUDA device, a candidate that does not run here."""
-    import torch
-
+    for a CPU, a candidate that does not run here. Whether a CUDA device is there is asked later (`_start_cuda`)."""
     if why := spec.not_measured_in(preset):
         return why
     if device != "cuda" and (why := too_large_for_cpu(spec, spec.preset(preset))):
         return why
-    if device == "cuda" and not torch.cuda.is_available():
-        return "no CUDA device"
     return candidate.skip_reason(device) if candidate is not None else None
 
 

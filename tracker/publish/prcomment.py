@@ -3,6 +3,7 @@ that `comment` finds it by, fitted into GitHub's 65,536-character limit without 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import jinja2
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
+from tracker.publish.escape import as_ours, code, markdown_env, ours
 from tracker.publish.evidence import cell_evidence, latency_evidence
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
@@ -19,12 +21,13 @@ from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                          keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band,
-                    speedup=units.speedup, spread=units.spread, us=units.us,
-                    evidence=lambda x: cell_evidence(x).replace("|", "\\|"), latency=latency_evidence,
-                    md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
+# Every {{ }} is escaped as markdown (tracker.publish.escape) unless it is the numbers' text, a code span or ours.
+_ENV = markdown_env(loader=jinja2.FileSystemLoader(TEMPLATES))
+_ENV.filters.update({name: as_ours(f) for name, f in dict(
+    ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band, speedup=units.speedup,
+    spread=units.spread, us=units.us, evidence=lambda x: cell_evidence(x).replace("|", "\\|"),
+    latency=latency_evidence).items()})
+_ENV.filters.update(code=code, short=lambda s: str(s)[:8])
 
 
 def versions(c: Comparison) -> str:
@@ -101,16 +104,23 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         geomeans.setdefault(f.preset, []).append(f)
     return {
         "skipped": False, "scope": scope,
-        "c": c, "headline": headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
+        "c": c, "headline": headline(c), "marker": ours(MARKER), "changed": "true" if c.changed else "false",
+        "list_all": list_all(c),
         "best": c.best_changes, "cells": significant, "kernels": c.kernel_changes if only_changed else c.kernels,
         "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
         "notes_heading": notes_heading(c),
-        "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
-        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
+        "method": sum(x.method for x in c.cells), "attribution": ours(attribution.rstrip("\n")),
+        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": ours(rule_md(c)),
         "undecided": c.undecided,
     }
+
+
+def list_all(c: Comparison) -> str:
+    """The command that lists every row a cut comment leaves out (its machine quoted for a shell)."""
+    return (f"compile-baselines compare --base {c.base.commit[:8]} --head {c.head.commit[:8]} "
+            f"--machine {shlex.quote(c.head.machine)}")
 
 
 def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
@@ -147,5 +157,5 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
 
 def render_skipped(base: str, head: str, files: list[str]) -> str:
     """The PR comment when no file that affects a measurement changed: nothing was measured."""
-    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=MARKER, changed="false", base=base,
+    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=ours(MARKER), changed="false", base=base,
                                                      head=head, files=files)

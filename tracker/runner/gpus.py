@@ -1,9 +1,9 @@
-"""The GPUs of a host that one run measures on (`run --gpus`), and which of them each measurement gets.
+"""The GPUs of a host that one run measures on (`run --gpus`): which, of one model, and how much memory each has.
 
-Every GPU has its own lock and its own two timing cores (tracker.runner.pool.RunConfig), so measurements on
-different GPUs never wait for each other; the compile workers are shared by all of them. A measurement starts on the
-GPU with the least expected work in flight, so the heavy cells spread over the GPUs instead of queueing on one.
-A run's results are keyed by one GPU model, so the GPUs it measures on must all be of that model (`check_one_model`).
+Every GPU has its own lock and its own two timing cores (tracker.runner.workerenv), so measurements on
+different GPUs never wait for each other; the compile workers are shared by all of them. Which GPU each measurement
+gets is the scheduler's (tracker.runner.schedule). A run's results are keyed by one GPU model, so the GPUs it
+measures on must all be of that model (`check_one_model`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,6 +49,11 @@ def select(spec: str | None, gpus: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(gpus[i] for i in picked)
 
 
+def file_key(gpu: str) -> str:
+    """A GPU as CUDA_VISIBLE_DEVICES names it, as part of a file name: its lock's, its memory ledger's."""
+    return "".join(c if c.isalnum() else "_" for c in gpu)
+
+
 NVIDIA_SMI = ["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"]
 
 
@@ -62,13 +66,18 @@ class HostGpu:
     name: str
 
 
-def nvidia_smi(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run) -> str | None:
-    """What `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader` prints, or None where it cannot say.
-    nvidia-smi asks the driver (NVML): unlike torch, it creates no CUDA context, so the parent holds no GPU memory."""
-    if shutil.which(NVIDIA_SMI[0]) is None:
+NVIDIA_SMI_MEMORY = ["nvidia-smi", "--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"]
+
+
+def nvidia_smi(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+               command: list[str] = NVIDIA_SMI) -> str | None:
+    """What `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader` (or `command`) prints, or None where it
+    cannot say. nvidia-smi asks the driver (NVML): unlike torch, it creates no CUDA context, so the parent holds no GPU
+    memory."""
+    if shutil.which(command[0]) is None:
         return None
     try:
-        return run(NVIDIA_SMI, capture_output=True, text=True, timeout=30, check=True).stdout
+        return run(command, capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -88,6 +97,20 @@ def _listed(entry: str, listing: list[HostGpu]) -> HostGpu | None:
     both). None for what nvidia-smi's GPU list cannot map, e.g. a MIG instance."""
     found = [g for g in listing if (g.index == entry if entry.isdigit() else g.uuid.startswith(entry))]
     return found[0] if len(found) == 1 else None
+
+
+def memory_bytes(picked: tuple[str, ...], listing: str | None) -> int | None:
+    """The least memory of the GPUs `picked` (CUDA_VISIBLE_DEVICES entries) in bytes, from nvidia-smi's lines
+    "0, GPU-<uuid>, 81559" (`NVIDIA_SMI_MEMORY`, MiB); None where the listing cannot say for each of them."""
+    if listing is None:
+        return None
+    rows = [HostGpu(*fields) for line in listing.splitlines()
+            if len(fields := [f.strip() for f in line.split(",", 2)]) == 3 and fields[0].isdigit()
+            and fields[1].startswith("GPU-") and fields[2].isdigit()]
+    found = [_listed(e, rows) for e in picked]
+    if not found or any(g is None for g in found):
+        return None
+    return min(int(g.name) for g in found if g is not None) * 2**20
 
 
 def check_one_model(picked: tuple[str, ...], host: tuple[str, ...], listing: str | None,
@@ -127,22 +150,3 @@ def check_one_model(picked: tuple[str, ...], host: tuple[str, ...], listing: str
     hint = " or ".join(f"--gpus {','.join(ks)}{',' if len(ks) == 1 else ''} ({name})" for name, ks in of_model.items())
     raise UsageError(f"--gpus picks GPUs of different models ({', '.join(named(e) for e in picked if e in model)}) "
                      f"and a run's results are keyed by one GPU model: measure one model a run, e.g. {hint}")
-
-
-class GpuSlots:
-    """Which GPU (its position in the run's list) a measurement gets: the least expected work in flight, ties to
-    the first."""
-
-    def __init__(self, count: int) -> None:
-        self._load = [0.0] * count
-        self._lock = threading.Lock()
-
-    def acquire(self, cost: float) -> int:
-        with self._lock:
-            slot = min(range(len(self._load)), key=lambda k: (self._load[k], k))
-            self._load[slot] += cost
-            return slot
-
-    def release(self, slot: int, cost: float) -> None:
-        with self._lock:
-            self._load[slot] -= cost

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracker.measure.hostinfo import cuda_available
 from tracker.runner import gpus
-from tracker.runner.pool import usable_cpus
+from tracker.runner.workerenv import usable_cpus
 from workloads import catalog
 
 
@@ -35,6 +35,25 @@ def default_jobs_here() -> int:
     """`default_jobs` of a run on this host with every GPU visible (what `pr` gives both sides together)."""
     here = device(None)
     return default_jobs(here, len(gpus.visible()) if here == "cuda" else 0)
+
+
+# The share of each GPU's memory that the measurements on it may reserve together (tracker.runner.memledger): the
+# rest stays free for what the reservations do not count (fragmentation, the driver's own).
+MEMORY_SHARE = 0.9
+
+
+def memory_budget(picked: tuple[str, ...]) -> int | None:
+    """Each GPU's memory for the measurements on it, as nvidia-smi reports the least of `picked`; None without it."""
+    total = gpus.memory_bytes(picked, gpus.nvidia_smi(command=gpus.NVIDIA_SMI_MEMORY))
+    return None if total is None else int(total * MEMORY_SHARE)
+
+
+def default_together(device: str) -> int:
+    """A cell's further compiles at once on a GPU: two. They start once its first is in, and one after another the
+    longest cell's chain is what a run on several GPUs ends waiting for (docs/runner.md has the simulation's
+    figures); the scheduler keeps them within the GPU's memory. On a CPU one: the cores the timing runs on are the
+    compilers'."""
+    return 2 if device == "cuda" else 1
 
 
 RUN_REP_MS = 500.0

@@ -17,10 +17,14 @@ from tracker.measure.hostinfo import busy_warning
 from tracker.paths import project_repo, workspace
 from tracker.runner import gpus as host_gpus
 from tracker.runner import policy
-from tracker.runner import pool as runner
+from tracker.runner.config import RunConfig
+from tracker.runner.plan import CellId, plan
+from tracker.runner.schedule import shard
+from tracker.runner.suite import run_suite
 from tracker.store import asvfiles, commits
 from tracker.store.cells import check_commit, check_machine_name, default_cells_dir
 from workloads import catalog
+from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES, is_plugin_workload
 
 # Set (to anything but "" or "0") by a caller that shows the run's progress among others' (`pr`): the run prints its
@@ -61,8 +65,8 @@ class RunRequest:
 class Prepared:
     """A run that passed every check: its cells, where it records them, and how it measures them."""
 
-    cells: list[runner.CellId]
-    config: runner.RunConfig
+    cells: list[CellId]
+    config: RunConfig
     conf: Any  # asv's config, its results directory the run's
     presets: list[str]
     repo: Path
@@ -83,7 +87,7 @@ def run_main(request: RunRequest, config: Path, results_dir: str | None = None) 
     _where_notes(run, results_dir is None)
     if cfg.device == "cpu" and (warning := busy_warning()):
         print(f"run: warning: {warning}", file=sys.stderr)
-    outcome = runner.run_suite(run.cells, cfg, run.conf, run.date_ms)
+    outcome = run_suite(run.cells, cfg, run.conf, run.date_ms)
     failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
     print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
           f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")
@@ -111,32 +115,33 @@ def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -
     settings = Settings(warmup_ms=request.warmup_ms, rep_ms=request.rep_ms or policy.default_rep_ms(),
                         warmup_calls=request.warmup_calls, time_limit_s=request.time_limit_s,
                         cpu_threads=request.cpu_threads)
-    cfg = runner.RunConfig(
+    cfg = RunConfig(
         # absolute: the workers run in the repository root, whatever the working directory here
         store_root=Path(request.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
         machine=machine, commit=commit, jobs=request.jobs or policy.default_jobs(device, len(gpus)), device=device,
         settings=settings, cell_timeout_s=request.cell_timeout_s,
         warm_cache_dir=Path(request.warm_cache).resolve() if request.warm_cache else None,  # the workers' cwd differs
         retry_failed=request.retry_failed, replicates=request.replicates or policy.default_replicates(device),
-        replicated_modes=None if request.replicate_all_modes else runner.AUTOTUNED_MODES, gpus=gpus)
+        replicated_modes=None if request.replicate_all_modes else AUTOTUNED_MODES, gpus=gpus,
+        memory_budget=policy.memory_budget(gpus) if gpus else None, together=policy.default_together(device))
     return Prepared(cells, cfg, conf, presets, repo, date_ms)
 
 
-def select_cells(request: RunRequest, presets: list[str]) -> list[runner.CellId]:
+def select_cells(request: RunRequest, presets: list[str]) -> list[CellId]:
     """The cells of the presets, workloads, modes and kernels asked for, then only those listed, then the shard's;
     UsageError when an unknown name or the selection leaves none."""
-    cells = runner.plan(presets, catalog.expand(request.workloads) if request.workloads else None,
-                        request.modes or MODES, kernels=[k for k in request.kernels or ["all"] if k != "none"])
+    cells = plan(presets, catalog.expand(request.workloads) if request.workloads else None,
+                 request.modes or MODES, kernels=[k for k in request.kernels or ["all"] if k != "none"])
     if request.cells:
         cells = listed_cells(request.cells, cells)
     if request.shard:
-        cells = runner.shard(cells, *request.shard)
+        cells = shard(cells, *request.shard)
     if not cells:
         raise UsageError("no cells selected: check --preset/--workload/--mode")
     return cells
 
 
-def listed_cells(listed: list[str], planned: list[runner.CellId]) -> list[runner.CellId]:
+def listed_cells(listed: list[str], planned: list[CellId]) -> list[CellId]:
     """The cells named PRESET/WORKLOAD/MODE among those planned; a name that is not one of them is a usage error."""
     by_name = {f"{c.preset}/{c.workload}/{c.mode}": c for c in planned}
     unknown = [x for x in listed if x not in by_name]

@@ -4,9 +4,11 @@ the cell's measurements this is (default 1).
 
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 
-Measures with the cross-process GPU lock when the runner set one, and stores the result atomically in
-the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELINES_MACHINE). The first cell
-to finish records the host's launch floor there; later cells of the run reuse it instead of measuring it."""
+Measures with the cross-process GPU lock when the runner set one, after a turn to create its CUDA context
+(tracker.measure.cudainit) and holding its share of the GPU's memory (tracker.runner.memledger) where the runner set
+them, and stores the result atomically in the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT,
+COMPILE_BASELINES_MACHINE), with when it ran (`_when`). The first cell to finish records the host's launch floor
+there; later cells of the run reuse it instead of measuring it."""
 
 from __future__ import annotations
 
@@ -14,13 +16,21 @@ import contextlib
 import json
 import os
 import sys
+import time
+from typing import Any
 
-from tracker.measure import gpulock
-from tracker.measure.harness import Settings, measure_cell
+from tracker.measure import cudainit, gpulock
+from tracker.measure.harness import CellResult, Settings, measure_cell
+from tracker.runner import memledger
+from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
+# The exit status of a worker that measured its cell but could not store it (a full disk, a read-only store):
+# sysexits' EX_IOERR. The runner stops there (tracker.runner.pool.NotKept) rather than call the cell failed.
+EXIT_NOT_KEPT = 74
 ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
+ENV_LAUNCHED = "COMPILE_BASELINES_LAUNCHED_AT"  # when the runner asked for this process (seconds since the epoch)
 GPU_INDEX = "gpu_index"  # where a measurement records it ("gpu" in results and host info is the GPU's model)
 
 
@@ -34,17 +44,39 @@ def main(argv: list[str]) -> int:
         gpulock.keep_off_timing_cpus(gpulock.reserved_cpus(lock))
         gpulock.install(lock)
         exclusive = lock.held
+    gate = cudainit.from_env()
+    memory = memledger.from_env()
     store = CellStore(default_root(), RunKey.from_env())
     floor = store.launch_floor()
-    cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
-                        settings=settings, exclusive=exclusive, launch_us=floor)
-    if lock is not None:
-        cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
-    gpu = {GPU_INDEX: os.environ[ENV_GPU]} if os.environ.get(ENV_GPU) else {}
-    store.put({**stored_form(cell.as_dict()), "replicate": replicate, **gpu})
-    if floor is None and cell.launch_us is not None:
-        store.set_launch_floor(cell.launch_us)
+    with memory[0].reserved(memory[1]) if memory else contextlib.nullcontext(None) as memory_wait_s:
+        cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
+                            settings=settings, exclusive=exclusive, launch_us=floor,
+                            cuda_init_gate=gate.held if gate else contextlib.nullcontext)
+    try:
+        store.put({**stored_form(cell.as_dict()), "replicate": replicate, **_when(cell, lock, memory_wait_s)})
+        if floor is None and cell.launch_us is not None:
+            store.set_launch_floor(cell.launch_us)
+    except (OSError, atomic.LockError) as e:  # the last line of stderr: what the runner says
+        print(f"not kept in {store.dir}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        return EXIT_NOT_KEPT
     return 0
+
+
+def _when(cell: CellResult, lock: gpulock.GpuLock | None, memory_wait_s: float | None) -> dict[str, Any]:
+    """What the runner's timeline reads beside the cell (tools/bench_runner.py phases): its GPU, when it was asked
+    for and ended, its holds of the GPU lock and its waits for the lock and for memory."""
+    out: dict[str, Any] = {"ended_at": round(time.time(), 3)}
+    if os.environ.get(ENV_GPU):
+        out[GPU_INDEX] = os.environ[ENV_GPU]
+    if os.environ.get(ENV_LAUNCHED):
+        out["launched_at"] = float(os.environ[ENV_LAUNCHED])
+    if lock is not None:
+        out["lock_held_s"], out["lock_wait_s"] = round(lock.held_s, 4), round(lock.wait_s, 4)
+        if cell.started_at is not None:
+            out["lock_spans"] = lock.spans_after(cell.started_at)
+    if memory_wait_s is not None:
+        out["memory_wait_s"] = round(memory_wait_s, 4)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,95 @@
+"""The runner's loop (tracker.runner.pool.measure_cells) with a stand-in for the fork server: each "process" stores
+the record a worker would, at once, so the loop's decisions show without measuring anything. The first attempt at
+one cell runs out of memory beside the others (a constructed record of the kind the 4-GPU host's PR run stored)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracker.runner import memledger, remeasure
+from tracker.runner.config import RunConfig
+from tracker.runner.forkserver import Child
+from tracker.runner.plan import CellId
+from tracker.runner.pool import measure_cells
+from tracker.runner.worker import ENV_GPU
+from tracker.store.cells import CellStore, RunKey
+
+GiB = 2**30
+CELLS = [CellId("prefill", w, "default") for w in ("llm_rmsnorm", "llm_layernorm", "diff_cfg_blend", "rl_dpo_loss")]
+BIG = CELLS[0]
+
+
+class StandIn:
+    """Stores for each launch what the worker would have: out of memory for BIG's first attempt while others were in
+    flight, ok otherwise; keeps each launch's environment and what else was in flight on its GPU."""
+
+    def __init__(self, store: CellStore) -> None:
+        self.store, self.launches, self.in_flight = store, [], 0
+        self._lock = threading.Lock()
+
+    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
+        preset, workload, mode, replicate = argv
+        with self._lock:
+            first = not any(a[:3] == argv[:3] for a, _ in self.launches)
+            self.launches.append((argv, env))
+        record: dict[str, Any] = {"preset": preset, "workload": workload, "mode": mode, "replicate": int(replicate),
+                                  "device": "cuda", "gpu_index": env[ENV_GPU]}
+        if CellId(preset, workload, mode) == BIG and first:
+            record |= {"status": "failed", "samples_ms": [],
+                       "reason": "out of memory: CUDA out of memory. Tried to allocate 3.80 GiB"}
+        else:
+            record |= {"status": "ok", "samples_ms": [0.1], "median_ms": 0.1, "p25_ms": 0.1, "compile_s": 1.0}
+        self.store.put(record)
+        child = Child(len(self.launches), pid=1, status=0)
+        child.forked.set()
+        child.exited.set()
+        return child
+
+    def wait(self, child: Child, timeout: float | None) -> bool:
+        return True
+
+    def kill(self, child: Child) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_what_ran_out_of_memory_beside_others_is_measured_again_alone_reserving_its_whole_gpu(tmp_path: Path) -> None:
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=8, device="cuda", gpus=("0", "1"),
+                    memory_budget=70 * GiB)
+    store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
+    server = StandIn(store)
+    measured = measure_cells(CELLS, cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
+    assert {c: r["status"] for c, r in measured.items()} == dict.fromkeys(CELLS, "ok")
+    again = [env for argv, env in server.launches if argv[1] == BIG.workload]
+    assert len(again) == 2 and server.launches[-1][0][1] == BIG.workload  # once more, at the end
+    assert int(again[0][memledger.ENV_RESERVE]) < cfg.memory_budget  # its share, beside the others
+    assert int(again[1][memledger.ENV_RESERVE]) == cfg.memory_budget  # alone: the whole GPU
+    assert all(env[memledger.ENV_LEDGER].endswith(f".gpu-{env[ENV_GPU]}.memory.json") for _, env in server.launches)
+
+
+def test_a_confirmation_measures_on_every_gpu_of_the_host_with_its_memory_counted(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    class Comparison:  # what confirm_head reads of compare_runs' answer
+        head = type("Run", (), {"torch": "t", "machine": "m", "commit": "c" * 40})()
+        cells: list[Any] = []
+
+    monkeypatch.setattr(remeasure, "compare_runs", lambda *a, **k: Comparison())
+    monkeypatch.setattr(remeasure, "torch_version", lambda: "t")
+    monkeypatch.setattr(remeasure.confirm, "candidates", lambda c: [("prefill", "llm_rmsnorm", "max-autotune")])
+    monkeypatch.setattr(remeasure, "device", lambda requested: "cuda")
+    monkeypatch.setattr(remeasure, "pick_gpus", lambda device, spec: ("0", "1", "2", "3"))
+    monkeypatch.setattr(remeasure, "memory_budget", lambda gpus: 72 * GiB)
+    monkeypatch.setattr(remeasure, "_latest", lambda *a: type("Run", (), {"date_ms": 0})())
+    monkeypatch.setattr(remeasure, "run_suite", lambda cells, cfg, conf, date, out: seen.update(cfg=cfg))
+    conf = type("Conf", (), {"results_dir": str(tmp_path / "results")})()
+    assert remeasure.confirm_head(conf, "base", "head", "m") == 1
+    cfg = seen["cfg"]
+    assert cfg.gpus == ("0", "1", "2", "3") and cfg.memory_budget == 72 * GiB and cfg.jobs > 1
