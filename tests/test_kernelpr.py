@@ -185,7 +185,7 @@ def test_a_fresh_nightly_run_is_the_baseline_and_the_comment_says_which_and_how_
     record = record_of(tmp_path / "quick", c["base"], c["slower"])
     assert record is not None and record.shared is not None
     assert (record.shared.source, record.shared.commit) == ("history", c["base"]) and record.shared.measured
-    assert f"the nightly's run of `{c['base'][:8]}` in {tmp_path / 'history'}" in body
+    assert f"the nightly's run of {c['base'][:8]} in {tmp_path / 'history'}" in body
     assert " before this comparison" in body
     nights = {(x.preset, x.mode): x.base_ms for x in quick.cells if x.mode in MODES}
     assert all(x.base_ms == x.head_ms == nights[(x.preset, x.mode)] for x in quick.cells if x.mode in MODES)
@@ -231,6 +231,17 @@ def test_a_nightly_run_of_other_workload_code_is_not_the_baseline(repo: tuple[Pa
     fake = PairedFake(MACHINE, plant(c, "slower"))
     pr(r, c, "slower", tmp_path / "quick2", fake, history=[str(other)])
     assert [cmd.label for cmd in fake.calls[:3]] == ["base", "head", "head modes"]  # measured at head
+
+
+def test_a_side_lists_its_own_kernels_of_the_workloads_and_presets_named_or_says_it_cannot() -> None:
+    from tracker.flows import kernelrun
+
+    run = ["run", "--commit", "c" * 40, "--workload", "diff_cfg_blend", "llm_qk_norm", "--preset", "prefill", "decode",
+           "--replicates", "3", "--replicate-all-modes"]
+    assert sorted(kernelrun.kernel_cells(run) or []) == sorted(f"{p}/{w}/{m}" for p, w, m in KERNEL_CELLS)
+    assert kernelrun.kernel_cells([*run[:3], "--workload", "llm_qk_norm", "--preset", "prefill"]) == []
+    assert kernelrun.kernel_cells(run[:6]) is None  # no preset named: the side's defaults are not asked
+    assert kernelrun.main([*run[:3], "--workload", "llm_qk_norm", "--preset", "prefill"]) == 0  # nothing to measure
 
 
 # ---------------------------------------------------------------------------------------------------- the record

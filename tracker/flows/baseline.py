@@ -47,10 +47,15 @@ class Plan:
     measured at `measured_ms`); `cells`: the modes' cells it must hold (history) ."""
 
     source: str
+    presets: tuple[str, ...] = ()  # what both sides measure: named to each side's run, whatever its defaults
     cells: tuple[Cell, ...] = ()
     run: RunFile | None = None
     where: str = ""
     measured_ms: int | None = None
+
+    def at_head(self) -> Plan:
+        """The plan to fall back to: the modes measured at head."""
+        return Plan(HEAD, self.presets)
 
     def describe(self, now_ms: int | None = None) -> str:
         """The plan in words, for the PR comment."""
@@ -60,7 +65,7 @@ class Plan:
         age = "" if self.measured_ms is None else \
             f", measured {_age((now_ms or _now_ms()) - self.measured_ms)} before this comparison"
         return ("Only kernels under test changed: their cells were measured in pairs at base and head, against the "
-                f"baseline of the nightly's run of `{self.run.commit[:8]}` in {self.where} (same machine, GPU and "
+                f"baseline of the nightly's run of {self.run.commit[:8]} in {self.where} (same machine, GPU and "
                 f"torch, the workloads' code the base's{age}).")
 
 
@@ -70,13 +75,13 @@ def choose(selection: Selection, sides: Sequence[Side], history: Sequence[str | 
     if not selection.kernel_only or len(sides) != 2 or sides[0].workloads != sides[1].workloads:
         return None
     workloads = sides[0].workloads
-    wanted = tuple((p, w, m) for p in presets or policy.default_presets(policy.device(None))
-                   for w in workloads if catalog.applies(p, w) for m in (modes or MODES))
+    named = tuple(presets or policy.default_presets(policy.device(None)))
+    wanted = tuple((p, w, m) for p in named for w in workloads if catalog.applies(p, w) for m in (modes or MODES))
     for where in history:
         for run in reversed(_candidates(Path(where), machine)):
             if _same_code(run.commit, sides[0].commit, workloads, repo_dir) and _holds(run, wanted):
-                return Plan(HISTORY, wanted, run, str(where), _measured_ms(run.path))
-    return Plan(HEAD)
+                return Plan(HISTORY, named, wanted, run, str(where), _measured_ms(run.path))
+    return Plan(HEAD, named)
 
 
 def _candidates(where: Path, machine: str) -> list[RunFile]:
@@ -156,7 +161,7 @@ def settle(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_
         print(f"pr: the run of {plan.run.commit[:12] if plan.run else '?'} in {plan.where} was measured with other "
               "versions than this host's: measuring the modes' cells at head", file=log, flush=True)
         at_head(plan.cells)
-        plan = Plan(HEAD)
+        plan = plan.at_head()
         got = share(plan, results, machine, sides, repo_dir) or SharedBaseline((), sides[-1].commit)
     return plan, got
 

@@ -4,9 +4,9 @@ The flow hands this file's text to `python -c` in the side's worktree, followed 
 `run` (`run --commit C --workload W ... --replicates 1 --replicate-all-modes`). It lists the kernels under test of
 those workloads and presets as the side's own code declares them (its registry and its plugins, so a kernel added or
 removed by the change is measured only where it exists), then becomes the side's `run` of those cells (`--cell`
-each). A side without any measures nothing. A side whose code cannot list them (a version of the tool without
-`tracker.runner.pool.plan`'s kernels) measures every cell it is asked for, as a full round 1 would: the flow then
-shares only the cells it lacks.
+each). A side without any measures nothing. A side whose code cannot list them (a version of the workloads package
+without the registry or the catalog it asks) measures every cell it is asked for, as a full round 1 would: the flow
+then shares only the cells it lacks.
 
 It imports nothing at the top: run this way, its imports are the side's own modules (the worktree comes first on the
 path), not this version's.
@@ -28,16 +28,21 @@ def _values(argv: Sequence[str], flag: str) -> list[str]:
 
 
 def kernel_cells(argv: Sequence[str]) -> list[str] | None:
-    """PRESET/WORKLOAD/MODE of every kernel under test of the workloads and presets `run` is asked for, as this
-    process's code declares them; None where that code cannot tell."""
+    """PRESET/WORKLOAD/MODE of every kernel under test of the workloads and presets `run` is asked for (the flow
+    names both), as this process's code declares them; None where that code cannot tell, or no preset is named.
+    Only the workloads package is asked (its registry and catalog): what a run's own planning would find."""
+    presets, workloads = _values(argv, "--preset"), _values(argv, "--workload")
+    if not presets:
+        return None
     try:
-        from tracker.runner import policy, pool
+        from workloads import catalog
+        from workloads.kernels import registry
 
-        presets = _values(argv, "--preset") or policy.default_presets(policy.device(None))
-        cells = pool.plan(presets, _values(argv, "--workload"), modes=(), kernels=["all"])
+        found = registry.candidates()
+        return [f"{p}/{w}/{registry.MODE_PREFIX}{c.name}" for p in presets for w in workloads
+                if catalog.applies(p, w) for c in found if c.workload == w]
     except (ImportError, AttributeError, TypeError):
         return None
-    return [f"{c.preset}/{c.workload}/{c.mode}" for c in cells]
 
 
 def main(argv: Sequence[str]) -> int:

@@ -80,7 +80,8 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
     rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
     devices = rounds.host_gpus() if devices is None else devices
     with worktrees(sides, repo_dir) as trees:
-        paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, request.presets, request.modes,
+        presets = plan.presets if plan else request.presets  # a kernel-only change: both sides name theirs
+        paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,
                                      runner or run_commands, rounds.groups_of(devices, usable_cpus()), log,
                                      baseline=plan.source if plan else None)
         judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
