@@ -381,7 +381,8 @@ def _pr(commands: Commands) -> None:
     pr.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
     pr.add_argument("--history", nargs="+", default=[], metavar="DIR",
                     help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
-                         "nightly's results branch)")
+                         "nightly's results branch); where only kernels under test changed, a run there of this "
+                         "machine and torch and of the base's workload code is their baseline")
     pr.add_argument("--budget", type=POSITIVE, default=240.0, metavar="SECONDS",
                     help="wall time for measuring (default 240): base and head are measured in pairs, round after "
                          "round, while cells are undecided; the round after the first starts while time is left, a "

@@ -83,7 +83,8 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
         presets = plan.presets if plan else request.presets  # a kernel-only change: both sides name theirs
         paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,
                                      runner or run_commands, rounds.groups_of(devices, usable_cpus()), log,
-                                     baseline=plan.source if plan else None)
+                                     baseline=plan.source if plan else None,
+                                     kernel_compiles=min(COMPILES, request.budget.most))
         judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
         comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
     for w in comparison.warnings:
