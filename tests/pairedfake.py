@@ -5,7 +5,8 @@ from the store.
 Constructed data, not measurements: a cell's compile r at a commit is its latency in a real H100 run
 (tests/fixtures/h100-aa4, run h100-f, replicate 1), times the change planted for that commit, times a draw of the
 cell's noise (log-normal, `sd`, seeded by cell, commit and compile, so a test is the same every time). Its runs are
-keyed by this host's torch. The GPU a compile records is the CUDA_VISIBLE_DEVICES its run was given.
+keyed by this host's torch. The GPU a compile records is the CUDA_VISIBLE_DEVICES its run was given. A side's run of
+its kernels alone (tracker.flows.kernelrun, `python -c`) measures the kernel cells of its workloads and presets.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from tracker.flows.sides import Command
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
+from workloads.modes import AUTOTUNED_MODES
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "fixtures" / "h100-aa4"
@@ -44,8 +46,10 @@ class PairedFake:
     `sd(cell)` is the cell's noise between compiles (natural log)."""
 
     def __init__(self, machine: str, changes: Mapping[str, Mapping[Cell, float]] | None = None,
-                 sd: Callable[[Cell], float] = lambda cell: 0.01, rc: int = 0) -> None:
+                 sd: Callable[[Cell], float] = lambda cell: 0.01, rc: int = 0,
+                 entry: Mapping[str, str] | None = None) -> None:
         self.machine, self.changes, self.sd, self.rc = machine, changes or {}, sd, rc
+        self.entry = {**ENTRY, **(entry or {})}
         self.calls: list[Command] = []
         self.batches: list[list[str]] = []
 
@@ -56,14 +60,20 @@ class PairedFake:
     def one(self, c: Command) -> int:
         self.calls.append(c)
         argv = c.argv
+        kernels_only = argv[1] == "-c"  # the side's own kernels alone
+        if kernels_only:
+            argv = [sys.executable, "-m", "tracker.cli", *argv[3:]]
         assert argv[:4] == [sys.executable, "-m", "tracker.cli", "run"]
         commit, results = _value(argv, "--commit"), Path(_value(argv, "--results-dir"))
         assert _value(argv, "--machine") == self.machine
-        replicates = int(_value(argv, "--replicates"))
         store = CellStore(default_cells_dir(results), RunKey(self.machine, commit, torch_version()))
-        for cell in self._cells(argv):
+        cells = [x for x in self._cells(argv) if (not kernels_only or x[2].startswith("kernel:"))
+                 and not (_values(argv, "--kernel") == ["none"] and x[2].startswith("kernel:"))]
+        if not cells and kernels_only:  # a side without kernels measures nothing
+            return 0
+        for cell in cells:
             have = len(store.replicates(*cell))
-            for r in range(have + 1, replicates + 1):
+            for r in range(have + 1, _replicates(argv, cell) + 1):
                 store.put(self._compile(cell, commit, r, c.env.get("CUDA_VISIBLE_DEVICES")))
         if self.rc == 0:
             self._record(results, commit, store)
@@ -96,7 +106,14 @@ class PairedFake:
         if key not in _SUITE:
             _SUITE[key] = asvfiles.suite(conf, sys.executable, commit)
         asvfiles.record_run(conf, sys.executable, self.machine, commit, 1_767_225_600_000, store.cells(), {},
-                            entry=ENTRY | {"machine": self.machine}, discovered=_SUITE[key])
+                            entry=self.entry | {"machine": self.machine}, discovered=_SUITE[key])
+
+
+def _replicates(argv: list[str], cell: Cell) -> int:
+    """The compiles `run` makes of `cell`: --replicates (on a GPU host 3 by default) for every mode with
+    --replicate-all-modes, else for the autotuned modes; one for the others."""
+    n = int(_value(argv, "--replicates")) if "--replicates" in argv else 3
+    return n if "--replicate-all-modes" in argv or cell[2] in AUTOTUNED_MODES else 1
 
 
 def _value(argv: list[str], flag: str) -> str:

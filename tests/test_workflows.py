@@ -270,7 +270,7 @@ CONTRACT = {
                                 "--fail-on": ("best-change", "regression", "never")}),
     "comment": Command({"--repo": 1, "--pr": 1, "--body-file": 1, "--only-on-change": 0},
                        frozenset({"--repo", "--pr", "--body-file"})),
-    "pr": Command({"--base": 1, "--head": 1, "--repo": 1, "--pr": 1, "--history": "+"},
+    "pr": Command({"--base": 1, "--head": 1, "--repo": 1, "--pr": 1, "--history": "+", "--machine": 1},
                   frozenset({"--base", "--head"})),
     "report": Command({"--out": 1, "--results-dir": 1}, frozenset({"--out"})),
     "publish": Command({"--out": 1}),

@@ -174,7 +174,7 @@ def cmd_pr(args: argparse.Namespace) -> int:
                         args.jobs or policy.default_jobs_here(),  # both sides together: at once on a GPU host
                         args.machine, args.preset, args.mode, catalog.expand(args.workload) if args.workload else None,
                         args.history, args.fail_on, Budget(args.budget, args.max_compiles, args.compiles),
-                        project_repo())
+                        project_repo(), args.full)
     return pr_main(request, forge)
 
 

@@ -391,6 +391,10 @@ def _pr(commands: Commands) -> None:
     pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",
                     help="exactly N paired compiles a side for every cell, whatever the verdicts (a measurement of "
                          "the real change; no budget)")
+    pr.add_argument("--full", action="store_true",
+                    help="every cell in pairs at base and head even where only kernels under test changed (by "
+                         "default their baseline, the modes' cells, is measured once for both sides, or taken from a "
+                         "--history run of the base's workload code)")
 
 
 def _issue(commands: Commands) -> None:

@@ -32,11 +32,15 @@ class Selection:
     workloads: tuple[str, ...]  # in the study's order
     everything: bool
     reasons: tuple[str, ...]  # one per changed file that selected something: "path: what"
+    # Every file that selected something is a kernel under test's (a kernel module, in-tree or a plugin's, or the
+    # candidates' registry): the workloads' own code and the harness are the same on both sides, so are their modes
+    kernel_only: bool = False
 
     def within(self, scope: Iterable[str]) -> Selection:
         """The selection restricted to `scope` (a kernel repository measures its own workloads only)."""
         keep = set(scope)
-        return Selection(tuple(w for w in self.workloads if w in keep), self.everything, self.reasons)
+        return Selection(tuple(w for w in self.workloads if w in keep), self.everything, self.reasons,
+                         self.kernel_only)
 
     def describe(self) -> str:
         if not self.workloads:
@@ -78,12 +82,14 @@ def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, lis
     chosen: set[str] = set()
     reasons: list[str] = []
     everything = False
+    kernels = True  # so far, only kernel files selected something
     for path in sorted(set(changed)):
         if any(path == h or (h.endswith("/") and path.startswith(h)) for h in HARNESS):
-            everything = True
+            everything, kernels = True, False
             reasons.append(f"{path}: the harness, all workloads")
         elif path in workloads_by_file:
             chosen.update(workloads_by_file[path])
+            kernels = False
             reasons.append(f"{path} changed")
         elif path in kernels_by_file:
             chosen.update(kernels_by_file[path])
@@ -92,11 +98,11 @@ def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, lis
             chosen.update(all_kernel_workloads)  # a new or unknown kernel module: every workload with a kernel
             reasons.append(f"{path}: all workloads with kernels under test")
         elif path.startswith("workloads/") and path.endswith(".py"):
-            everything = True  # a helper the domain modules may share
+            everything, kernels = True, False  # a helper the domain modules may share
             reasons.append(f"{path}: shared by workloads, all workloads")
     known = catalog.workload_names()
     names = known if everything else tuple(w for w in known if w in chosen)
-    return Selection(tuple(names), everything, tuple(reasons))
+    return Selection(tuple(names), everything, tuple(reasons), kernels and bool(names))
 
 
 def source_changes(base: str, head: str, repo_dir: Path) -> Selection | None:

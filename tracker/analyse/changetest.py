@@ -8,7 +8,8 @@ registered (`REGISTRY`, by the names of tracker.analyse.verdicts.TESTS):
   together), the fixed bands where nothing is known of a cell's noise;
 - `bands`: the fixed bands alone, the rule of earlier versions;
 - `paired`: base and head measured in pairs round after round (tracker.analyse.paired), for runs that a paired
-  record ties together (tracker.store.pairing: the PR flow writes one).
+  record ties together (tracker.store.pairing: the PR flow writes one). A cell the record says was measured once for
+  both sides (a shared baseline: only kernels under test changed) is the same by construction, never a change.
 
 `test_for` picks the test: the rule's, except that two runs measured in pairs are judged by the paired test whenever
 the rule asks for the default, so that any later `compare` judges them as the PR flow did.
@@ -38,8 +39,9 @@ from tracker.analyse.judge import (
     verdict_of,
 )
 from tracker.analyse.noise import EmpiricalNoise, History, cell_class, compiles_of
+from tracker.analyse.verdicts import SAME, SHARED_BASELINE
 from tracker.errors import UsageError
-from tracker.store.pairing import PairedRecord
+from tracker.store.pairing import PairedRecord, SharedBaseline
 from workloads.modes import MODES
 
 Cell = tuple[str, str, str]  # (preset, workload, mode)
@@ -136,6 +138,10 @@ class PairedTest:
         judged = NoiseTest().judge(ok, rule, launch_us, context)
         diffs = {}
         for key in ok:
+            if record.shared is not None and record.shared.holds(key):
+                judged.verdicts[key] = _shared(ok[key], record.shared)
+                judged.evidence.pop(key, None)
+                continue
             d = paired.Differences.of(record.pairs(key))
             if d is not None:
                 fast = min(d.base.best_ms, d.head.best_ms)
@@ -159,6 +165,16 @@ class PairedTest:
             judged.verdicts[key] = paired.verdict_of(e, key in chosen.cells, chosen.families, rule)
             judged.evidence[key] = e
         return Judged(judged.verdicts, judged.evidence, chosen, True, self.name)
+
+
+def _shared(rows: tuple[Any, Any], shared: SharedBaseline) -> Verdict:
+    """A cell measured once for both sides: the same, its one measurement on both."""
+    b, h = rows
+    n = compiles_of(b)
+    count = n.n + n.set_aside if n is not None else 1
+    where = "this PR's head" if shared.source == "head" else f"the run of {shared.commit[:8]} in {shared.where}"
+    return Verdict(SAME, float(h.median_ms) / float(b.median_ms), None, None, _spread(b, h), (count, count),
+                   noise=f"{SHARED_BASELINE}: measured once for both sides, in {where}")
 
 
 REGISTRY: dict[str, ChangeTest] = {t.name: t for t in (NoiseTest(), BandsTest(), PairedTest())}

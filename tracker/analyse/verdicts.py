@@ -48,6 +48,10 @@ SOURCE_UNCHANGED, UNCONFIRMED = Word.SOURCE_UNCHANGED, Word.UNCONFIRMED
 REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
 IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 
+# What a cell of a shared baseline was judged on (its noise, in CellChange.noise): measured once for both sides, it is
+# the same by construction (a kernel-only change: tracker.store.pairing.SharedBaseline)
+SHARED_BASELINE = "shared baseline"
+
 # What the compiled code of a cell did between two runs, from its fingerprints (tracker.measure.fingerprint):
 # the same generated code and launch configs; the same code launched with other configs (autotuning chose
 # differently); other generated code (the source, torch, or max-autotune's template choice changed).

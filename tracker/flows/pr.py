@@ -5,7 +5,8 @@ Only the workloads whose code changed are measured (a domain module: the workloa
 the workloads of its candidates, whose modes they are judged against), or all of them when the harness or the
 dependency pins changed. The comparison judges every measured workload's instances on their modes together (their
 source changed), with the paired test; the paired record it is judged from is kept with the runs, so a later
-`compare` of the two runs gives the same verdicts.
+`compare` of the two runs gives the same verdicts. Where only kernels under test changed, the modes' cells are
+measured once for both sides, or taken from the nightly's run (tracker.flows.baseline), unless `full` is asked.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from tracker.analyse import compare
-from tracker.analyse.attribution import select_workloads
+from tracker.analyse.attribution import Selection, select_workloads
 from tracker.analyse.compare import ChangeRule, Comparison
 from tracker.analyse.confirm import COMPILES
-from tracker.flows import rounds
+from tracker.flows import baseline, rounds
 from tracker.flows.forge import Forge
 from tracker.flows.sides import Runner, Side, changed_files, resolve, run_commands, workloads_at, worktrees
 from tracker.paths import REPO_ROOT
@@ -29,6 +31,7 @@ from tracker.publish import prcomment, units
 from tracker.runner.workerenv import usable_cpus
 from tracker.store import pairing
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
+from tracker.store.pairing import SharedBaseline
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class PrRequest:
     fail_on: str = "never"
     budget: rounds.Budget = field(default_factory=rounds.Budget)
     repo_dir: Path = REPO_ROOT
+    full: bool = False  # every cell in pairs, even where only kernels under test changed (no shared baseline)
 
 
 def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
@@ -68,24 +72,19 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
     if not selection.workloads:
         _post(forge, prcomment.render_skipped(base, head, files), False)
         return compare.EXIT_OK
-    sides = []
-    for label, commit in (("base", base), ("head", head)):
-        there = workloads_at(commit, repo_dir)
-        if names := tuple(w for w in selection.workloads if there is None or w in there):
-            sides.append(Side(label, commit, names))
-            print(f"pr: measuring {units.count(len(names), 'workload')} at {commit[:12]}", file=log)
+    sides = _sides(selection.workloads, base, head, repo_dir, log)
+    plan = None if request.full or request.budget.compiles else \
+        baseline.choose(selection, sides, request.history, machine, request.presets, request.modes, repo_dir)
+    if plan is not None:
+        print(f"pr: {plan.describe()}", file=log)
     rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
-    scope_text = selection.describe().capitalize() + "."
     devices = rounds.host_gpus() if devices is None else devices
-
-    def judge() -> Comparison:
-        _record(results, machine, sides, selection.workloads, scope_text, rule)
-        return compare.compare_runs(results, base, head, machine, rule=rule, workloads=selection.workloads,
-                                    history=request.history, together=True, joint=selection.workloads)
-
     with worktrees(sides, repo_dir) as trees:
-        paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, request.presets, request.modes,
-                                     runner or run_commands, rounds.groups_of(devices, usable_cpus()), log)
+        presets = plan.presets if plan else request.presets  # a kernel-only change: both sides name theirs
+        paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,
+                                     runner or run_commands, rounds.groups_of(devices, usable_cpus()), log,
+                                     baseline=plan.source if plan else None)
+        judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
         comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
@@ -93,9 +92,49 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
     return compare.EXIT_FAIL_ON if comparison.fails(request.fail_on) else compare.EXIT_OK
 
 
+def _sides(workloads: Sequence[str], base: str, head: str, repo_dir: Path, log: TextIO) -> list[Side]:
+    """Each commit with the selected workloads it has."""
+    sides = []
+    for label, commit in (("base", base), ("head", head)):
+        there = workloads_at(commit, repo_dir)
+        if names := tuple(w for w in workloads if there is None or w in there):
+            sides.append(Side(label, commit, names))
+            print(f"pr: measuring {units.count(len(names), 'workload')} at {commit[:12]}", file=log)
+    return sides
+
+
+@dataclass
+class _Judge:
+    """After each round: the baseline shared once (a kernel-only change), the paired record written, the comparison."""
+
+    request: PrRequest
+    results: Path
+    machine: str
+    commits: tuple[str, str]  # base, head
+    sides: list[Side]
+    selection: Selection
+    rule: ChangeRule
+    plan: baseline.Plan | None
+    rounds: rounds.PairedRounds
+    shared: SharedBaseline | None = None
+
+    def __call__(self) -> Comparison:
+        r, workloads = self.request, self.selection.workloads
+        if self.plan is not None and self.shared is None and len(self.sides) == 2:
+            self.plan, self.shared = baseline.settle(self.plan, self.results, self.machine, self.sides,
+                                                     Path(r.repo_dir).resolve(), self.rounds.at_head, self.rounds.log)
+        said = self.plan is not None and self.shared is not None and bool(self.shared.cells)
+        scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
+        _record(self.results, self.machine, self.sides, workloads, scope, self.rule, self.shared)
+        return compare.compare_runs(self.results, *self.commits, self.machine,
+                                    rule=self.rule, workloads=workloads, history=r.history, together=True,
+                                    joint=workloads)
+
+
 def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Sequence[str], scope_text: str,
-            rule: ChangeRule) -> None:
-    """The paired record of what the two cell stores hold now (tracker.store.pairing), written beside the head's."""
+            rule: ChangeRule, shared: SharedBaseline | None = None) -> None:
+    """The paired record of what the two cell stores hold now (tracker.store.pairing), written beside the head's;
+    the cells of a `shared` baseline are no pairs."""
     cells_dir = default_cells_dir(results)
     if len(sides) < 2:
         return
@@ -105,9 +144,11 @@ def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Seque
         return
     keys = [{(c["preset"], c["workload"], c["mode"]) for c in s.all() if isinstance(c, dict) and "mode" in c}
             if s else set() for s in stores]
-    record = pairing.from_stores(cells_dir, machine, stores[1].key.torch, base, head, sorted(keys[0] & keys[1]),
+    paired = sorted(k for k in keys[0] & keys[1] if shared is None or not shared.holds(k))
+    record = pairing.from_stores(cells_dir, machine, stores[1].key.torch, base, head, paired,
                                  scope=tuple(workloads), joint=tuple(workloads), scope_text=scope_text,
-                                 confirm=rule.confirm, same_within=rule.same_within, max_compiles=rule.max_compiles)
+                                 confirm=rule.confirm, same_within=rule.same_within, max_compiles=rule.max_compiles,
+                                 shared=shared)
     pairing.write(cells_dir, record)
 
 

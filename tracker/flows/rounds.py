@@ -12,6 +12,11 @@ alone, so a base of any version measures where it is put.
 
 Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
 (tracker.store.pairing) is read off the two cell stores after each round.
+
+Where only kernels under test changed (tracker.flows.baseline), round 1 measures each side's kernels under test
+(tracker.flows.kernelrun) in three compiles a side at once (a look at one pair decides nothing: no other cell is
+paired to lend its spread), and the modes' cells, the baseline, once at head, unless the nightly's run holds them.
+The later rounds are the kernels' alone: the modes' cells are decided ("the same", by construction) and never pending.
 """
 
 from __future__ import annotations
@@ -27,12 +32,21 @@ from typing import TextIO, TypeVar
 from tracker.analyse import confirm as confirm_
 from tracker.analyse import paired
 from tracker.analyse.compare import Comparison
-from tracker.flows.sides import Command, Runner, Side, check_codes, run_command_line
+from tracker.flows.sides import (
+    Command,
+    Runner,
+    Side,
+    check_codes,
+    kernels_command_line,
+    modes_command_line,
+    run_command_line,
+)
 from tracker.publish import units
 from tracker.runner import gpus
 from workloads.modes import BY_NAME as MODE_BY_NAME
 
 Cell = tuple[str, str, str]
+Step = tuple[str, Side, list[str]]  # a command of a round: its label, its side (whose worktree), its argv
 T = TypeVar("T")
 
 
@@ -117,9 +131,20 @@ class PairedRounds:
     runner: Runner
     groups: list[Group]
     log: TextIO = sys.stderr
+    # A kernel-only change (tracker.flows.baseline): where its baseline comes from, "head" (its modes measured there
+    # in round 1) or "history" (none measured); None: every cell in pairs
+    baseline: str | None = None
+    kernel_compiles: int = 3  # a kernel-only change: its kernels' compiles a side in round 1
+
+    @property
+    def first_compiles(self) -> int:
+        """The compiles a side round 1 gives the cells it pairs."""
+        return 1 if self.baseline is None else self.kernel_compiles
 
     def first(self) -> None:
-        """Round 1: every cell of the sides' workloads, one compile a side."""
+        """Round 1: every cell of the sides' workloads, one compile a side; of a kernel-only change, the kernels'
+        cells alone, `kernel_compiles` a side, and the modes' at head (the baseline: as many compiles as `run` gives
+        them by default, as the nightly's), unless the history holds them."""
         workloads = list(dict.fromkeys(w for s in self.sides for w in s.workloads))
         n = len(self.groups)
         units: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
@@ -130,8 +155,28 @@ class PairedRounds:
         else:
             pairs = [(w, p) for w in workloads for p in self.presets or ()]
             placed = [(k, ((w,), (p,))) for k, b in enumerate(balance(pairs, lambda x: 1.0, n)) for w, p in b]
-        self._run([(self.groups[k], [(s, self._argv(s, ws, ps)) for s in self._measuring(ws)])
-                   for k, (ws, ps) in placed])
+        self._run([(self.groups[k], self._first_steps(ws, ps)) for k, (ws, ps) in placed])
+
+    def _first_steps(self, workloads: Sequence[str], presets: Sequence[str] | None) -> list[Step]:
+        if self.baseline is None:
+            return [(s.label, s, self._argv(s, workloads, presets)) for s in self._measuring(workloads)]
+        steps = [(s.label, s, kernels_command_line(self._argv(s, workloads, presets, (), self.kernel_compiles)))
+                 for s in self._measuring(workloads)]
+        head = self.sides[-1]
+        if self.baseline == "head" and set(workloads) & set(head.workloads):
+            steps.append((f"{head.label} modes", head, self._modes_argv(head, workloads, presets)))
+        return steps
+
+    def at_head(self, cells: Sequence[Cell]) -> None:
+        """The modes' `cells` measured at head alone: a kernel-only change's baseline, where the one planned from
+        the history turned out unusable."""
+        head = self.sides[-1]
+        argv = [*self._modes_argv(head, head.workloads, self.presets), "--cell", *confirm_.cell_names(list(cells))]
+        self._run([(self.groups[0], [(f"{head.label} modes", head, argv)])])
+
+    def _modes_argv(self, side: Side, workloads: Sequence[str], presets: Sequence[str] | None) -> list[str]:
+        mine = [w for w in workloads if w in side.workloads]
+        return modes_command_line(side.commit, mine, self.results, self.machine, presets, self.modes)
 
     def more(self, cells: Sequence[Cell], compiles: int) -> None:
         """A later round: `cells` to `compiles` compiles a side."""
@@ -140,7 +185,7 @@ class PairedRounds:
         for group, part in zip(self.groups, bins, strict=True):
             if part:
                 names = confirm_.cell_names(list(part))
-                work.append((group, [(s, self._argv(s, s.workloads, self.presets, names, compiles))
+                work.append((group, [(s.label, s, self._argv(s, s.workloads, self.presets, names, compiles))
                                      for s in self.sides]))
         self._run(work)
 
@@ -153,16 +198,16 @@ class PairedRounds:
         return run_command_line(side.commit, mine, self.results, self.machine, None, presets, cells, compiles,
                                 self.modes)
 
-    def _run(self, work: list[tuple[Group, list[tuple[Side, list[str]]]]]) -> None:
+    def _run(self, work: list[tuple[Group, list[Step]]]) -> None:
         """Each group's commands, both sides at once where the jobs allow (a GPU host), the jobs shared out."""
         count = sum(len(cmds) for _, cmds in work) or 1
         together = self.jobs is not None and self.jobs >= 2
         each = max(1, (self.jobs or 1) // count) if together else self.jobs
         commands = []
         for k, (group, cmds) in enumerate(work):
-            for side, argv in cmds:
+            for name, side, argv in cmds:
                 argv = [*argv, "-j", str(each)] if each else argv
-                label = side.label if len(work) == 1 else f"{side.label}@{group.gpu or k}"
+                label = name if len(work) == 1 else f"{name}@{group.gpu or k}"
                 commands.append(Command(label, argv, self.trees[side.label], group.env(), group.cpus))
         codes = self.runner(commands) if together else [rc for c in commands for rc in self.runner([c])]
         check_codes(commands, codes)
@@ -176,7 +221,8 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
     start = clock()
     rounds.first()
     comparison, last = judge(), clock() - start
-    targets = [budget.compiles] if budget.compiles else paired.schedule(budget.most, confirm)[1:]
+    targets = [budget.compiles] if budget.compiles else \
+        [t for t in paired.schedule(budget.most, confirm)[1:] if t > rounds.first_compiles]
     for target in targets:
         cells = _all_short(comparison, target) if budget.compiles else confirm_.pending(comparison)
         if not cells:

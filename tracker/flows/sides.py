@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tracker.errors import ToolError
+from tracker.runner.request import PROGRESS_ONLY
 from tracker.store.commits import CommitError, git, resolve_ref
 
 
@@ -98,14 +100,16 @@ def worktrees(sides: Sequence[Side], repo_dir: Path) -> Iterator[dict[str, Path]
 
 
 def run_commands(commands: Sequence[Command]) -> list[int]:
-    """The real runner: the commands at once, their output (progress, each run's summary) on our stderr, each line
-    after its label, so that stdout carries the comment alone (`compile-baselines pr ... > comment.md`)."""
+    """The real runner: the commands at once, their progress on our stderr, each line after its label, so that stdout
+    carries the comment alone (`compile-baselines pr ... > comment.md`); each run is asked for its progress only
+    (PROGRESS_ONLY) and what it prints beyond (a run of an older version prints its summary) is held back
+    (`Condenser`), its last lines shown where the run fails."""
     sys.stdout.flush()
     sys.stderr.flush()
     procs = []
     try:
         for c in commands:
-            env = {**os.environ, **c.env}
+            env = {**os.environ, **c.env, PROGRESS_ONLY: "1"}
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(c.cwd), os.environ.get("PYTHONPATH")]))
             proc = subprocess.Popen(c.argv, cwd=c.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, errors="replace")
@@ -114,13 +118,17 @@ def run_commands(commands: Sequence[Command]) -> list[int]:
                 # Before the run starts any thread or worker: they inherit it
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(proc.pid, c.cpus)
-        echoes = [threading.Thread(target=_echo, args=(c.label, p.stdout), daemon=True)
-                  for c, p in zip(commands, procs, strict=True)]
+        shown = [Condenser(c.label) for c in commands]
+        echoes = [threading.Thread(target=_echo, args=(k, p.stdout), daemon=True) for k, p in zip(shown, procs,
+                                                                                                   strict=True)]
         for t in echoes:
             t.start()
         codes = [p.wait() for p in procs]
         for t in echoes:
             t.join()
+        for k, rc in zip(shown, codes, strict=True):
+            if rc != 0:
+                k.show_held()
         return codes
     except BaseException:
         # Interrupted: each run is asked to stop as on Ctrl-C, so it ends its own cell workers (each in a session of
@@ -135,17 +143,53 @@ def run_commands(commands: Sequence[Command]) -> list[int]:
         raise
 
 
-def _echo(label: str, out: TextIO | None) -> None:
+# The line a run prints when it has measured everything, before its summary: "14 cells: 14 ok, 0 failed, ..."
+_OUTCOME = re.compile(r"^\d+ cells?: \d+ ok, \d+ failed, \d+ skipped in ")
+_HELD = ("run: commit ", "GPU lock held ")  # each run's header and its lock's share: said once a run, not progress
+
+
+class Condenser:
+    """What `pr` shows of one run's output: its progress (a line per measurement), its notes, warnings and outcome,
+    and the cells that failed; not its header, nor the summary it prints after its outcome (runs of versions before
+    PROGRESS_ONLY print one whatever they are told). What it holds back it keeps: `show_held` prints the last lines."""
+
+    def __init__(self, label: str, out: TextIO | None = None, keep: int = 60) -> None:
+        self.label, self.out, self.keep = label, out, keep
+        self.held: list[str] = []
+        self.summary = False  # past the outcome line
+
+    def feed(self, line: str) -> None:
+        text = line.rstrip("\n")
+        shown = not self.summary and bool(text.strip()) and not text.startswith(_HELD)
+        shown = shown or (self.summary and text.lstrip().startswith(("failed:", "warning")))
+        self.summary = self.summary or bool(_OUTCOME.match(text))
+        if shown:
+            self._write(text)
+        else:
+            self.held = [*self.held[-(self.keep - 1):], text]
+
+    def show_held(self) -> None:
+        """The lines held back, the last `keep` of them: the run failed, its log tells why."""
+        for text in self.held:
+            self._write(text)
+        self.held = []
+
+    def _write(self, text: str) -> None:
+        out = self.out or sys.stderr
+        out.write(f"{self.label} | {text}\n")
+        out.flush()
+
+
+def _echo(shown: Condenser, out: TextIO | None) -> None:
     for line in out or ():
-        sys.stderr.write(f"{label} | {line}")
-        sys.stderr.flush()
+        shown.feed(line)
 
 
 def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str, jobs: int | None,
                      presets: Sequence[str] | None, cells: Sequence[str] = (), replicates: int | None = None,
                      modes: Sequence[str] | None = None) -> list[str]:
-    """One side's `run`: the workloads (and presets) given, one compile a cell; or `cells` only, to `replicates`
-    compiles each whatever their mode (a round of the paired measurement)."""
+    """One side's `run`: the workloads (and presets) given, one compile a cell, or `replicates` each; or `cells`
+    only, to `replicates` compiles each whatever their mode (a round of the paired measurement)."""
     # `python -m tracker.cli` rather than the `compile-baselines` script: the script imports the installed
     # (head) checkout, this imports the worktree's code (cwd first on sys.path), whose workers do the same.
     command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
@@ -158,7 +202,30 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
         command += ["-j", str(jobs)]
     if cells:
         return [*command, "--cell", *cells, "--replicates", str(replicates), "--replicate-all-modes"]
+    if replicates:  # every cell of the workloads that many compiles (a kernel-only change's kernels, kernelrun)
+        return [*command, "--replicates", str(replicates), "--replicate-all-modes"]
     return [*command, "--replicates", "1"]
+
+
+def modes_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str,
+                       presets: Sequence[str] | None, modes: Sequence[str] | None = None) -> list[str]:
+    """A side's `run` of the workloads' modes alone (no kernel under test), each in as many compiles as `run` gives
+    it by default (the nightly's baseline): a kernel-only change's baseline, measured once for both sides."""
+    command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
+               "--results-dir", str(results_dir), "--workload", *workloads, "--kernel", "none"]
+    if presets:
+        command += ["--preset", *presets]
+    return command + (["--mode", *modes] if modes else [])
+
+
+def kernels_command_line(run_argv: Sequence[str]) -> list[str]:
+    """A side's `run` (`run_command_line`) of its kernels under test alone, as its own code lists them
+    (tracker.flows.kernelrun, handed to `python -c` in the side's worktree)."""
+    from tracker.flows import kernelrun
+
+    if list(run_argv[:4]) != [sys.executable, "-m", "tracker.cli", "run"]:
+        raise ValueError(f"not a side's run: {' '.join(run_argv[:4])}")
+    return [sys.executable, "-c", Path(kernelrun.__file__).read_text(encoding="utf-8"), *run_argv[3:]]
 
 
 def check_codes(commands: Sequence[Command], codes: Sequence[int]) -> None:
@@ -168,5 +235,6 @@ def check_codes(commands: Sequence[Command], codes: Sequence[int]) -> None:
             raise FlowError(f"measuring {commit[:12]} failed (exit {rc}); its log is above")
 
 
-__all__ = ["Command", "FlowError", "Runner", "Side", "changed_files", "check_codes", "resolve", "run_command_line",
-           "run_commands", "workloads_at", "worktrees"]
+__all__ = ["PROGRESS_ONLY", "Command", "Condenser", "FlowError", "Runner", "Side", "changed_files", "check_codes",
+           "kernels_command_line", "modes_command_line", "resolve", "run_command_line", "run_commands",
+           "workloads_at", "worktrees"]

@@ -3,13 +3,14 @@
 "3.50 ms → 3.73 ms, +6.6% (95% CI +4.9..+8.3%), 3 compiles a side": the geometric means of the two sides'
 compiles (what the noise test compares; the tables' before and after are the best compiles), the change, its
 confidence interval and the compiles each side had. A cell judged by the fixed bands (its noise unknown) says its
-band and p-value instead. Each number in the reader's unit (tracker.publish.units), so the comment, the terminal
-table and the report say the same.
+band and p-value instead; a cell of a shared baseline, that one measurement served both sides. Each number in the
+reader's unit (tracker.publish.units), so the comment, the terminal table and the report say the same.
 """
 
 from __future__ import annotations
 
 from tracker.analyse.compare import CellChange, InstanceChange
+from tracker.analyse.verdicts import SHARED_BASELINE
 from tracker.publish.units import ARROW, DASH, MICRO, band, change, count, interval, ms, p_is
 
 
@@ -26,6 +27,8 @@ def cell_evidence(x: CellChange, micro: str = MICRO, arrow: str = ARROW, level: 
     """One cell's evidence; "" for a cell not judged on its times (missing, failed on either side)."""
     if x.ratio is None:
         return ""
+    if (x.noise or "").startswith(SHARED_BASELINE):
+        return f"{SHARED_BASELINE}: one measurement for both sides"
     if x.ci is not None and x.means_ms is not None:
         means = f"{ms(x.means_ms[0], micro)} {arrow} {ms(x.means_ms[1], micro)}"
         parts = [means, f"{change(x.ratio)} ({interval(x.ci, level)})", compiles(x.compiles, arrow)]

@@ -27,6 +27,10 @@ from workloads import catalog
 from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES, is_plugin_workload
 
+# Set (to anything but "" or "0") by a caller that shows the run's progress among others' (`pr`): the run prints its
+# progress and its outcome, not its summary
+PROGRESS_ONLY = "COMPILE_BASELINES_PROGRESS_ONLY"
+
 
 @dataclass(frozen=True)
 class RunRequest:
@@ -89,7 +93,8 @@ def run_main(request: RunRequest, config: Path, results_dir: str | None = None) 
           f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")
     for cell, r in failed:
         print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
-    _print_summary(run.conf.results_dir, cfg.commit, cfg.machine)
+    if os.environ.get(PROGRESS_ONLY, "") in ("", "0"):
+        _print_summary(run.conf.results_dir, cfg.commit, cfg.machine)
     return 0
 
 

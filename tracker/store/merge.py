@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,11 +118,13 @@ def _union(a: list[list[str]], b: list[list[str]]) -> list[list[str]]:
     return [list(dict.fromkeys([*x, *y])) for x, y in zip(a, b, strict=True)]
 
 
-def _absorb(into: Any, other: Any) -> None:
-    """Copy into `into` every cell that `other` ran, exactly as `other` recorded it (value, samples, statistics: a
-    copy, never recomputed from the thinned samples). A failure in `other` never replaces a measurement in `into`;
-    absorbing a file that `into` already holds changes nothing."""
+def _absorb(into: Any, other: Any, only: Collection[tuple[str, ...]] | None = None) -> None:
+    """Copy into `into` every cell that `other` ran (`only`: of these parameter combinations), exactly as `other`
+    recorded it (value, samples, statistics: a copy, never recomputed from the thinned samples). A failure in `other`
+    never replaces a measurement in `into`; absorbing a file that `into` already holds changes nothing."""
     for name in other.get_all_result_keys():
+        if only is not None and not any(key in only for key in _row(other, name)):
+            continue
         version = other._benchmark_version.get(name)
         if name in into._benchmark_version and into._benchmark_version[name] != version:
             raise MergeError(f"benchmark {name} has version {version} in one shard and "
@@ -135,7 +138,7 @@ def _absorb(into: Any, other: Any) -> None:
         merged = []
         for key in (itertools.product(*params) if params else [()]):
             kept, new = mine.get(key, (math.nan, None, None)), theirs.get(key, (math.nan, None, None))
-            take = _ran(new[0]) and not (new[0] is None and _ok(kept[0]))
+            take = (only is None or key in only) and _ran(new[0]) and not (new[0] is None and _ok(kept[0]))
             merged.append(new if take else kept)
         _store_row(into, name, params, version, merged)
         for mine_at, theirs_at in ((into._started_at, other._started_at), (into._duration, other._duration)):
@@ -291,6 +294,23 @@ def _write(plans: list[tuple[Any, dict[str, str]]], dest: Path, bench: str | Non
                          "result)") from None
 
 
+def copy_entries(source: Path, target: Path, dest: Path, cells: Collection[tuple[str, str, str]]) -> Path:
+    """Copy into the result file `target` (of the results directory `dest`, where it exists) the entries of `cells`
+    (preset, workload, mode) that the result file `source` recorded, exactly as recorded: one measurement recorded
+    for two runs (tracker.store.shared). Refused, with nothing written, when the two files are of other machines or
+    versions, or their benchmarks of other versions."""
+    wanted = {tuple(repr(x) for x in cell) for cell in cells}
+    asvfiles.check_writable(dest)
+    with asvfiles.results_lock(dest):
+        if (why := confined.problem(dest, target)) is not None:
+            raise MergeError(f"cannot record into {target}: {why}; nothing was copied")
+        into, other = _load(target), _load(source)
+        _check_same_run(into, other, source)
+        _absorb(into, other, wanted)
+        conf = type("Conf", (), {"results_dir": str(dest)})()
+        return asvfiles.save_results(conf, into, _machine_entry(target, into))
+
+
 def _benchmarks_json(sources: list[Path]) -> str | None:
     for src in sources:
         try:
@@ -302,4 +322,4 @@ def _benchmarks_json(sources: list[Path]) -> str | None:
     return None
 
 
-__all__ = ["MergeError", "MergeRefused", "merge_results"]
+__all__ = ["MergeError", "MergeRefused", "copy_entries", "merge_results"]

@@ -7,8 +7,12 @@ keeps each pair (round, the two latencies, the GPU of each) and what the compari
 measured, those whose source changed, the scope in words, the change test and its budget), so that any later
 `compare` of the two runs judges exactly as the PR flow did.
 
+Where only kernels under test changed, the modes' cells (the baseline the kernels are compared with) were measured
+once for both sides, not in pairs: the record names them and the run they were measured in (`SharedBaseline`).
+
 It lives in the head run's cell store, `paired-<base commit>.json`, beside the cells it summarises. Its format is
-versioned (`FORMAT`); `read` migrates older versions and refuses newer ones.
+versioned (`FORMAT`); `read` migrates older versions and refuses newer ones. Format 1 (before shared baselines) reads
+as a record with none.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from tracker.errors import ToolError
 from tracker.store import atomic, confined
 from tracker.store.cells import CellStore, RunKey, check_commit, is_latency
 
-FORMAT = 1
+FORMAT = 2
 Cell = tuple[str, str, str]  # (preset, workload, mode)
 
 
@@ -48,6 +52,23 @@ class Pair:
 
 
 @dataclass(frozen=True)
+class SharedBaseline:
+    """Cells measured once and recorded for both sides, their code being the same at base and head: `cells`
+    ("preset/workload/mode"), measured in the run of `commit` on the same machine and torch; `source`: "head" (round
+    1 of this measurement) or "history" (a run of another results directory, `where`: the nightly's); `measured`: when
+    that run measured them (ISO 8601, UTC; "" where unknown)."""
+
+    cells: tuple[str, ...]
+    commit: str
+    source: str = "head"
+    measured: str = ""
+    where: str = ""
+
+    def holds(self, cell: Cell) -> bool:
+        return "/".join(cell) in self.cells
+
+
+@dataclass(frozen=True)
 class PairedRecord:
     """Base and head of one machine and torch measured in pairs (see the module docstring)."""
 
@@ -64,6 +85,7 @@ class PairedRecord:
     same_within: float = 0.03
     max_compiles: int = 10
     cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
+    shared: SharedBaseline | None = None  # the cells measured once for both sides (none: every cell in pairs)
 
     def pairs(self, cell: Cell) -> tuple[Pair, ...]:
         return self.cells.get("/".join(cell), ())
@@ -75,6 +97,7 @@ class PairedRecord:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["cells"] = {k: [asdict(p) for p in v] for k, v in self.cells.items()}
+        out["shared"] = None if self.shared is None else {**asdict(self.shared), "cells": list(self.shared.cells)}
         return {"format": FORMAT, **out}
 
 
@@ -124,7 +147,8 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
                             check_commit(str(data["head"])), tuple(map(str, data.get("scope", ()))),
                             tuple(map(str, data.get("joint", ()))), str(data.get("scope_text", "")),
                             _confirm(data.get("confirm", (3, 3))), float(data.get("same_within", 0.03)),
-                            int(data.get("max_compiles", 10)), cells)
+                            int(data.get("max_compiles", 10)), cells,
+                            _shared(data.get("shared")) if version >= 2 else None)  # format 1: none shared
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
 
@@ -132,6 +156,15 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
 def _confirm(value: Any) -> tuple[int, int]:
     base, head = value
     return int(base), int(head)
+
+
+def _shared(value: Any) -> SharedBaseline | None:
+    if value is None:
+        return None
+    if not isinstance(value["cells"], list) or not all(isinstance(c, str) for c in value["cells"]):
+        raise ValueError("its shared cells are not a list of cell names")
+    return SharedBaseline(tuple(value["cells"]), check_commit(str(value["commit"])), str(value.get("source", "head")),
+                          str(value.get("measured", "")), str(value.get("where", "")))
 
 
 def _pair(p: Mapping[str, Any]) -> Pair:
@@ -162,5 +195,5 @@ def _gpu(record: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-__all__ = ["FORMAT", "Pair", "PairedRecord", "PairingError", "find", "from_json", "from_stores", "path", "read",
-           "write"]
+__all__ = ["FORMAT", "Pair", "PairedRecord", "PairingError", "SharedBaseline", "find", "from_json", "from_stores",
+           "path", "read", "write"]
