@@ -204,6 +204,19 @@ def test_a_new_winner_beyond_noise_changes_the_best_baseline(comparisons: dict[s
     assert c.changed and c.fails("best-change") and c.fails("regression") and not c.fails("never")
 
 
+def test_wins_and_geomeans_move_by_the_counted_changes_and_nothing_else(comparisons: dict[str, Comparison]) -> None:
+    """Two best baselines went from mancg to default, default's rmsnorm cell got faster and mancg's layernorm
+    slower: those rows move, by exactly that; every other mode's wins, ties and geomean read as at base."""
+    c = comparisons["best_change"]
+    fig = {(f.preset, f.mode): f for f in c.figures}
+    default, mancg = fig[("prefill", "default")], fig[("prefill", MANCG)]
+    assert (default.head_wins - default.base_wins, mancg.base_wins - mancg.head_wins) == (2, 2)
+    assert default.head_geomean > default.base_geomean and mancg.head_geomean < mancg.base_geomean
+    moved = {k for k, f in fig.items()
+             if (f.base_wins, f.base_tied, f.base_geomean) != (f.head_wins, f.head_tied, f.head_geomean)}
+    assert moved == {("prefill", "default"), ("prefill", MANCG)}
+
+
 def test_a_kernel_that_pulls_ahead_of_a_new_best_gains(comparisons: dict[str, Comparison]) -> None:
     c = comparisons["best_change"]
     assert cell(c, "prefill", "llm_rmsnorm", "kernel:triton_rmsnorm").verdict == FASTER

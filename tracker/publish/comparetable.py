@@ -10,6 +10,7 @@ moved on fewer compiles than the rule asks (unconfirmed, not counted). The foote
 
 from __future__ import annotations
 
+import textwrap
 from functools import partial
 
 from tracker.analyse.compare import (
@@ -24,7 +25,7 @@ from tracker.analyse.compare import (
 )
 from tracker.publish import units
 from tracker.publish.evidence import cell_evidence
-from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
+from tracker.publish.prcomment import FIGURES_NOTE, headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
 from tracker.publish.units import PLAIN_ARROW, PLAIN_DASH, PLAIN_MICRO, PLAIN_TIMES, ms, ratio, speedup
 
@@ -89,12 +90,13 @@ def _kernel_lines(c: Comparison, only_changed: bool) -> list[str]:
 def _figure_lines(c: Comparison) -> list[str]:
     if not c.figures:
         return []
-    rows = [("preset", "mode", "wins", "geomean vs eager")]
-    rows += [(f.preset, f.mode, f"{f.base_wins} -> {f.head_wins}",
+    rows = [("preset", "mode", "wins", "of them tied", "geomean vs eager")]
+    rows += [(f.preset, f.mode, f"{f.base_wins} -> {f.head_wins}", f"{f.base_tied} -> {f.head_tied}",
               PLAIN_DASH if f.base_geomean is None and f.head_geomean is None else
               f"{_speedup(f.base_geomean)} -> {_speedup(f.head_geomean)}") for f in c.figures]
+    note = textwrap.wrap(FIGURES_NOTE + ".", 100, break_on_hyphens=False)
     return ["", "wins and geomean speedup vs eager, per mode (instances both runs measured)",
-            *_columns(rows, right=set())]
+            *_columns(rows, right=set()), *note]
 
 
 def _only_in(c: Comparison) -> list[str]:

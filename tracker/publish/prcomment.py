@@ -17,6 +17,9 @@ from tracker.publish.ruletext import confirm_text, rule_md
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+# What the wins and geomeans of a comparison are (tracker.analyse.compare.ModeFigures), said under their table
+FIGURES_NOTE = ("tied: wins within noise of another mode. Head's figures move from base's only where the comparison "
+                "counted a change (a best baseline, a cell): what moved within noise moves none of them")
 
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
@@ -106,7 +109,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
-        "notes_heading": notes_heading(c),
+        "notes_heading": notes_heading(c), "figures_note": FIGURES_NOTE,
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
         "undecided": c.undecided,

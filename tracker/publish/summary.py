@@ -43,7 +43,7 @@ BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as 
                    "results do not record whether the compile cache was cold or warm)")
 
 WIDTH = 100
-WORKLOAD_COLUMN = 45  # where the winning workloads start in the text table
+WORKLOAD_COLUMN = 51  # where the winning workloads start in the text table
 # The modes the text table abbreviates, in its legend's order: the longest names first.
 _ABBREVIATED = sorted((m for m in REGISTRY if m.short != m.name), key=lambda m: -len(m.name))
 
@@ -57,9 +57,10 @@ TEXT = """\
 {% for preset, p in run.presets.items() %}
 
 {{ preset }}: {{ count(p.instances, 'instance') }}
-  {{ "%-26s %5s %8s  %s" % ("mode", "wins", "geomean", "winning workloads") }}
+  {{ "%-26s %5s %5s %8s" % ("", "", "", "geomean") }}
+  {{ "%-26s %5s %5s %8s  %s" % ("mode", "wins", "tied", "vs eager", "winning workloads") }}
 {% for row in p.rows %}
-  {{ "%-26s %5d %8s  " % (row.mode, row.wins, row.geomean) }}{{ row.workloads }}
+  {{ "%-26s %5d %5d %8s  " % (row.mode, row.wins, row.tied, row.geomean) }}{{ row.workloads }}
 {% endfor %}
   {{ p.h2h }}
   {{ "%-14s" % "wins by domain" }}{% for m in modes %}{{ "%8s" % short(m) }}{% endfor %}
@@ -111,10 +112,10 @@ Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 
 #### {{ preset }}: {{ count(p.instances, 'instance') }}
 
-| Mode | Wins | Geomean vs eager | Winning workloads |
-|---|---:|---:|---|
+| Mode | Wins | Of them tied | Geomean vs eager | Winning workloads |
+|---|---:|---:|---:|---|
 {% for row in p.rows %}
-| {{ row.mode }} | {{ row.wins }} | {{ row.geomean }} | {{ row.md_workloads }} |
+| {{ row.mode }} | {{ row.wins }} | {{ row.tied }} | {{ row.geomean }} | {{ row.md_workloads }} |
 {% endfor %}
 
 {{ p.h2h }}
@@ -214,7 +215,8 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
     for workload, mode in p["winners"].items():
         winners.setdefault(mode, []).append(workload)
     modes = sorted(p["wins"], key=lambda m: -p["wins"][m])  # the study's order: most wins first
-    rows = [{"mode": m, "wins": p["wins"][m], "geomean": speedup_precise(p["geomean_vs_eager"].get(m), PLAIN_DASH),
+    rows = [{"mode": m, "wins": p["wins"][m], "tied": p.get("tied_wins", {}).get(m, 0),
+             "geomean": speedup_precise(p["geomean_vs_eager"].get(m), PLAIN_DASH),
              "workloads": _wrap(sorted(winners.get(m, [])), WORKLOAD_COLUMN),
              "md_workloads": ", ".join(sorted(winners.get(m, []))) or "—"} for m in modes]
     h = p["head_to_head"]
@@ -283,11 +285,13 @@ def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return runs
 
 
-def _noise_note(noise: NoiseModel, host: HostBound) -> str:
+def _noise_note(noise: NoiseModel, host: HostBound, wrap: bool = False) -> str:
     small = us(noise.small_below_ms * 1000, PLAIN_MICRO, decimals=None)
-    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} < {small})"
-            f"{', overlapping 99% CIs' if noise.use_ci else ''} or the winner's compiles; "
-            f"host-bound <= {host.k:g} floors")
+    text = (f"wins: the fastest median (the study's count), tied: another mode within noise of it (within "
+            f"{noise.rel_band:.0%}, {noise.small_rel_band:.0%} < {small}"
+            f"{', overlapping 99% CIs' if noise.use_ci else ''} or the winner's compiles; another run of the same "
+            f"code may give it to that mode); host-bound <= {host.k:g} floors")
+    return textwrap.fill(text, WIDTH, break_on_hyphens=False) if wrap else text
 
 
 def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | None = None,
@@ -300,7 +304,7 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
     template = _ENV.from_string(TEXT if fmt == "table" else MARKDOWN)
     legend = ", ".join(f"{m.short} = {m.name}" for m in _ABBREVIATED)
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
-                           noise_note=_noise_note(noise or NoiseModel(), host or HostBound()))
+                           noise_note=_noise_note(noise or NoiseModel(), host or HostBound(), fmt == "table"))
 
 
 def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,

@@ -1,23 +1,24 @@
 """The summary's JSON: the study's figures per run and preset (tracker.analyse.best's analysis) in a stable shape,
 which `compile-baselines summary --format json` prints and the text, markdown and HTML views are rendered from.
 
-`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "targets",
-"ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels",
-"break_even"}}}]}`, runs also carrying "triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and
-`head_to_head` follow the study's definitions exactly (fastest median wins); `targets` gives, per instance, the
-baseline to beat (tracker.publish.target): `{"mode", "ms", "compiles", "compiles_median_ms", "compiles_max_ms",
-"runner_up", "runner_up_ms"}`, the winner's best compile, how many fresh compiles it is the best of (1 when the run
-recorded none), their median and slowest, and the runner-up and its median (null when no other mode measured ok);
-`ties` lists, for instances where more than one mode is within noise of the winner, those modes, fastest first;
-`host_bound` the instances whose fastest cell is within k launch floors. `kernels` lists the kernels under test measured
-in the run (skipped ones left out), each against the run's best baseline: `{"workload", "candidate", "median_ms",
-"best_baseline", "speedup_vs_best", "speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}`
-(`kernel_json`); a failed or incorrect one has `correct` false and null median and speedups. `head_to_head_instances`
-counts the instances where both default and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not
-measured, its wins are 0 and margins null). `break_even` (tracker.analyse.breakeven) lists, per instance and compiled
-mode with eager and the mode ok, `{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after
-which the mode's first-call compile time is repaid by its time saved per call against eager; `calls` null: never (not
-faster than eager).
+`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "tied_wins", "winners",
+"targets", "ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes",
+"kernels", "break_even"}}}]}`, runs also carrying "triton", "date" and "launch_us". `wins`, `winners`,
+`geomean_vs_eager` and `head_to_head` follow the study's definitions exactly (fastest median wins); `tied_wins` counts,
+per mode, those of its wins where another mode is within noise of it (the tie rule, tracker.stats.NoiseModel: a run of
+the same code can give them to another mode); `targets` gives, per instance, the baseline to beat
+(tracker.publish.target): `{"mode", "ms", "compiles", "compiles_median_ms", "compiles_max_ms", "runner_up",
+"runner_up_ms"}`, the winner's best compile, how many fresh compiles it is the best of (1 when the run recorded none),
+their median and slowest, and the runner-up and its median (null when no other mode measured ok); `ties` lists, for
+instances where more than one mode is within noise of the winner, those modes, fastest first; `host_bound` the instances
+whose fastest cell is within k launch floors. `kernels` lists the kernels under test measured in the run (skipped ones
+left out), each against the run's best baseline: `{"workload", "candidate", "median_ms", "best_baseline",
+"speedup_vs_best", "speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}` (`kernel_json`); a failed or
+incorrect one has `correct` false and null median and speedups. `head_to_head_instances` counts the instances where both
+default and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not measured, its wins are 0 and margins
+null). `break_even` (tracker.analyse.breakeven) lists, per instance and compiled mode with eager and the mode ok,
+`{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after which the mode's first-call compile
+time is repaid by its time saved per call against eager; `calls` null: never (not faster than eager).
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
     return {
         "instances": len(won),
         "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
+        "tied_wins": {m: sum(1 for x in won if x["winner"] == m and x["tie"]) for m in MODES},
         "winners": {x["workload"]: x["winner"] for x in won},
         "targets": {x["workload"]: target.json() for x in won if (target := Target.of_instance(x)) is not None},
         "ties": {x["workload"]: list(x["ties"]) for x in won if x["tie"]},
