@@ -272,6 +272,7 @@ def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_no
     assert (vit.verdict, vit.compiles, vit.noise) == (
         UNDECIDED, (3, 3), "6 compiles of this comparison; the autotuned GPU-bound prior")
     assert vit.resolution > 0.10 and vit.ci[0] > 1 and vit.p_value > 0.05 / len(c.cells)
+    assert vit.noisy_reason is None  # undecided, not too noisy: its samples spread little
     (other,) = [i for i in c.instances if i.mode_changed]
     assert other.workload == vit.workload and not other.best_changed
     assert other.reason == "default now wins, but the change is undecided"
@@ -422,7 +423,8 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
                                 "head_ms": 0.498688, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
                                 "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None,
                                 "compiles": [1, 1], "method": False, "ci": None, "resolution": None,
-                                "means_ms": None, "noise": "fixed bands", "more": None}
+                                "means_ms": None, "noise": "fixed bands", "more": None, "noisy_reason": None,
+                                "reason": None}
     # A cell of three compiles a side is judged against its noise: its evidence in the JSON
     tested = data["cells"][data["cells"].index(next(x for x in data["cells"] if x["ci"] is not None))]
     # (the comparison's own cells of three compiles a side are the prior of their class: no history measured it)

@@ -210,7 +210,9 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     _, (first, second, _) = repo
     assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
     lines = capsys.readouterr().out.splitlines()
-    shown = lines[4:lines.index("", 4)]
+    end = next(i for i in range(4, len(lines)) if lines[i].startswith("before, after, ratio: "))
+    shown, after = lines[4:end], lines[end + 1]
+    assert after == ""
     listed = [(cell_of(lines[3], line), line[0]) for line in shown]
     changed = [(c[1], c[2], mark) for c, mark in listed if mark != "?"]
     assert changed == [("llm_topk_sampling_prep", "reduce-overhead", "+"), ("llm_qk_norm", "eager", "-"),
@@ -218,6 +220,9 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
                                                                     "+"), ("llm_qk_norm", "reduce-overhead", "~")]
     undecided = [line for line in shown if line.startswith("?")]
     assert len(undecided) == len(shown) - 5 and all(" undecided " in line and "95% CI" in line for line in undecided)
+    # the cell too noisy to judge says why: its samples spread
+    (noisy,) = [line for line in shown if line.startswith("~")]
+    assert noisy.endswith("; too noisy: samples spread 111% of the median, over 20% (disturbed)")
     counts = next(line for line in lines if line.startswith("41 instances and 213 cells: "))
     assert counts.endswith(f"; {213 - len(shown)} not shown (--only-changed)")
     data, _ = run_json(results, first, second, capsys, only_changed=True)

@@ -52,6 +52,7 @@ from tracker.analyse.verdicts import (
     COMPILED_CODE,
     COMPILED_CONFIGS,
     COMPILED_SAME,
+    DISTURBED,
     EXIT_FAIL_ON,
     EXIT_OK,
     FAIL_ON,
@@ -102,6 +103,7 @@ class CellChange:
     means_ms: tuple[float, float] | None = None  # the compiles' geometric means (base, head), what the test compared
     noise: str | None = None  # what the cell's noise was read from ("fixed bands": none was known)
     more: int | None = None  # undecided: about how many more compiles a side would decide it
+    noisy_reason: str | None = None  # why it is too noisy to judge (verdicts.DISTURBED, HALF_BAND)
 
     @property
     def significant(self) -> bool:
@@ -128,6 +130,9 @@ class InstanceChange:
     host_bound: bool
     unconfirmed: bool = False  # moved beyond noise only on fewer compiles than the rule asks: listed, not counted
     ci: tuple[float, float] | None = None  # the best latency's ratio's confidence interval (the noise test)
+    # The mode whose own cell the best latency's change (ratio, ci) was judged on, its compiles' means: the winner of
+    # both sides, or a mode tied with the other side's winner; None: base's winner's best against head's
+    judged_on: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,7 @@ class KernelChange:
     head_speedup: float | None
     change: float | None  # head_speedup / base_speedup
     verdict: str  # GAINED, LOST, SAME, NOISY, UNDECIDED, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
+    noisy_reason: str | None = None  # NOISY: why, of the kernel's cell or the best baseline's (CellChange's)
 
     @property
     def changed(self) -> bool:
@@ -265,7 +271,8 @@ def _change(key: tuple[str, str, str], b: Any, h: Any, v: Verdict) -> CellChange
     """A judged cell as the comparison lists it."""
     return CellChange(*key, float(b.median_ms), float(h.median_ms), v.ratio, v.p_value, v.threshold, v.spread,
                       v.verdict, compiled_change(_fingerprint(b), _fingerprint(h)), v.compiles, ci=v.ci,
-                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise, more=v.more)
+                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise, more=v.more,
+                      noisy_reason=v.noisy)
 
 
 def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellChange:
@@ -276,20 +283,20 @@ def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellCh
 
 
 def _latency(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, judged: Judged, rule: ChangeRule,
-             launch_us: float) -> Verdict:
-    """The change of an instance's best latency (`b`, `h`: its instance rows). The winning mode's own verdict when it
-    still wins, or when the other winner is within noise of it (in the tie set: modes that tie are one baseline, and
-    the one judged on both sides carries it); else the base winner's best compile against the head winner's, with
-    their own uncertainty (or the bands where unknown)."""
+             launch_us: float) -> tuple[Verdict, str | None]:
+    """The change of an instance's best latency (`b`, `h`: its instance rows), and the mode whose own cell it was
+    judged on. The winning mode's own verdict when it still wins, or when the other winner is within noise of it (in
+    the tie set: modes that tie are one baseline, and the one judged on both sides carries it); else (mode None) the
+    base winner's best compile against the head winner's, with their own uncertainty (or the bands where unknown)."""
     bw, hw = b.winner, h.winner
     for mode, ties in ((bw, h.ties), (hw, b.ties)):
         if (bw == hw or mode in ties) and (*key, mode) in judged.verdicts:
-            return judged.verdicts[(*key, mode)]
+            return judged.verdicts[(*key, mode)], mode
     eb, eh = judged.evidence.get((*key, bw)), judged.evidence.get((*key, hw))
     if eb is None or eh is None:
-        return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us)
+        return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us), None
     e = best_evidence(eb, eh, bc[(*key, bw)], hc[(*key, hw)], rule, launch_us, judged.together)
-    return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule)
+    return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule), None
 
 
 def _measured(t: pd.DataFrame) -> dict[tuple[str, str, str], Any]:
@@ -430,7 +437,7 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
                               latency_verdict=NOISY if noisy else UNKNOWN, mode_changed=changed,
                               best_changed=changed, reason=reason, **common)
     old, new = cells[(*key, bw)], cells.get((*key, hw))
-    v = _latency(key, b, h, bc, hc, judged, rule, launch)
+    v, judged_on = _latency(key, b, h, bc, hc, judged, rule, launch)
     latency = {"ratio": v.ratio, "p_value": v.p_value, "threshold": v.threshold, "verdict": v.verdict, "ci": v.ci}
     if bw != hw and _disturbed(rule, old, new) and v.verdict in (SLOWER, FASTER):
         # A disturbed measurement of either winner decides which mode wins, and so the best latency.
@@ -457,7 +464,8 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
                           threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
                           best_changed=best_changed, reason="; ".join(reasons), **common,
-                          unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"])
+                          unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"],
+                          judged_on=judged_on)
 
 
 def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, judged: Judged,
@@ -476,20 +484,21 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
     if change is None:
         return KernelChange(*key[:2], name, sb, sh, None, UNKNOWN)
     # The speedup moves when the kernel or the best baseline moves: judge both, each with its own noise.
-    best = _latency(key[:2], b, h, bc, hc, judged, rule, launch)
+    best, _ = _latency(key[:2], b, h, bc, hc, judged, rule, launch)
     threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
+    why = None
     if abs(math.log(change)) < math.log1p(threshold):
         verdict = SAME
     elif cell.verdict in (SLOWER, FASTER) or best.verdict in (SLOWER, FASTER):
-        verdict = NOISY if _disturbed(rule, cell) or (best.spread or 0.0) > rule.max_spread else \
-            GAINED if change > 1 else LOST
+        disturbed = _disturbed(rule, cell) or (best.spread or 0.0) > rule.max_spread
+        verdict, why = (NOISY, DISTURBED) if disturbed else (GAINED if change > 1 else LOST, None)
     elif NOISY in (cell.verdict, best.verdict):
-        verdict = NOISY
+        verdict, why = NOISY, cell.noisy_reason if cell.verdict == NOISY else best.noisy
     elif UNDECIDED in (cell.verdict, best.verdict):
         verdict = UNDECIDED
     else:
         verdict = SAME
-    return KernelChange(*key[:2], name, sb, sh, change, verdict)
+    return KernelChange(*key[:2], name, sb, sh, change, verdict, why)
 
 
 def _held(i: InstanceChange) -> tuple[str | None, bool]:

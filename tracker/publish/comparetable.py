@@ -1,5 +1,6 @@
 """`compile-baselines compare --format table`: a comparison for the terminal, in the manner of `asv compare`: the
-headline, then one row per cell (before, after, ratio, verdict), then what the PR comment says beside its tables: the
+headline, then one row per cell (before, after and their ratio, of what its verdict compared; the verdict; the
+evidence), then what the PR comment says beside its tables: the
 best baselines that changed, the winners that changed within noise or unconfirmed, every kernel's speedup over the
 best baseline, wins and geomeans per mode, the instances only one run has; then what the verdicts rest on.
 
@@ -24,7 +25,14 @@ from tracker.analyse.compare import (
     InstanceChange,
 )
 from tracker.publish import units
-from tracker.publish.evidence import cell_evidence
+from tracker.publish.evidence import (
+    COLUMNS_NOTE,
+    best_ratio,
+    cell_evidence,
+    compared_ms,
+    kernel_noisy_words,
+    latency_evidence,
+)
 from tracker.publish.prcomment import FIGURES_NOTE, headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
 from tracker.publish.units import PLAIN_ARROW, PLAIN_DASH, PLAIN_MICRO, PLAIN_TIMES, ms, ratio, speedup
@@ -49,12 +57,14 @@ def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
             .rstrip() for r in rows]
 
 
-def _cell_rows(cells: list[CellChange]) -> list[str]:
+def _cell_rows(cells: list[CellChange], max_spread: float) -> list[str]:
+    """A row per cell: before, after and ratio of what its verdict compared (evidence.compared_ms), its verdict,
+    the cell, its evidence."""
     rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode", "evidence")]
-    rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio),
+    rows += [(_mark(x.verdict), *(_ms(v) for v in compared_ms(x)), _ratio(x.ratio),
               x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else "")
               + (" [method]" if x.method else ""), x.preset, x.workload,
-              x.mode, cell_evidence(x, micro=PLAIN_MICRO, arrow=PLAIN_ARROW)) for x in cells]
+              x.mode, cell_evidence(x, micro=PLAIN_MICRO, arrow=PLAIN_ARROW, max_spread=max_spread)) for x in cells]
     return _columns(rows, right={1, 2, 3})
 
 
@@ -70,8 +80,9 @@ def _instance_lines(c: Comparison) -> list[str]:
     lines = []
     if c.best_changes:
         lines += ["", f"best baseline changed ({len(c.best_changes)}):"]
-        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}: {i.reason}"
-                  for i in c.best_changes]
+        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}, "
+                  f"{_ms(i.base_ms)} -> {_ms(i.head_ms)} ({_ratio(best_ratio(i))}): {i.reason}"
+                  + (f"; latency {latency_evidence(i)}" if i.ratio is not None else "") for i in c.best_changes]
     lines += _winners("winner changed within noise (not counted)", within_noise(c))
     lines += _winners("winner changed, unconfirmed (not counted)", unconfirmed_winners(c))
     return lines
@@ -83,7 +94,8 @@ def _kernel_lines(c: Comparison, only_changed: bool) -> list[str]:
         return []
     rows = [("preset", "workload", "kernel", "before", "after", "change", "verdict")]
     rows += [(k.preset, k.workload, k.kernel, _speedup(k.base_speedup), _speedup(k.head_speedup), _ratio(k.change),
-              k.verdict) for k in kernels]
+              k.verdict + (f" ({why})" if (why := kernel_noisy_words(k.noisy_reason, c.rule.max_spread)) else ""))
+             for k in kernels]
     return ["", "kernels under test: speedup over the best baseline", *_columns(rows, right={3, 4, 5})]
 
 
@@ -117,7 +129,7 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     lines += [f"note: {n}" for n in c.notes]
     cells = listed_cells(c, only_changed)
     if cells:
-        lines += _cell_rows(cells)
+        lines += [*_cell_rows(cells, c.rule.max_spread), COLUMNS_NOTE]
     else:
         lines.append("no cell changed beyond noise" if only_changed else "no cells")
     lines += _instance_lines(c) + _kernel_lines(c, only_changed) + _figure_lines(c) + _only_in(c)

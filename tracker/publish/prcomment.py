@@ -11,7 +11,14 @@ import jinja2
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
-from tracker.publish.evidence import cell_evidence, latency_evidence
+from tracker.publish.evidence import (
+    COLUMNS_NOTE,
+    best_ratio,
+    cell_evidence,
+    compared_ms,
+    kernel_noisy_words,
+    latency_evidence,
+)
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
@@ -26,7 +33,9 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=j
                           keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
 _ENV.filters.update(ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band,
                     speedup=units.speedup, spread=units.spread, us=units.us,
-                    evidence=lambda x: cell_evidence(x).replace("|", "\\|"), latency=latency_evidence,
+                    evidence=lambda x, limit: cell_evidence(x, max_spread=limit).replace("|", "\\|"),
+                    latency=latency_evidence, compared=compared_ms, best_ratio=best_ratio,
+                    kernel_noisy=lambda k, limit: kernel_noisy_words(k.noisy_reason, limit),
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
 
 
@@ -110,6 +119,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
         "notes_heading": notes_heading(c), "figures_note": FIGURES_NOTE,
+        "columns_note": COLUMNS_NOTE,
         "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
         "undecided": c.undecided,
