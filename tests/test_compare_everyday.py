@@ -75,7 +75,7 @@ def test_git_refs_and_abbreviated_hashes_name_the_runs(results: Path, repo: tupl
                        capsys, path)
     assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
     with pytest.raises(Exception, match=rf"no results for 'HEAD' \(commit {third[:12]}\); latest commits with "
-                                        rf"results: {BASE[:8]}, {BASE[:8]}, {first[:8]}, {second[:8]}"):
+                                        rf"results: {second[:8]}, {first[:8]}, {BASE[:8]}$"):  # newest first
         compare_main(results, "HEAD~1", "HEAD", MACHINE, repo_dir=path)
     with pytest.raises(Exception, match="no results for commit 'HEAD~1'"):  # no repository: not resolved
         compare_main(results, "HEAD~1", second, MACHINE)

@@ -65,7 +65,7 @@ def test_text_summary_reads_well_in_100_columns(study_dir: Path) -> None:
     assert ("head-to-head over 23 instances: default 4 (avg margin 2.45%) vs max-autotune-no-cudagraphs 19 "
             "(avg margin 7.58%)") in " ".join(text.split())
     # the columns say what they count: wins, of them tied within noise, geomean vs eager
-    assert [line.split() for line in text.splitlines() if "vs eager" in line][0][:5] == [
+    assert next(line.split() for line in text.splitlines() if "vs eager" in line)[:5] == [
         "mode", "wins", "tied", "vs", "eager"]
     rows = [line.split()[1:4] for line in text.splitlines() if line.startswith("  max-autotune-no-cudagraphs ")]
     data = summary.summary_for(study_dir)[0]["runs"][0]["presets"]

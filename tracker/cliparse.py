@@ -4,6 +4,7 @@ value as it is parsed. One builder a command; tracker.cli dispatches what they p
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import textwrap
 from collections.abc import Callable
@@ -117,10 +118,40 @@ class _Version(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose mistakes are one line, as every other error of the CLI, not a usage block first."""
+    """argparse's parser, whose mistakes are one line, as every other error of the CLI, not a usage block first; an
+    option the command does not have is named with the command, and the closest it has suggested."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = _command_parser(self, parsed)
+            command.error(unrecognized(extras, command))
+        return parsed
+
+
+def _command_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser that `parsed` went through: `results fetch`'s for `results fetch ...`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            return parser if chosen is None else _command_parser(chosen, parsed)
+    return parser
+
+
+def unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """"unrecognized argument --comit; did you mean --commit?": what the command does not take, and the closest of
+    its options to the first option-like one."""
+    named = [e for e in extras if e.startswith("-")] or extras  # the words after an unknown option are its value
+    words = f"unrecognized argument{'s' if len(named) > 1 else ''} {' '.join(named)}"
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for extra in (e.split("=")[0] for e in named if e.startswith("--")):
+        close = difflib.get_close_matches(extra, options, n=1, cutoff=0.6)
+        if close:
+            return f"{words}; did you mean {close[0]}?"
+    return words + f" (`{parser.prog} --help` lists its options)"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,7 +34,7 @@ from tracker.publish.units import (
 )
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
-from tracker.store.commits import match_ref
+from tracker.store.commits import commit_with_results
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
@@ -314,7 +314,7 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, ma
     machine (UsageError naming them otherwise). ResultsError when there is nothing to show."""
     runs, warnings = list_runs(results_dir)
     if commit is not None:
-        commit = match_ref(commit, [r.commit for r in runs], repo_dir)
+        commit = commit_with_results(commit, [r.commit for r in runs], repo_dir, bool(warnings))
     chosen = select_runs(runs, machine, commit, warnings)
     machines = sorted({r.machine for r in chosen})
     if machine is None and len(machines) > 1:
