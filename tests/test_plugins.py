@@ -166,6 +166,10 @@ def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, st
     assert f"  {WORKLOAD}" in out and "tiny, 8 in a sweep over batch x seq" in out
     assert "(example_kernels.workloads (cb-example-kernels))" in out
     assert f"{WORKLOAD}:triton_add_rmsnorm" in out
+    # each table under its column headers
+    headers = [line.split() for line in out.splitlines() if line.startswith(("  workload ", "  kernel "))]
+    assert headers == [["workload", "domain", "presets", "tags"],
+                       ["workload", "domain", "presets;", "tags", "(plugin)"], ["kernel", "devices", "(defined", "in)"]]
 
 
 def test_the_run_plan_gives_a_plugin_workload_cells_in_its_own_presets(example: dict[str, str]) -> None:
