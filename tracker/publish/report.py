@@ -35,6 +35,7 @@ from tracker.publish.target import Target, target_text
 from tracker.publish.units import (
     MICRO,
     calls,
+    count,
     margin,
     ms_fixed,
     ms_plain,
@@ -370,7 +371,7 @@ def environment() -> Any:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
-    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD)
+    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD, count=count)
     return env
 
 
