@@ -200,7 +200,10 @@ def _measure(commands: Commands) -> None:
     measure = _command(
         commands, "measure", "measure one cell in this process, without asv, and print it",
         "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
-        "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json")
+        "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json", more=(
+            " Its compile time is the first call's with inductor's compile cache, which is kept between commands:"
+            " warm once the cell was compiled, so faster than run's, which gives each cell a fresh cache (cold;"
+            " run --warm-cache keeps one). The output says which it was."))
     measure.add_argument("--preset", required=True, help="input shapes: tiny runs on a CPU (see `list`)")
     measure.add_argument("--workload", required=True, metavar="WORKLOAD", help="see `list`")
     what = measure.add_mutually_exclusive_group(required=True)
@@ -245,7 +248,8 @@ def _run(commands: Commands) -> None:
     _results_dir_option(run)
     run.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     run.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
-    run.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
+    run.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell, "
+                                          "so compile times are a first compile's; `measure` reuses inductor's own)")
     run.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     run.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
                      help=f"fresh compiles per cell of the autotuned modes ({', '.join(AUTOTUNED_MODES)}), "
