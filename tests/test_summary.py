@@ -188,3 +188,25 @@ def test_head_to_head_only_where_both_modes_were_measured() -> None:
     assert "default 0" not in text
     md = summary.render(data, "md")
     assert "not measured (no instance has both measured ok)" in md
+
+
+def test_what_to_beat_for_one_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    """`summary --workload llm_rmsnorm`: the everyday question "what do I have to beat for it?", answered for its
+    instances alone (a real H100 run: tests/fixtures/h100-aa2, h100-d)."""
+    from tracker import cli
+
+    h100 = ROOT / "tests" / "fixtures" / "h100-aa2" / "results"
+    argv = ["summary", "--results-dir", str(h100), "--machine", "h100-d"]
+    assert cli.main([*argv, "--workload", "llm_rmsnorm"]) == 0
+    text = capsys.readouterr().out
+    targets = [line.split(":")[0].strip() for line in text.splitlines() if ": beat " in line]
+    assert targets == ["llm_rmsnorm", "llm_rmsnorm"]  # prefill, then decode
+    assert "prefill: 1 instance\n" in text and "decode: 1 instance\n" in text
+    assert cli.main([*argv, "--workload", "llm_rmsnorm", "--format", "json"]) == 0
+    presets = json.loads(capsys.readouterr().out)["runs"][0]["presets"]
+    assert all(list(p["targets"]) == ["llm_rmsnorm"] and p["instances"] == 1 for p in presets.values())
+    # a name that is no workload, and one the run did not measure: mistakes of the input, one line each
+    assert cli.main([*argv, "--workload", "llm_rmsnrom"]) == 2
+    assert "did you mean llm_rmsnorm?" in capsys.readouterr().err
+    assert cli.main(["summary", "--results-dir", str(CPU_TINY), "--workload", "rl_dpo_loss"]) == 2
+    assert "measured none of rl_dpo_loss; it measured " in capsys.readouterr().err

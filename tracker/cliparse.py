@@ -275,10 +275,14 @@ def _merge(commands: Commands) -> None:
 
 def _summary(commands: Commands) -> None:
     summary = _command(commands, "summary", "wins, geomeans, margins, domains, ties of the latest (or a given) run",
-                       "compile-baselines summary\ncompile-baselines summary --commit HEAD~1 --format md")
+                       "compile-baselines summary\ncompile-baselines summary --commit HEAD~1 --format md\n"
+                       "compile-baselines summary --workload llm_rmsnorm      # what to beat for it")
     _results_dir_option(summary)
     summary.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1 (default: the latest run)")
     summary.add_argument("--machine", help="asv machine name (needed when several are present)")
+    summary.add_argument("--workload", nargs="+", metavar="WORKLOAD",
+                         help="only these workloads, names or NAMESPACE.* (the baseline to beat for them; the wins and "
+                              "geomeans then count their instances alone)")
     summary.add_argument("--format", choices=FORMATS, default="table",
                          help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 

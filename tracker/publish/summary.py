@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -328,9 +329,19 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, ma
 
 def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
                 noise: NoiseModel | None = None, host: HostBound | None = None,
-                repo_dir: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+                repo_dir: Path | None = None,
+                workloads: Collection[str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The summary JSON of the run asked for (pick_runs) and its warnings; `workloads`: only theirs (the figures
+    then count those instances alone), UsageError when the run measured none of them."""
     files, warnings = pick_runs(results_dir, commit, machine, repo_dir)
     loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
+    if workloads is not None:
+        measured = set(loaded.table["workload"].astype(str))
+        if not measured & set(workloads):
+            run = ", ".join(sorted({f"{r.machine} {r.commit[:8]}" for r in files}))
+            raise UsageError(f"the run ({run}) measured none of {', '.join(workloads)}; it measured "
+                             f"{', '.join(sorted(measured)) or 'nothing'}")
+        loaded.table = loaded.table[loaded.table["workload"].astype(str).isin(workloads)].reset_index(drop=True)
     analysis = analyse(loaded.table, noise, host)
     return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table, files)
 
@@ -359,12 +370,12 @@ def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, 
 
 
 def summary_main(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
-                 fmt: str = "table", repo_dir: Path | None = None) -> int:
+                 fmt: str = "table", repo_dir: Path | None = None, workloads: Collection[str] | None = None) -> int:
     """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr. `commit`: a
-    hash prefix or a git ref resolved in `repo_dir`."""
+    hash prefix or a git ref resolved in `repo_dir`; `workloads`: only these (what to beat for them)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
-    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir)
+    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir, workloads=workloads)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     sys.stdout.write(render(summary, fmt))
