@@ -17,6 +17,7 @@ import pytest
 from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
 from tracker import cli, cliparse
 from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, UNDECIDED, ChangeRule, compare_runs
+from tracker.errors import UsageError
 from tracker.publish.comparison import FORMATS, compare_main, comparison_json
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
@@ -100,7 +101,9 @@ def test_without_base_and_head_the_machines_latest_two_runs(results: Path, repo:
 def test_the_latest_two_runs_need_two_runs_and_one_machine(tmp_path: Path) -> None:
     rd = tmp_path / "results"
     write_run(rd, BASE)
-    with pytest.raises(Exception, match=f"no run on {MACHINE} before {BASE[:8]} to compare it with: pass --base"):
+    # the first run of a machine (the quickstart's): nothing to compare with, and what to do about it (exit 2)
+    with pytest.raises(UsageError, match=f"no run on {MACHINE} before {BASE[:8]} to compare it with: it is the "
+                                         "machine's only commit measured; measure another"):
         compare_main(rd, None, None)
     write_run(rd, fake_commit("earlier"), hours=-1)
     write_run(rd, BASE, machine="other")

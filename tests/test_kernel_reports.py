@@ -296,7 +296,7 @@ def test_kernel_line_for_each_case() -> None:
         "w k: 1.25x slower than best (default), 4x slower than eager"
     assert summary.kernel_line({**base, "speedup_vs_best": 1.0004}).startswith("w k: as fast as best (default)")
     assert summary.kernel_line({**base, "speedup_vs_best": None, "speedup_vs_eager": None, "best_baseline": None}) \
-        == "w k: 0.5 ms, no baseline measured ok"
+        == "w k: 0.5 ms, no baseline to compare with (no mode measured ok and ranked)"
     assert summary.kernel_line({**base, "within_noise": True, "host_bound": True}).endswith(
         "; within noise, host-bound")
 

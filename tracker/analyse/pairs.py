@@ -20,6 +20,7 @@ from tracker.errors import ToolError, UsageError
 from tracker.stats import float_or_none
 from tracker.store.commits import commit_with_results
 from tracker.store.results import (
+    NoSuchRun,
     RunFile,
     default_cells_dir,
     fingerprints,
@@ -154,7 +155,11 @@ def default_pair(results_dir: str | os.PathLike[str], base: str | None, head: st
         return _pick(mine, None, _resolve(mine, base, repo_dir, unreadable), head or base, unreadable), h
     earlier = [r for r in mine[:mine.index(h)] if r.commit != h.commit]
     if not earlier:
-        raise CompareError(f"no run on {h.machine} before {h.commit[:8]} to compare it with: pass --base")
+        alone = len({r.commit for r in mine}) == 1
+        raise NoSuchRun(f"no run on {h.machine} before {h.commit[:8]} to compare it with: "
+                        + ("it is the machine's only commit measured; measure another (commit a change, `run` "
+                           "again), or compare two machines (--machine A --head-machine B)" if alone else
+                           "pass --base"))
     return earlier[-1], h
 
 

@@ -202,7 +202,7 @@ def kernel_line(k: dict[str, Any], code: Any = str) -> str:
     if not k["correct"]:
         return head + f"failed, not counted: {k['reason'] or 'no reason recorded'}"
     if k["speedup_vs_best"] is None:
-        return head + f"{ms_plain(k['median_ms'])}, no baseline measured ok"
+        return head + f"{ms_plain(k['median_ms'])}, no baseline to compare with (no mode measured ok and ranked)"
     parts = [f"{_faster(k['speedup_vs_best'])} best ({k['best_baseline']})"]
     if k["speedup_vs_eager"] is not None and k["best_baseline"] != REFERENCE:
         parts.append(f"{_faster(k['speedup_vs_eager'])} {REFERENCE}")

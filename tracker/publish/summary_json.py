@@ -126,17 +126,21 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
         "head_to_head_instances": int(fig("h2h_instances") or 0),
         "domain_wins": domain_wins,
         "host_bound": [x["workload"] for x in won if x["host_bound"]],
-        "notes": _notes(inst),
+        "notes": _notes(inst, {u["workload"] for u in noisy or []}),
         "kernels": kernels,
         "break_even": break_even_rows,
         "too_noisy": noisy or [],
     }
 
 
-def _notes(inst: list[dict[str, Any]]) -> list[str]:
+def _notes(inst: list[dict[str, Any]], noisy: set[str]) -> list[str]:
+    """What the figures leave out and why: instances no mode won (every cell failed, or the ones measured ok were
+    too noisy to rank: `noisy`, the workloads with such cells), eager missing, failed modes."""
     notes = []
     for x in inst:
-        if not isinstance(x["winner"], str):
+        if not isinstance(x["winner"], str) and x["workload"] in noisy:
+            notes.append(f"{x['workload']}: no mode ranked (its cells measured ok are too noisy to judge): not counted")
+        elif not isinstance(x["winner"], str):
             notes.append(f"{x['workload']}: no mode measured ok: not counted")
         elif math.isnan(x[f"ms_{REFERENCE}"]):
             notes.append(f"{x['workload']}: no ok eager cell: left out of the geomeans")
