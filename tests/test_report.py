@@ -150,6 +150,18 @@ def test_a_count_reads_in_the_singular_when_it_is_one(tmp_path: Path) -> None:
     assert "1 instances" not in html and "1 wins" not in html
 
 
+def test_an_instance_no_mode_won_says_no_winner_not_nan(tmp_path: Path) -> None:
+    """An instance whose modes all failed (the quickstart's, whose cells were all too noisy, alike) has no winner: its
+    best column says so, never "nan"."""
+    cells = instance("prefill", "llm_rmsnorm", {"eager": None, "default": None})
+    cells |= instance("prefill", "llm_layernorm", {"eager": 0.5, "default": 0.3})
+    write_result_file(tmp_path / "results", cells)
+    assert report.report_main(tmp_path / "results", tmp_path / "out") == 0
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    best = re.findall(r'<td class="best-col">(.*?)</td>', html, flags=re.S)
+    assert len(best) == 2 and '<span class="none">no winner</span>' in best[0] and "nan" not in best[0]
+
+
 def test_failed_cell_says_why_on_hover(built: dict[str, Any]) -> None:
     cell = built["parsed"].cells[OOM]
     assert "failed" in cell["class"].split()

@@ -224,7 +224,9 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
         eager = by_mode.get(REFERENCE)
         eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
         v = verdicts.get(workload, {})
-        winner, ties = v.get("winner"), tuple(v.get("ties") or ())
+        # no winner reads NaN in the instance table's records: none of its modes ranked
+        winner = v.get("winner") if isinstance(v.get("winner"), str) else None
+        ties = tuple(v.get("ties") or ()) if winner else ()
         work = declared_work(workload, preset)
         rows.append(Row(
             workload, str(next(iter(by_mode.values()))["domain"]),
