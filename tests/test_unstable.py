@@ -63,3 +63,15 @@ def test_an_instance_whose_every_ok_cell_is_too_noisy_says_so_not_that_nothing_m
     notes = summary_json(table)["runs"][0]["presets"]["tiny"]["notes"]
     assert "llm_rmsnorm: no mode ranked (its cells measured ok are too noisy to judge): not counted" in notes
     assert not any("no mode measured ok" in n for n in notes)
+
+
+def test_a_kernel_whose_own_cell_is_too_noisy_says_so_beside_its_speedup() -> None:
+    """(Constructed: the committed CPU run with a kernel under test, tests/fixtures/cpu-kernels, its candidate's
+    quartiles widened past the bound, as the quickstart's loaded host measured one.)"""
+    from tracker.publish.summary_json import summary_json
+
+    table = load_results(ROOT / "tests" / "fixtures" / "cpu-kernels" / "results").table.copy()
+    row = table["mode"].astype(str) == "kernel:torch_fp32"
+    table.loc[row, "q75"] = table.loc[row, "median_ms"] * (1 + 2 * TOO_NOISY_SPREAD)
+    (line,) = [x for x in summary.render(summary_json(table)).splitlines() if "torch_fp32:" in x]
+    assert line.endswith("than best (eager); too noisy to judge")

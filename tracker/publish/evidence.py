@@ -74,7 +74,7 @@ def noisy_words(x: CellChange, max_spread: float = TOO_NOISY_SPREAD) -> str:
 def kernel_noisy_words(reason: str | None, max_spread: float = TOO_NOISY_SPREAD) -> str:
     """Why a kernel's speedup change is too noisy to judge, from its reason's code."""
     if reason == DISTURBED:
-        return f"a cell's samples spread over {spread(max_spread)} (disturbed)"
+        return f"a cell's samples spread over {spread(max_spread)}: disturbed"
     if reason in (UNRESOLVED, HALF_BAND):
         return "the kernel or the best baseline moved within more noise than this comparison resolves"
     return ""

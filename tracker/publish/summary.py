@@ -37,6 +37,7 @@ from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
 from tracker.store.commits import commit_with_results
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
+from workloads.kernels.registry import MODE_PREFIX
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
 # What the results can say about the compile times behind the break-even
@@ -194,10 +195,10 @@ def _faster(speedup: float) -> str:
     return f"{factor(speedup)} faster than" if speedup > 1 else f"{factor(1 / speedup)} slower than"
 
 
-def kernel_line(k: dict[str, Any], code: Any = str) -> str:
+def kernel_line(k: dict[str, Any], code: Any = str, too_noisy: bool = False) -> str:
     """One kernel under test against the run's best baseline, from its summary JSON entry: "llm_rmsnorm
     triton_rmsnorm: 1.02x faster than best (max-autotune-no-cudagraphs), 5.4x faster than eager". `code` formats
-    names (markdown)."""
+    names (markdown); `too_noisy`: its own cell's samples spread too much to judge (the summary's list)."""
     head = f"{k['workload']} {code(k['candidate'])}: "
     if not k["correct"]:
         return head + f"failed, not counted: {k['reason'] or 'no reason recorded'}"
@@ -207,7 +208,8 @@ def kernel_line(k: dict[str, Any], code: Any = str) -> str:
     if k["speedup_vs_eager"] is not None and k["best_baseline"] != REFERENCE:
         parts.append(f"{_faster(k['speedup_vs_eager'])} {REFERENCE}")
     # why a speedup may not be a real one
-    notes = [n for n, on in (("within noise", k.get("within_noise")), ("host-bound", k.get("host_bound"))) if on]
+    notes = [n for n, on in (("too noisy to judge", too_noisy), ("within noise", k.get("within_noise")),
+                             ("host-bound", k.get("host_bound"))) if on]
     return head + ", ".join(parts) + (f"; {', '.join(notes)}" if notes else "")
 
 
@@ -243,12 +245,18 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
             "md_target_lines": [f"{w}: {target_text(t)}" for w, t in targets.items()],
             "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, short)}")
                              for w, t in targets.items()],
-            "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`") for k in kernels],
-            "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
-                                           break_on_hyphens=False) for k in kernels],
+            "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`", _noisy(p, k)) for k in kernels],
+            "kernel_lines": [textwrap.fill(kernel_line(k, str, _noisy(p, k)), WIDTH, initial_indent="    ",
+                                           subsequent_indent="      ", break_on_hyphens=False) for k in kernels],
             "h2h": _h2h(p, side), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                                     break_on_hyphens=False) for line in lines(short)]}
+
+
+def _noisy(p: dict[str, Any], k: dict[str, Any]) -> bool:
+    """Whether a kernel's own cell is among the preset's cells too noisy to judge."""
+    return any(u["workload"] == k["workload"] and u["mode"] == f"{MODE_PREFIX}{k['candidate']}"
+               for u in p.get("too_noisy", []))
 
 
 def _fill_keeping_units(line: str) -> str:
