@@ -8,7 +8,7 @@ import math
 import pytest
 
 from tracker.analyse.compare import CellChange, InstanceChange
-from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY, UNRESOLVED
+from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY
 from tracker.publish.evidence import (
     DASH,
     best_ratio,
@@ -57,18 +57,15 @@ def test_the_issues_example_reads_as_the_module_says() -> None:
 
 
 def test_a_cell_too_noisy_to_judge_says_why() -> None:
-    """A cell of 6% spread reads noisy because the comparison cannot resolve its move, not because it spread over
-    20%: the row says which."""
-    unresolved = cell(verdict=NOISY, noisy_reason=UNRESOLVED, spread=0.06, ratio=1.104, ci=(1.048, 1.164),
-                      resolution=0.13)
-    assert cell_evidence(unresolved).endswith(
-        "; too noisy: moved +10.4%, but its noise lets this comparison resolve only changes beyond ±13%")
+    """Disturbed while measured (its samples spread past the limit), or (the fixed bands) a move beyond half its band
+    on samples that differ: the row says which, with its numbers, where the footer's "too noisy" names both."""
     disturbed = cell(verdict=NOISY, noisy_reason=DISTURBED, spread=0.23)
     assert cell_evidence(disturbed, max_spread=0.2).endswith(
         "; too noisy: samples spread 23% of the median, over 20% (disturbed)")
     half = cell(verdict=NOISY, noisy_reason=HALF_BAND, ci=None, means_ms=None, ratio=0.85, threshold=0.25,
                 compiles=(1, 1))
     assert noisy_words(half) == "too noisy: moved -15.0%, beyond half its ±25% band on samples that differ"
+    assert cell_evidence(half).endswith("; " + noisy_words(half))
     assert "too noisy" not in cell_evidence(cell())
 
 

@@ -13,7 +13,7 @@ the reader's unit (tracker.publish.units), so the comment, the terminal table an
 from __future__ import annotations
 
 from tracker.analyse.compare import CellChange, InstanceChange
-from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY, UNRESOLVED
+from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY
 from tracker.publish.units import ARROW, DASH, MICRO, band, change, count, interval, ms, p_is, spread
 from tracker.stats import TOO_NOISY_SPREAD
 
@@ -63,9 +63,6 @@ def noisy_words(x: CellChange, max_spread: float = TOO_NOISY_SPREAD) -> str:
     moved = change(x.ratio) if x.ratio is not None else DASH
     if x.noisy_reason == DISTURBED:
         return f"too noisy: samples spread {spread(x.spread)} of the median, over {spread(max_spread)} (disturbed)"
-    if x.noisy_reason == UNRESOLVED:
-        return (f"too noisy: moved {moved}, but its noise lets this comparison resolve only changes beyond "
-                f"{band(x.resolution)}")
     if x.noisy_reason == HALF_BAND:
         return f"too noisy: moved {moved}, beyond half its {band(x.threshold)} band on samples that differ"
     return "too noisy to judge"
@@ -75,8 +72,8 @@ def kernel_noisy_words(reason: str | None, max_spread: float = TOO_NOISY_SPREAD)
     """Why a kernel's speedup change is too noisy to judge, from its reason's code."""
     if reason == DISTURBED:
         return f"a cell's samples spread over {spread(max_spread)}: disturbed"
-    if reason in (UNRESOLVED, HALF_BAND):
-        return "the kernel or the best baseline moved within more noise than this comparison resolves"
+    if reason == HALF_BAND:
+        return "the kernel or the best baseline moved beyond half its band on samples that differ"
     return ""
 
 

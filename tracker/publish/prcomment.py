@@ -21,6 +21,7 @@ from tracker.publish.evidence import (
 )
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
+from tracker.stats import TOO_NOISY_SPREAD
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -33,7 +34,7 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=j
                           keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
 _ENV.filters.update(ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band,
                     speedup=units.speedup, spread=units.spread, us=units.us,
-                    evidence=lambda x, limit: cell_evidence(x, max_spread=limit).replace("|", "\\|"),
+                    evidence=lambda x, limit=TOO_NOISY_SPREAD: cell_evidence(x, max_spread=limit).replace("|", "\\|"),
                     latency=latency_evidence, compared=compared_ms, best_ratio=best_ratio,
                     kernel_noisy=lambda k, limit: kernel_noisy_words(k.noisy_reason, limit),
                     md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
