@@ -228,6 +228,8 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     assert noisy.endswith("; too noisy: samples spread 111% of the median, over 20% (disturbed)")
     counts = next(line for line in lines if line.startswith("41 instances and 213 cells: "))
     assert counts.endswith(f"; {213 - len(shown)} not shown (--only-changed)")
+    # the undecided cells are counted apart, not among the others
+    assert f", 1 too noisy to judge (~), {len(undecided)} undecided (?), {213 - len(shown)} otherwise;" in counts
     data, _ = run_json(results, first, second, capsys, only_changed=True)
     assert [(x["workload"], x["verdict"]) for x in data["cells"] if x["verdict"] != UNDECIDED] == [
         ("llm_topk_sampling_prep", SLOWER), ("llm_qk_norm", FASTER), ("vlm_patch_embedding_conv2d", SLOWER),

@@ -1,12 +1,12 @@
 """`compile-baselines compare --format table`: a comparison for the terminal, in the manner of `asv compare`: the
 headline, then one row per cell (before, after and their ratio, of what its verdict compared; the verdict; the
-evidence), then what the PR comment says beside its tables: the
-best baselines that changed, the winners that changed within noise or unconfirmed, every kernel's speedup over the
-best baseline, wins and geomeans per mode, the instances only one run has; then what the verdicts rest on.
+evidence), then what the PR comment says beside its tables: the best baselines that changed, the winners that
+changed within noise or unconfirmed, every kernel's speedup over the best baseline, wins and geomeans per mode, the
+instances only one run has; then what the verdicts rest on.
 
-The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge, `?`
-moved on fewer compiles than the rule asks (unconfirmed, not counted). The footer says the rule that applied
-(tracker.publish.ruletext).
+The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge (the
+row says why), `?` moved on fewer compiles than the rule asks (unconfirmed, not counted) or undecided. The counts
+line counts each apart; the footer says the rule that applied (tracker.publish.ruletext).
 """
 
 from __future__ import annotations
@@ -133,8 +133,10 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     else:
         lines.append("no cell changed beyond noise" if only_changed else "no cells")
     lines += _instance_lines(c) + _kernel_lines(c, only_changed) + _figure_lines(c) + _only_in(c)
-    same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
+    same = (len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
+            - len(c.undecided))
     unconfirmed = f"{len(c.unconfirmed)} unconfirmed, not counted (?), " if c.unconfirmed else ""
+    unconfirmed += f"{len(c.undecided)} undecided (?), " if c.undecided else ""
     lines += ["", f"{units.count(len(c.instances), 'instance')} and {units.count(len(c.cells), 'cell')}: "
                   f"{len(c.regressions)} slower or now failing (+), {len(c.improvements)} faster or now ok (-), "
                   f"{len(c.noisy)} too noisy to judge (~), "
