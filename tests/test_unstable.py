@@ -75,3 +75,21 @@ def test_a_kernel_whose_own_cell_is_too_noisy_says_so_beside_its_speedup() -> No
     table.loc[row, "q75"] = table.loc[row, "median_ms"] * (1 + 2 * TOO_NOISY_SPREAD)
     (line,) = [x for x in summary.render(summary_json(table)).splitlines() if "torch_fp32:" in x]
     assert line.endswith("than best (eager); too noisy to judge")
+
+
+def test_a_run_whose_every_cell_is_too_noisy_is_still_summarised() -> None:
+    """A loaded 2-core host can leave no cell quiet enough to rank: the summary still shows the run, each instance
+    said to be too noisy, never an empty page. (Constructed: the fixture's latest run, every ok cell's quartiles
+    widened past the bound.)"""
+    from tracker.publish.summary_json import summary_json
+
+    table = load_results(CPU_TINY, commit=LATEST).table.copy()
+    ok = table["status"] == "ok"
+    table.loc[ok, "q75"] = table.loc[ok, "median_ms"] * (1 + 2 * TOO_NOISY_SPREAD)
+    (run,) = summary_json(table)["runs"]
+    tiny = run["presets"]["tiny"]
+    assert tiny["instances"] == 0 and len(tiny["too_noisy"]) == ok.sum()
+    assert sorted(tiny["notes"]) == [f"{w}: no mode ranked (its cells measured ok are too noisy to judge): not counted"
+                                     for w in ("diff_cfg_blend", "llm_rmsnorm")]
+    text = summary.render(summary_json(table))
+    assert "tiny: 0 instances" in text and "TOO NOISY TO JUDGE" in text

@@ -171,16 +171,24 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
     be: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for b in _records(break_even(table), [*keys, *_BREAK_EVEN_FIELDS]):
         be.setdefault(tuple(b[c] for c in keys), []).append(break_even_json(b))
+    # A run's presets are those it measured instances of: one whose every instance no mode won (all too noisy, say)
+    # has no figures, and is still shown, saying why
+    figures = {tuple(r[k] for k in keys): r for r in _records(f, list(f.columns))}
+    measured = analysis.instances.drop_duplicates(keys)[[*keys, "date", "gpu", "triton", "launch_us"]]
+    measured = measured[measured["machine"].astype(str) == machine] if machine is not None else measured
+    if commit is not None:
+        measured = measured[measured["commit"].astype(str).str.startswith(commit)]
     runs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
+    for r in _records(measured.sort_values(["date", *keys], kind="stable"), list(measured.columns)):
         key = (r["commit"], r["machine"], r["torch"])
         run = runs.setdefault(key, {
             "commit": r["commit"], "machine": r["machine"], "gpu": r["gpu"], "torch": r["torch"],
             "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
             "launch_us": _rounded(r["launch_us"], 2), "presets": {}})
         preset_key = (*key, r["preset"])
-        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []),
-                                                   be.get(preset_key, []), noisy.get(preset_key, []))
+        run["presets"][r["preset"]] = _preset_dict(figures.get(preset_key), inst.get(preset_key, []),
+                                                   kernels.get(preset_key, []), be.get(preset_key, []),
+                                                   noisy.get(preset_key, []))
     return {"runs": list(runs.values())}
 
 
