@@ -24,6 +24,9 @@ _ISSUE_COMMENTS = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$")
 _COMMENT = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$")
 _ISSUES = re.compile(r"^/repos/([^/]+)/([^/]+)/issues$")
 _ISSUE = re.compile(r"^/repos/([^/]+)/([^/]+)/issues/(\d+)$")
+# Who wrote a post, as GitHub says it: the Actions token's bot (what the tool posts as), or anyone at all
+BOT = {"user": {"login": "github-actions[bot]", "type": "Bot"}, "author_association": "NONE"}
+OUTSIDER = {"user": {"login": "mallory", "type": "User"}, "author_association": "NONE"}
 
 
 @dataclass
@@ -91,15 +94,16 @@ class FakeGitHub:
         with self._lock:
             self.faults.extend(faults)
 
-    def add_comment(self, owner: str, repo: str, issue: int, body: str) -> dict[str, Any]:
+    def add_comment(self, owner: str, repo: str, issue: int, body: str, by: dict[str, Any] = BOT) -> dict[str, Any]:
+        """A comment, by the Actions bot unless `by` (OUTSIDER: anyone, on a public repository)."""
         with self._lock:
-            return self._add(owner, repo, issue, body)
+            return self._add(owner, repo, issue, body, by)
 
     def add_issue(self, owner: str, repo: str, title: str, body: str, state: str = "open",
-                  pull_request: bool = False) -> dict[str, Any]:
+                  pull_request: bool = False, by: dict[str, Any] = BOT) -> dict[str, Any]:
         """An issue (or, with pull_request, a PR: GitHub lists both under /issues) of a known repository."""
         with self._lock:
-            return self._add_issue(owner, repo, title, body, state, pull_request)
+            return self._add_issue(owner, repo, title, body, state, pull_request, by)
 
     def issue_list(self, owner: str = "octo", repo: str = "widgets") -> list[dict[str, Any]]:
         with self._lock:
@@ -179,11 +183,11 @@ class FakeGitHub:
         return _not_found()
 
     def _add_issue(self, owner: str, repo: str, title: str, body: str, state: str = "open",
-                   pull_request: bool = False) -> dict[str, Any]:
+                   pull_request: bool = False, by: dict[str, Any] = BOT) -> dict[str, Any]:
         self._next_number += 1
         number = self._next_number
         issue = {
-            "number": number, "title": title, "body": body, "state": state,
+            "number": number, "title": title, "body": body, "state": state, **by,
             "html_url": f"https://github.com/{owner}/{repo}/{'pull' if pull_request else 'issues'}/{number}",
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + number)),
         }
@@ -215,7 +219,7 @@ class FakeGitHub:
         link = ", ".join(f'<{self.url}{path}?per_page={per_page}&page={n}>; rel="{rel}"' for rel, n in links.items())
         return _Response(200, items[(page - 1) * per_page : page * per_page], {"Link": link} if link else {})
 
-    def _add(self, owner: str, repo: str, issue: int, body: str) -> dict[str, Any]:
+    def _add(self, owner: str, repo: str, issue: int, body: str, by: dict[str, Any] = BOT) -> dict[str, Any]:
         self._next_id += 1
         cid = self._next_id
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_700_000_000 + cid))  # ordered like ids
@@ -224,7 +228,7 @@ class FakeGitHub:
             "body": body,
             "html_url": f"https://github.com/{owner}/{repo}/pull/{issue}#issuecomment-{cid}",
             "created_at": created,
-            "user": {"login": "github-actions[bot]"},
+            **by,
             "_issue": (owner, repo, issue),
         }
         self._comments[cid] = comment

@@ -126,3 +126,31 @@ def test_a_run_whose_every_cell_is_skipped_records_nothing_and_says_so(tmp_path:
                          "host can measure (`list` names the presets)")
     assert sorted((p, p.read_bytes()) for p in results.rglob("*") if p.is_file()) == before
     assert cli.main(["summary", "--results-dir", str(results)]) == 0
+
+
+CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
+
+
+def test_an_instance_measured_ok_only_too_noisily_still_has_its_winner(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real CPU run, where llm_rmsnorm's eager cell is too noisy to judge (72% spread), its default cell made
+    impossible (1e308 ms): the winner comes from the modes measured ok (eager), and says how it won."""
+    import itertools
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(CPU_TINY, results)
+    (path,) = (results / "cpu-laptop").glob("bc844535-*.json")
+    data = json.loads(path.read_text())
+    row = data["results"]["baselines.Baseline.track_latency"]
+    index = list(itertools.product(*row[1])).index(("'tiny'", "'llm_rmsnorm'", "'default'"))
+    row[0][index] = 1e308
+    path.write_text(json.dumps(data))
+    assert cli.main(["summary", "--format", "json", "--results-dir", str(results)]) == 0
+    out, err = capsys.readouterr()
+    tiny = _strict_json(out)["runs"][0]["presets"]["tiny"]
+    assert "tiny/llm_rmsnorm/default = 1e+308 ms" in err
+    assert tiny["winners"] == {"llm_rmsnorm": "eager", "diff_cfg_blend": "eager"}
+    assert "llm_rmsnorm: won by eager among cells all too noisy to judge" in tiny["notes"]
+    assert not any("no mode measured ok" in n for n in tiny["notes"])
+    assert {u["workload"]: u["mode"] for u in tiny["too_noisy"]}["llm_rmsnorm"] == "eager"  # still said to be noisy

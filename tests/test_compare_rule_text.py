@@ -145,8 +145,7 @@ def test_cells_judged_against_their_own_noise_say_so_with_the_rules_numbers(as_m
                            "cells selected together so that unchanged code raises an alarm in under 3% of comparisons "
                            "(Benjamini-Hochberg, an instance's modes together where its source changed), and beyond "
                            "its minimum change (2%, and one compile's spread); it is the same when its interval lies "
-                           "within ±10% (or its minimum change), and undecided otherwise; a cell of unknown noise "
-                           "changed when Mann-Whitney U")
+                           "within ±10%, and undecided otherwise; a cell of unknown noise changed when Mann-Whitney U")
     assert comparison_json(c)["rule"]["test"] == "noise"
 
 

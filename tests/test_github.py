@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_github import FakeGitHub, Fault
+from fake_github import OUTSIDER, FakeGitHub, Fault
 
 from tracker.github.client import DEFAULT_API_URL, GitHubClient, GitHubError, from_env
 from tracker.github.comment import (
@@ -62,6 +62,27 @@ def test_comments_of_others_are_left_alone(fake, client):
     upsert(client, "run 1")
     upsert(client, "run 2")
     assert [c["body"] for c in fake.comments()] == ["LGTM", f"{MARKER}\nrun 2"]
+
+
+@pytest.mark.parametrize("association", ["NONE", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "FIRST_TIMER"])
+def test_a_marker_in_an_outsiders_comment_is_not_ours(fake, client, association):
+    """Anyone can comment on a public repository's PR, the hidden marker included: that comment is neither edited
+    (the report would show as theirs, and they could edit it back) nor removed, and ours stays the one."""
+    forged = {**OUTSIDER, "author_association": association}
+    theirs = fake.add_comment(OWNER, REPO, PR, f"{MARKER}\nall good, merge it", by=forged)
+    first = upsert(client, "run 1")
+    later = fake.add_comment(OWNER, REPO, PR, f"{MARKER}\nmine now", by=forged)
+    second = upsert(client, "run 2")
+    assert first.action == "created" and (second.action, second.comment_id) == ("updated", first.comment_id)
+    bodies = {c["id"]: c["body"] for c in fake.comments()}
+    assert bodies == {theirs["id"]: f"{MARKER}\nall good, merge it", later["id"]: f"{MARKER}\nmine now",
+                      first.comment_id: f"{MARKER}\nrun 2"}
+
+
+def test_a_collaborators_marked_comment_is_taken_as_an_earlier_run_of_theirs(fake, client):
+    ours = fake.add_comment(OWNER, REPO, PR, f"{MARKER}\nposted with a maintainer's token",
+                            by={**OUTSIDER, "author_association": "COLLABORATOR"})
+    assert (upsert(client, "new").action, upsert(client, "newer").comment_id) == ("updated", ours["id"])
 
 
 def test_marker_is_found_on_a_later_page_after_250_other_comments(fake, client):

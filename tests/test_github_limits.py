@@ -31,6 +31,24 @@ def test_a_429_without_retry_after_waits_a_minute_then_longer(fake, waits):
     assert waits == [60.0, 120.0]
 
 
+@pytest.mark.parametrize("header", [{"Retry-After": v} for v in ("nan", "NaN", "inf", "-inf", "", "soon",
+                                                                   "Wed, 99 Foo 2026 25:61:61 GMT", "1e999")]
+                         + [{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": v} for v in ("nan", "inf", "soon")]
+                         + [{"Retry-After": "nan", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "nan"}])
+def test_an_unreadable_or_endless_wait_falls_back_to_the_default_backoff(fake, waits, header):
+    client = GitHubClient(fake.url, fake.token, max_wait=600, sleep=waits.append, clock=lambda: NOW)
+    fake.inject(Fault(429, {"message": "slow down"}, header), Fault(429, {"message": "slow down"}, header))
+    assert client.list_issue_comments(OWNER, REPO, PR) == []
+    assert waits == [60.0, 120.0]
+
+
+def test_an_unreadable_retry_after_defers_to_the_reset_time(fake, waits):
+    client = GitHubClient(fake.url, fake.token, max_wait=600, sleep=waits.append, clock=lambda: NOW)
+    fake.inject(Fault(429, {}, {"Retry-After": "nan", "X-RateLimit-Remaining": "0",
+                                "X-RateLimit-Reset": str(int(NOW) + 5)}))
+    assert client.list_issue_comments(OWNER, REPO, PR) == [] and waits == [6.0]
+
+
 def test_repeated_secondary_limits_beyond_the_cap_fail_saying_how_long(fake, waits):
     client = GitHubClient(fake.url, fake.token, sleep=waits.append, clock=lambda: NOW)  # max_wait 60 s
     secondary = Fault(403, {"message": "You have exceeded a secondary rate limit."})

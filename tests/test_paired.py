@@ -53,8 +53,9 @@ def test_a_cell_that_moved_clearly_is_a_change_once_confirmed() -> None:
 def test_the_same_is_a_claim_its_interval_inside_the_margin() -> None:
     same = judge([1.002, 0.998, 1.001, 0.999, 1.0])
     assert same.verdict == SAME and same.ci is not None and 0.97 < same.ci[0] < 1 < same.ci[1] < 1.03
-    # a margin the rule never claims a change under (a quarter launch on a host-bound cell) counts as the margin
-    assert judge([1.05, 1.06, 1.04, 1.05, 1.05], least=0.10, selected=True).verdict == SAME
+    # a change the rule never claims (under a host-bound cell's quarter launch) and beyond the margin: undecided, never
+    # "the same" (on the H100 a +9% move of a 5 us kernel was "the same within its 22% minimum change")
+    assert judge([1.05, 1.06, 1.04, 1.05, 1.05], least=0.10, selected=True).verdict == UNDECIDED
 
 
 def test_what_the_pairs_cannot_decide_is_undecided_with_how_much_more_would() -> None:

@@ -412,6 +412,56 @@ def test_an_impossible_latency_is_a_failed_cell_with_one_warning(tmp_path: Path,
     assert (loaded.table["median_ms"].dropna() > 0).all()
 
 
+def _edit(path: Path, change: Any) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _at(data: dict[str, Any], cell: Cell) -> int:
+    params = data["results"]["baselines.Baseline.track_latency"][1]
+    return list(itertools.product(*params)).index(tuple(repr(x) for x in cell))
+
+
+def _set(data: dict[str, Any], benchmark: str, column: str, cell: Cell, value: Any) -> None:
+    data["results"][benchmark][data["result_columns"].index(column)][_at(data, cell)] = value
+
+
+IMPOSSIBLE_VALUES = {  # where a value no measurement gives is read: what the one warning names
+    "a latency": (lambda d: _set(d, "baselines.Baseline.track_latency", "result", ("prefill", "llm_rmsnorm",
+                                                                                    "default"), -1.5),
+                  "impossible latency (e.g. prefill/llm_rmsnorm/default = -1.5 ms)"),
+    "a latency where no instance is": (lambda d: _set(d, "baselines.Baseline.track_latency", "result",
+                                                      ("decode", "rl_dpo_loss", "eager"), -1.5),
+                                       "impossible latency (e.g. decode/rl_dpo_loss/eager = -1.5 ms)"),
+    "a quartile": (lambda d: _set(d, "baselines.Baseline.track_latency", "stats_q_25",
+                                  ("prefill", "llm_rmsnorm", "default"), -1.5),
+                   "1 q25 value(s) negative, infinite or absurd (e.g. prefill/llm_rmsnorm/default = -1.5)"),
+    "a compile time": (lambda d: _set(d, "baselines.Baseline.track_compile_time", "result",
+                                      ("prefill", "llm_rmsnorm", "default"), -1.5),
+                       "1 compile_s value(s) negative, infinite or absurd (e.g. prefill/llm_rmsnorm/default = -1.5)"),
+    "the launch floor": (lambda d: d["results"]["baselines.Host.track_launch_overhead"].__setitem__(0, [-1.5]),
+                         "launch floor -1.5 us (baselines.Host.track_launch_overhead) is not a time a launch takes"),
+}
+
+
+@pytest.mark.parametrize("where", IMPOSSIBLE_VALUES)
+def test_every_impossible_value_is_one_warning_naming_its_file_and_cell(tmp_path: Path, where: str) -> None:
+    path = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.2}))
+    change, said = IMPOSSIBLE_VALUES[where]
+    _edit(path, change)
+    loaded = results.load_results(tmp_path)
+    assert len(loaded.warnings) == 1 and loaded.warnings[0].startswith(f"{path}: ") and said in loaded.warnings[0]
+
+
+def test_impossible_samples_are_one_warning_naming_a_cell(tmp_path: Path) -> None:
+    cell = {"median": 0.5, "samples": [0.5, -1.5, 0.5]}
+    path = write_result_file(tmp_path, instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": cell}))
+    loaded = results.load_results(tmp_path, with_samples=True)
+    assert loaded.warnings == [f"{path}: 1 cell(s) with samples that are not positive finite numbers (e.g. "
+                               "prefill/llm_rmsnorm/default): samples ignored"]
+
+
 def test_an_impossible_latency_never_reaches_compare(tmp_path: Path) -> None:
     from tracker.analyse.compare import compare_runs
 

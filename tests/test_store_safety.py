@@ -280,15 +280,27 @@ def test_a_run_whose_environment_cannot_discover_the_suite_fails_before_measurin
 # ---------------------------------------------------------------------------------------------------- the cell store
 
 
-@pytest.mark.parametrize("machine,commit", [("..", "c"), ("m", ".."), (".", "."), ("../..", "x/../../y")])
-def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Path, machine: str, commit: str) -> None:
+@pytest.mark.parametrize("machine,commit,preset,workload", [
+    ("..", "c", "tiny", "llm_rmsnorm"), ("m", "..", "tiny", "llm_rmsnorm"), (".", ".", "tiny", "llm_rmsnorm"),
+    ("../..", "x/../../y", "tiny", "llm_rmsnorm"), ("m", "c", "../../..", ".."), ("m", "c", "/etc", "a/../../b"),
+    ("m" * 1_000_000, "c" * 300, "p" * 300, "w\x1b" * 200),  # a result file's names, written by hand
+])
+def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Path, machine: str, commit: str,
+                                                                   preset: str, workload: str) -> None:
     root = tmp_path / "cells"
     store = CellStore(root, RunKey(machine, commit, ".."))
-    store.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "..", "status": "skipped", "reason": "a test"})
+    store.put({"preset": preset, "workload": workload, "mode": "..", "status": "skipped", "reason": "a test"})
     store.set_launch_floor(3.0)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(root in p.parents for p in written)
-    assert store.get("tiny", "llm_rmsnorm", "..") is not None
+    assert store.get(preset, workload, "..") is not None
+    assert CellStore.of_run(root, RunKey(machine, commit, "..")) is not None  # found again, no name too long
+
+
+def test_long_names_stay_apart_in_the_store(tmp_path: Path) -> None:
+    a, b = (CellStore(tmp_path, RunKey("m" * 200 + end, "c", "t")) for end in "ab")
+    assert a.dir != b.dir and all(len(part) <= 100 for part in a.dir.relative_to(tmp_path).parts)
+    assert CellStore(tmp_path, RunKey("h100-smoke", "c", "2.11.0")).dir == tmp_path / "h100-smoke/c/torch-2.11.0"
 
 
 def test_the_first_launch_floor_of_a_run_stands(tmp_path: Path) -> None:

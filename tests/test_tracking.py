@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fake_github import FakeGitHub, Fault
+from fake_github import OUTSIDER, FakeGitHub, Fault
 
 from tracker.github.client import GitHubClient
 from tracker.github.tracking import MAX_BODY_CHARS, TRACKING_MARKER, tracking_body, upsert_issue
@@ -49,6 +49,19 @@ def test_finds_the_issue_on_a_later_page_and_ignores_prs_and_closed_issues(fake:
     assert gets[0].endswith("/issues?state=open&per_page=100") and "page=2" in gets[1] and len(gets) == 2
     bodies = {i["title"]: i["body"] for i in fake.issue_list()}
     assert bodies["old, closed"] == TRACKING_MARKER and bodies["a PR quoting the marker"].startswith("see")
+
+
+def test_an_outsiders_issue_carrying_the_marker_is_neither_edited_nor_makes_ours_close(
+        fake: FakeGitHub, client: GitHubClient) -> None:
+    """Anyone can open an issue on a public repository, the hidden marker included. Taken as ours, the nightly
+    would write into it (theirs to edit back) and close the real one as its duplicate."""
+    theirs = fake.add_issue(OWNER, REPO, "Nightly: nothing to see", f"{TRACKING_MARKER}\nall fine", by=OUTSIDER)
+    ours = upsert_issue(client, OWNER, REPO, TITLE, "first")
+    later = upsert_issue(client, OWNER, REPO, TITLE, "second")
+    assert (ours.action, later.action, later.number, later.note) == ("created", "updated", ours.number, "")
+    issues = {i["number"]: (i["state"], i["body"]) for i in fake.issue_list()}
+    assert issues == {theirs["number"]: ("open", f"{TRACKING_MARKER}\nall fine"),
+                      ours.number: ("open", f"{TRACKING_MARKER}\nsecond")}
 
 
 def test_duplicate_tracking_issues_converge_on_the_oldest(fake: FakeGitHub, client: GitHubClient) -> None:

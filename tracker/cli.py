@@ -244,6 +244,19 @@ INTERRUPTED = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every line it writes passes through VisibleStream: no text from the results reaches a
+    terminal as a control sequence (tracker.publish.escape)."""
+    from tracker.publish.escape import VisibleStream
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = VisibleStream(sys.stdout), VisibleStream(sys.stderr)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with warnings.catch_warnings():

@@ -224,7 +224,8 @@ def _run(commands: Commands) -> None:
         "compile-baselines run --commit v1.2 --date 2026-11-23", more=(
             " An interrupted run resumes: finished cells are kept (the cell store) and not measured again."
             " Exit status: 0 when the cells were measured and recorded (failed cells too: a failure is data),"
-            " 1 when nothing was recorded (every cell skipped, e.g. prefill on a CPU host) or the run failed,"
+            " 1 when nothing was recorded (every cell skipped, e.g. prefill on a CPU host) or the run failed (a"
+            " measurement the cell store could not keep, a full disk: the run stops, what was kept before stays),"
             " 2 for a mistake in the arguments."))
     run.add_argument("--preset", nargs="+",
                      help="default: tiny on CPU, prefill+decode on CUDA (and plugins' presets likewise; see `list`)")
@@ -265,7 +266,8 @@ def _merge(commands: Commands) -> None:
     merge = _command(commands, "merge", "combine the results directories of shards into one",
                      "compile-baselines merge shard1/results shard2/results --results-dir .asv/results",
                      more=" A measurement wins over a failure; merging the same shards again changes nothing (a "
-                          "retried step is safe); a directory merged into itself is refused.")
+                          "retried step is safe); a directory merged into itself is refused; a folder it would write "
+                          "into that is not writable is refused before anything is written.")
     merge.add_argument("sources", nargs="+", help="asv results directories of the shards")
     merge.add_argument("--results-dir", help="destination (default: as for run)")
     merge.add_argument("--cells-dir", nargs="+", metavar="DIR",
@@ -419,9 +421,10 @@ def _pr(commands: Commands) -> None:
     pr.add_argument("--history", nargs="+", default=[], metavar="DIR",
                     help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
                          "nightly's results branch)")
-    pr.add_argument("--budget", type=POSITIVE, default=300.0, metavar="SECONDS",
-                    help="wall time for measuring (default 300): base and head are measured in pairs, round after "
-                         "round, while cells are undecided; no round starts that would end past it")
+    pr.add_argument("--budget", type=POSITIVE, default=240.0, metavar="SECONDS",
+                    help="wall time for measuring (default 240): base and head are measured in pairs, round after "
+                         "round, while cells are undecided; the round after the first starts while time is left, a "
+                         "later one only while the last one's time is still left")
     pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
                     help="the most compiles a side a cell gets (default 10)")
     pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",

@@ -2,7 +2,8 @@
 
 Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefill), from ok cells only:
 - best mode: the fastest median (the study's definition; failed or incorrect cells never win, nor do cells too
-  noisy to judge, whose medians rank nothing; equal medians go to the earlier mode of MODES, eager first);
+  noisy to judge, whose medians rank nothing while their instance has a cell that is not; equal medians go to the
+  earlier mode of MODES, eager first); an instance gets a winner whenever a mode measured ok;
 - wins per mode (all five, zeros included) and per domain;
 - geomean speedup vs eager per compiled mode, over the instances where both eager and the mode are ok;
 - head-to-head default vs max-autotune-no-cudagraphs over every instance where both are ok (`h2h_instances`:
@@ -67,9 +68,9 @@ def _matrix(codes: np.ndarray, modes: np.ndarray, values: np.ndarray, n: int) ->
 
 def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: HostBound | None = None,
                    max_spread: float = TOO_NOISY_SPREAD) -> pd.DataFrame:
-    """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok) with its
-    compiles (count, median, slowest), runner-up and margin, tie set (modes within noise of the winner, fastest
-    first), host-bound flag and failed modes."""
+    """One row per instance with its medians per mode (`ms_<mode>`), winner (None when no mode is ok; `winner_noisy`
+    when every ok cell of the instance is too noisy to judge) with its compiles (count, median, slowest), runner-up
+    and margin, tie set (modes within noise of the winner, fastest first), host-bound flag and failed modes."""
     noise, host = noise or NoiseModel(), host or HostBound()
     t = table[study_instances(table) & baseline_rows(table)]
     if t.empty:
@@ -80,8 +81,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: H
     first = np.unique(codes, return_index=True)[1]
     inst = t.iloc[first][[*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "launch_us"]].reset_index(drop=True)
     mode_idx = t["mode"].cat.codes.to_numpy()  # categories start with MODES (tracker.store.results)
-    # A cell too noisy to judge ranks nothing: no win, no geomean, no margin (tracker.analyse.unstable lists it)
-    ok = (t["status"] == "ok").to_numpy() & ~too_noisy(t["median_ms"], t["q25"], t["q75"], max_spread)
+    ok, has_clean = _ranked(t, codes, n, max_spread)
     med = _matrix(codes[ok], mode_idx[ok], t["median_ms"].to_numpy()[ok], n)
     lo = _matrix(codes[ok], mode_idx[ok], t["ci_low"].to_numpy()[ok], n)
     hi = _matrix(codes[ok], mode_idx[ok], t["ci_high"].to_numpy()[ok], n)
@@ -108,6 +108,7 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: H
 
     mode_names = np.array(MODES, dtype=object)
     inst["winner"] = np.where(has_ok, mode_names[win], None)
+    inst["winner_noisy"] = has_ok & ~has_clean  # won among cells all too noisy to judge
     inst["winner_ms"] = win_ms
     inst["winner_compiles"] = np.where(has_ok, spread["n"][rows, win], np.nan)
     inst["winner_compiles_median_ms"] = np.where(has_ok, spread["median"][rows, win], np.nan)
@@ -124,13 +125,24 @@ def instance_table(table: pd.DataFrame, noise: NoiseModel | None = None, host: H
     return inst
 
 
+def _ranked(t: pd.DataFrame, codes: np.ndarray, n: int, max_spread: float) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows whose medians rank, per instance whether it has an ok cell not too noisy to judge). A cell too noisy
+    to judge ranks nothing (no win, no geomean, no margin; tracker.analyse.unstable lists it) while its instance has
+    a cell that is not: an instance measured ok only too noisily still gets its winner from the modes measured ok,
+    as a cell's best compile is chosen (tracker.store.cells.combine)."""
+    measured = (t["status"] == "ok").to_numpy()
+    clean = measured & ~too_noisy(t["median_ms"], t["q25"], t["q75"], max_spread)
+    has_clean = np.bincount(codes[clean], minlength=n).astype(bool)
+    return clean | (measured & ~has_clean[codes]), has_clean
+
+
 def _empty_instances() -> pd.DataFrame:
     """instance_table's columns, with their dtypes (numbers as floats, flags as bools), for a run of no instance."""
     numbers = ["launch_us", "winner_ms", "winner_compiles", "winner_compiles_median_ms", "winner_compiles_max_ms",
                "runner_up_ms", "margin_pct", *(f"ms_{m}" for m in MODES)]
     cols = {c: object for c in [*INSTANCE_KEYS, "date", "gpu", "triton", "domain", "winner", "runner_up", "ties",
                                 "failed_modes"]}
-    cols |= dict.fromkeys(numbers, float) | {"tie": bool, "host_bound": bool}
+    cols |= dict.fromkeys(numbers, float) | {"tie": bool, "host_bound": bool, "winner_noisy": bool}
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in cols.items()})
 
 

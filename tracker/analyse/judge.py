@@ -62,9 +62,9 @@ class ChangeRule:
     ci_level: float = 0.95  # of the change's confidence interval, as shown
     prior_df: float = 4.0  # how many compiles a cell class's pooled noise weighs as (tracker.analyse.noise)
     run_floor: float = 0.01  # the least run-to-run spread of runs not measured together (tracker.analyse.noise)
-    # The noise test calls a cell the same only where its interval lies within this size (or its minimum change, where
-    # larger); a cell whose interval reaches further is undecided, as is one the comparison cannot resolve to this
-    # size that moved beyond half the size it can resolve
+    # The noise test calls a cell the same only where its interval lies within this size; a cell whose interval reaches
+    # further is undecided, as is one the comparison cannot resolve to this size that moved beyond half the size it can
+    # resolve
     resolve: float = 0.10
     # The fixed bands (test "bands", and cells of unknown noise): one compile a side
     p_value: float = 0.01
@@ -339,8 +339,8 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
         why = DISTURBED
     elif moved and resolves > rule.resolve and abs(e.log_change) > math.log1p(resolves / 2):
         verdict = UNDECIDED  # moved within more noise than the comparison can resolve
-    elif max(abs(e.log_change - half), abs(e.log_change + half)) > math.log1p(max(rule.resolve, e.least)):
-        verdict = UNDECIDED  # its interval reaches beyond what the rule could call the same
+    elif max(abs(e.log_change - half), abs(e.log_change + half)) > math.log1p(rule.resolve):
+        verdict = UNDECIDED  # its interval reaches beyond what the rule calls the same
     else:
         verdict = SAME
     return Verdict(_unconfirmed(verdict, e.compiles, rule), e.ratio, e.p_value, e.least, float_or_none(e.spread),

@@ -20,8 +20,7 @@ schedule), which keeps the chance that unchanged code is ever called changed, ov
   Benjamini-Hochberg over families at the nominal level) and the change exceeds the minimum change (the 1% floor,
   a quarter of the launch floor in time, the user's factor); with fewer than ChangeRule.confirm pairs it is
   unconfirmed and the cell is measured again;
-- same: the change's (1 - 2 x nominal) interval lies inside +-same_within, or +- the minimum change where that is
-  larger (two one-sided tests);
+- same: the change's (1 - 2 x nominal) interval lies inside +-same_within (two one-sided tests);
 - undecided otherwise: the cell gets another round, while the budget lasts. A cell still undecided at the end says
   so, with its interval and about how many more pairs would settle it (`more_to_settle`), never "same".
 """
@@ -148,9 +147,10 @@ def more_to_settle(e: Evidence, rule: ChangeRule, families: int) -> int:
 
 
 def _margin(e: Evidence, rule: ChangeRule) -> float:
-    """The margin of "the same", in log: same_within, or the cell's minimum change where that is larger (a change
-    the rule would never claim, a quarter launch on a host-bound cell, is no reason to call it undecided)."""
-    return math.log1p(max(rule.same_within, e.least))
+    """The margin of "the same", in log: same_within. A cell whose minimum change is larger (a quarter launch on a
+    host-bound cell) and that moved between the two is undecided: the rule never claims such a change, nor calls it
+    the same."""
+    return math.log1p(rule.same_within)
 
 
 def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> Verdict:

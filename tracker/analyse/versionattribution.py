@@ -21,6 +21,7 @@ machine first: the nightly keeps one machine per PyTorch channel, so the cross r
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,9 +92,11 @@ class DecisiveRun:
     kernels: tuple[str, ...]  # WORKLOAD:NAME of the undecided kernel cells; none: `--kernel none`
 
     def command(self) -> str:
-        """The `compile-baselines run` to start in an environment with torch `self.torch` installed."""
-        return (f"compile-baselines run --preset {' '.join(self.presets)} --workload {' '.join(self.workloads)} "
-                f"--kernel {' '.join(self.kernels) or 'none'} --machine {self.machine} --commit {self.commit}")
+        """The `compile-baselines run` to start in an environment with torch `self.torch` installed, each value
+        quoted for a shell (the machine's and the kernels' names are the results')."""
+        words = ["--preset", *self.presets, "--workload", *self.workloads, "--kernel", *(self.kernels or ["none"]),
+                 "--machine", self.machine, "--commit", self.commit]
+        return "compile-baselines run " + shlex.join(words)
 
 
 @dataclass

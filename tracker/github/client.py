@@ -16,6 +16,7 @@ token never appears in it.
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -64,6 +65,7 @@ class Comment:
     body: str
     html_url: str
     created_at: str
+    trusted: bool = False  # by a bot or by someone with write access to the repository (`trusted_author`)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Issue:
     html_url: str
     created_at: str
     state: str
+    trusted: bool = False  # as Comment.trusted
 
 
 class _Retry(Exception):
@@ -310,11 +313,10 @@ class GitHubClient:
         """Seconds GitHub asks us to wait. Waiting less than asked only extends the block, so a demand above
         max_wait fails now, saying when to come back."""
         headers = response.headers
-        if "Retry-After" in headers:
-            wait = _retry_after_seconds(headers["Retry-After"], self.clock())
-        elif limited and "X-RateLimit-Reset" in headers:
-            wait = max(float(headers["X-RateLimit-Reset"]) - self.clock(), 0.0) + 1.0  # +1: the reset second itself
-        else:
+        wait = _retry_after_seconds(headers["Retry-After"], self.clock()) if "Retry-After" in headers else None
+        if wait is None and limited and (reset := _finite(headers.get("X-RateLimit-Reset"))) is not None:
+            wait = max(reset - self.clock(), 0.0) + 1.0  # +1: the reset second itself
+        if wait is None:  # none said, or said unreadably ("nan", "soon"): GitHub's own advice
             wait = SECONDARY_LIMIT_WAIT * 2**limited_before
         if wait > self.max_wait:
             raise self._error(
@@ -439,10 +441,22 @@ def _shape_error(what: str, detail: str) -> GitHubError:
                        "GitHub REST API root?")
 
 
+# Who may have written a post of ours: its author has write access to the repository, or is an app's bot (which
+# posts only where the repository's admins installed it: the Actions token's github-actions[bot], say).
+_TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+def trusted_author(item: Any) -> bool:
+    """Whether a comment or issue of GitHub's API is by someone the tool's own posts can be: anyone can comment on
+    a public repository's PRs and open issues, hidden markers included."""
+    user = item.get("user") if isinstance(item.get("user"), dict) else {}
+    return item.get("author_association") in _TRUSTED_ASSOCIATIONS or user.get("type") == "Bot"
+
+
 def _comment(item: Any, what: str) -> Comment:
     try:
         return Comment(int(item["id"]), str(item.get("body") or ""), str(item.get("html_url") or ""),
-                       str(item.get("created_at") or ""))
+                       str(item.get("created_at") or ""), trusted_author(item))
     except (TypeError, KeyError, ValueError, AttributeError):
         raise _shape_error(what, "a comment without an integer id") from None
 
@@ -450,7 +464,8 @@ def _comment(item: Any, what: str) -> Comment:
 def _issue(item: Any, what: str) -> Issue:
     try:
         return Issue(int(item["number"]), str(item.get("title") or ""), str(item.get("body") or ""),
-                     str(item.get("html_url") or ""), str(item.get("created_at") or ""), str(item.get("state") or ""))
+                     str(item.get("html_url") or ""), str(item.get("created_at") or ""), str(item.get("state") or ""),
+                     trusted_author(item))
     except (TypeError, KeyError, ValueError, AttributeError):
         raise _shape_error(what, "an issue without an integer number") from None
 
@@ -469,13 +484,21 @@ def _github_message(response: requests.Response) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _retry_after_seconds(value: str, now: float) -> float:
-    """Retry-After is either delta-seconds or an HTTP date."""
+def _finite(value: str | None) -> float | None:
+    """A header's number, or None when it is absent or not a finite number ("nan", "inf", "soon")."""
     try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _retry_after_seconds(value: str, now: float) -> float | None:
+    """Retry-After is either delta-seconds or an HTTP date; None when it is neither, or not finite."""
+    seconds = _finite(value)
+    if seconds is not None:
+        return max(seconds, 0.0)
     try:
         return max(email.utils.parsedate_to_datetime(value).timestamp() - now, 0.0)
-    except (TypeError, ValueError):
-        return 60.0
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None

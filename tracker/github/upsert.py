@@ -6,6 +6,9 @@ after a lost response) can both find none and both create one. GitHub has no con
 creating, a run lists again and every run converges on the oldest marked post (all agree which): it writes its
 body there and removes the others, its own new one included. Removing a post that the other run removed first is
 no error. This narrows the race to GitHub's listing lag; the workflows' `concurrency:` groups close it.
+
+Only a post that the tool could have written carries its marker (client.trusted_author: a bot's, or that of someone
+with write access): anyone can put the marker into a PR comment or an issue of a public repository.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class Post:
     body: str
     url: str
     created_at: str
+    trusted: bool = True  # its author could be this tool (client.trusted_author); only such a post is ours
 
 
 class Posts(Protocol):
@@ -70,7 +74,9 @@ def upsert(posts: Posts, marker: str, body: str, may_create: bool = True) -> Ups
 
 
 def _marked(posts: list[Post], marker: str) -> list[Post]:
-    return sorted((p for p in posts if marker in p.body), key=lambda p: (p.created_at, p.key))
+    """The posts that carry `marker` and may be ours, oldest first: a marker in an outsider's comment or issue
+    (anyone can write one) never makes the tool edit that post, nor remove or close its own."""
+    return sorted((p for p in posts if p.trusted and marker in p.body), key=lambda p: (p.created_at, p.key))
 
 
 def _remove(posts: Posts, keys: list[int]) -> tuple[int, ...]:
@@ -129,11 +135,11 @@ class OpenIssues:
 
 
 def _comment(c: Comment) -> Post:
-    return Post(c.id, c.body, c.html_url, c.created_at)
+    return Post(c.id, c.body, c.html_url, c.created_at, c.trusted)
 
 
 def _issue(i: Issue) -> Post:
-    return Post(i.number, i.body, i.html_url, i.created_at)
+    return Post(i.number, i.body, i.html_url, i.created_at, i.trusted)
 
 
 def read_body(path: str, what: str) -> str:

@@ -4,17 +4,15 @@ it), as plain text after the terminal table, and as JSON."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Any
 
 from tracker.analyse.verdicts import BY_UNDECIDED
 from tracker.analyse.versionattribution import Attributed, Attribution
+from tracker.publish.escape import md, visible
 
 HEADING = "#### Commit or torch: which change moved it"
-
-
-def _md(text: str) -> str:  # a table cell's one escape
-    return text.replace("|", "\\|")
 
 
 def _what(a: Attributed) -> str:
@@ -47,18 +45,20 @@ def _decisive(a: Attribution) -> list[str]:
 
 
 def render_md(a: Attribution) -> str:
-    """The section: the runs, the cross runs used, one row per change, and the run that decides the undecided."""
-    lines = [HEADING, "", _runs(a).replace(" -> ", " → ") + "."]
-    lines += [f"- {line.replace(' -> ', ' → ')}" for line in _routes(a)]
+    """The section: the runs, the cross runs used, one row per change, and the run that decides the undecided.
+    What the results say (versions, machines, names) is escaped as markdown text (tracker.publish.escape)."""
+    lines = [HEADING, "", md(_runs(a)).replace(" -&gt; ", " → ") + "."]
+    lines += [f"- {md(line).replace(' -&gt; ', ' → ')}" for line in _routes(a)]
     if not a.items:
         lines += ["", "Nothing moved beyond noise between the two runs: nothing to attribute."]
         return "\n".join(lines) + "\n"
     lines += ["", "| Workload | Preset | What | Change | Moved by | Each change alone |", "|---|---|---|---|---|---|"]
-    lines += [f"| {_md(x.workload)} | {x.preset} | {_md(_what(x))} | {_md(x.change)} | **{x.cause}** | {_md(x.why)} |"
-              for x in a.items]
+    lines += [f"| {md(x.workload)} | {md(x.preset)} | {md(_what(x))} | {md(x.change)} | **{md(x.cause)}** | "
+              f"{md(x.why)} |" for x in a.items]
     decisive = _decisive(a)
-    if decisive:
-        lines += ["", decisive[0], "", "```", decisive[1], "```"]
+    if decisive:  # a fenced block shows its text as it is, but for a line of backticks that would end it
+        fence = "`" * max(3, max((len(r) for r in re.findall("`+", decisive[1])), default=0) + 1)
+        lines += ["", md(decisive[0]), "", fence, visible(decisive[1]), fence]
     return "\n".join(lines) + "\n"
 
 

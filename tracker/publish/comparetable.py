@@ -12,6 +12,7 @@ line counts each apart; the footer says the rule that applied (tracker.publish.r
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from functools import partial
 
 from tracker.analyse.compare import (
@@ -25,6 +26,7 @@ from tracker.analyse.compare import (
     InstanceChange,
 )
 from tracker.publish import units
+from tracker.publish.escape import shown
 from tracker.publish.evidence import (
     COLUMNS_NOTE,
     best_ratio,
@@ -52,6 +54,7 @@ def _mark(verdict: str) -> str:
 
 
 def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    rows = [tuple(shown(v) for v in r) for r in rows]  # a candidate's name is the results': one line, shown
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
             .rstrip() for r in rows]
@@ -120,13 +123,14 @@ def _only_in(c: Comparison) -> list[str]:
 def render_table(c: Comparison, only_changed: bool = False) -> str:
     """The comparison as plain text for a terminal; `only_changed`: only the cells that moved (the headline's) and
     the kernels whose speedup changed."""
-    torch = f"torch {c.base.torch} -> {c.head.torch}" if c.base.torch != c.head.torch else f"torch {c.head.torch}"
-    triton = (f"triton {c.base.triton} -> {c.head.triton}" if c.base.triton != c.head.triton else
-              f"triton {c.head.triton}")
-    base = c.base.commit[:8] + (f" on {c.base.machine}" if c.base.machine != c.head.machine else "")
-    lines = [f"compare {base} -> {c.head.commit[:8]} on {c.head.machine} · {c.head.gpu} · {torch} · {triton}",
-             headline(c), ""]
-    lines += [f"note: {n}" for n in c.notes]
+    # the results' names each shown on one line, cut (escape.shown), whatever they hold
+    b, h = (replace(r, **{k: shown(getattr(r, k)) for k in ("machine", "gpu", "torch", "triton")})
+            for r in (c.base, c.head))
+    torch = f"torch {b.torch} -> {h.torch}" if b.torch != h.torch else f"torch {h.torch}"
+    triton = f"triton {b.triton} -> {h.triton}" if b.triton != h.triton else f"triton {h.triton}"
+    base = b.commit[:8] + (f" on {b.machine}" if b.machine != h.machine else "")
+    lines = [f"compare {base} -> {h.commit[:8]} on {h.machine} · {h.gpu} · {torch} · {triton}", shown(headline(c)), ""]
+    lines += [f"note: {shown(n)}" for n in c.notes]
     cells = listed_cells(c, only_changed)
     if cells:
         lines += [*_cell_rows(cells, c.rule.max_spread), COLUMNS_NOTE]

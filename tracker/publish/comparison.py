@@ -30,6 +30,7 @@ from tracker.analyse.versionattribution import attribute
 from tracker.errors import UsageError
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
+from tracker.publish.escape import shown
 from tracker.publish.evidence import kernel_noisy_words, noisy_words
 from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.publish.units import FORMATS
@@ -129,12 +130,12 @@ def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: st
         picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
                               (("base", b, base), ("head", h, head)) if given is None)
         if head_machine is not None:
-            print(f"compare: {picked}: the latest run of each machine, base on {b.machine}, head on {h.machine}",
-                  file=sys.stderr)
+            print(f"compare: {picked}: the latest run of each machine, base on {shown(b.machine)}, head on "
+                  f"{shown(h.machine)}", file=sys.stderr)
         else:
             why = "the latest run" if base is not None else "the run before head" if head is not None else \
                 "the latest two runs"
-            print(f"compare: {picked}: {why} on {h.machine}", file=sys.stderr)
+            print(f"compare: {picked}: {why} on {shown(h.machine)}", file=sys.stderr)
         base, head, machine = b.commit, h.commit, b.machine
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
                      repo_dir=repo_dir, history=history)
@@ -166,7 +167,7 @@ def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | N
     failed = c.fails(fail_on)
     # A table on the terminal has just shown the headline; a file, a pipe or a CI log gets it on stderr
     if failed or fmt != "table" or out is not None or not sys.stdout.isatty():
-        print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {c.head.machine}: {headline(c)}"
+        print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {shown(c.head.machine)}: {shown(headline(c))}"
               + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
     return EXIT_FAIL_ON if failed else EXIT_OK
 

@@ -24,6 +24,7 @@ from tracker.analyse.nightsteps import BEST, Step, recent_steps
 from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
+from tracker.publish.escape import code, md
 from tracker.publish.units import change, count, ms, p_value
 from tracker.store import atomic, confined
 from tracker.store.commits import resolve_ref
@@ -52,7 +53,8 @@ class NightOptions:
 
 
 def body(sections: list[Section]) -> str:
-    return "".join(f"## {s.title}\n\n{s.markdown}\n" for s in sections)
+    """The issue's body: each section's title (machine names, escaped) and its markdown."""
+    return "".join(f"## {md(s.title)}\n\n{s.markdown}\n" for s in sections)
 
 
 def measured_at(results_dir: Path, commit: str, machines: list[str] | None = None) -> list[str]:
@@ -132,9 +134,10 @@ def steps_markdown(steps: list[Step]) -> str:
              "| Workload | Preset | Mode | Night | Commit | torch | Before | After | Change | p |",
              "|---|---|---|---|---|---|---:|---:|---:|---:|"]
     for s in rows:
-        mode = "**best latency**" if s.mode == BEST else s.mode
-        lines.append(f"| {s.workload} | {s.preset} | {mode} | {s.date[:16]} | `{s.commit[:8]}` | {s.torch} | "
-                     f"{ms(s.before_ms)} | {ms(s.after_ms)} | {change(s.ratio)} | {p_value(s.p_value)} |")
+        mode = "**best latency**" if s.mode == BEST else md(s.mode)
+        lines.append(f"| {md(s.workload)} | {md(s.preset)} | {mode} | {md(s.date[:16])} | {code(s.commit[:8])} | "
+                     f"{md(s.torch)} | {ms(s.before_ms)} | {ms(s.after_ms)} | {change(s.ratio)} | "
+                     f"{p_value(s.p_value)} |")
     return "\n".join(lines) + "\n"
 
 

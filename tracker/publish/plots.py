@@ -7,6 +7,7 @@ report's tables.
 
 from __future__ import annotations
 
+import html
 import io
 import math
 import re
@@ -23,11 +24,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from tracker.publish.escape import visible
 from workloads.modes import BY_NAME, REFERENCE
 
 _FALLBACK_COLORS = ("#56b4e9", "#d55e00", "#f0e442", "#000000")
 RC = {
     "svg.fonttype": "none",  # text stays text: smaller files, and the page's font renders it
+    "text.parse_math": False,  # a label from the results ("2.1$\\frac{$") is text, never TeX that fails to parse
     "svg.hashsalt": "compile-baselines",  # stable element ids: the same data gives the same page
     "font.size": 8.5,
     "axes.titlesize": 9.5,
@@ -58,8 +61,10 @@ def to_svg(fig: Figure, title: str) -> str:
     plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE: the element is embedded in HTML
-    label = title.replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
-    return re.sub(r"<svg\b", f'<svg role="img" aria-label="{label}" class="plot"', svg, count=1)
+    # labels from the results: matplotlib escapes their markup; what a reader would not see is shown as escapes
+    svg = visible(svg, keep="\n\t")
+    label = html.escape(visible(title), quote=True)
+    return re.sub(r"<svg\b", lambda _: f'<svg role="img" aria-label="{label}" class="plot"', svg, count=1)
 
 
 def _figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list]:

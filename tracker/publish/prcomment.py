@@ -3,6 +3,7 @@ that `comment` finds it by, fitted into GitHub's 65,536-character limit without 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import jinja2
 from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
+from tracker.publish.escape import as_ours, code, markdown_env, ours
 from tracker.publish.evidence import (
     COLUMNS_NOTE,
     best_ratio,
@@ -30,14 +32,15 @@ FIGURES_NOTE = ("tied: wins within noise of another mode. Head's figures move fr
                 "counted a change (a best baseline, a cell): what moved within noise moves none of them")
 
 
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                          keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band,
-                    speedup=units.speedup, spread=units.spread, us=units.us,
-                    evidence=lambda x, limit=TOO_NOISY_SPREAD: cell_evidence(x, max_spread=limit).replace("|", "\\|"),
-                    latency=latency_evidence, compared=compared_ms, best_ratio=best_ratio,
-                    kernel_noisy=lambda k, limit: kernel_noisy_words(k.noisy_reason, limit),
-                    md=lambda s: str(s).replace("|", "\\|"), short=lambda s: str(s)[:8])
+# Every {{ }} is escaped as markdown (tracker.publish.escape) unless it is the numbers' text, a code span or ours.
+_ENV = markdown_env(loader=jinja2.FileSystemLoader(TEMPLATES))
+_ENV.filters.update({name: as_ours(f) for name, f in dict(
+    ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band, speedup=units.speedup,
+    spread=units.spread, us=units.us,
+    evidence=lambda x, limit=TOO_NOISY_SPREAD: cell_evidence(x, max_spread=limit).replace("|", "\\|"),
+    latency=latency_evidence, kernel_noisy=lambda k, limit: kernel_noisy_words(k.noisy_reason, limit)).items()})
+# numbers for the filters above to write, not text
+_ENV.filters.update(compared=compared_ms, best_ratio=best_ratio, code=code, short=lambda s: str(s)[:8])
 
 
 def versions(c: Comparison) -> str:
@@ -114,17 +117,24 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         geomeans.setdefault(f.preset, []).append(f)
     return {
         "skipped": False, "scope": scope,
-        "c": c, "headline": headline(c), "marker": MARKER, "changed": "true" if c.changed else "false",
+        "c": c, "headline": headline(c), "marker": ours(MARKER), "changed": "true" if c.changed else "false",
+        "list_all": list_all(c),
         "best": c.best_changes, "cells": significant, "kernels": c.kernel_changes if only_changed else c.kernels,
         "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
-        "notes_heading": notes_heading(c), "figures_note": FIGURES_NOTE,
-        "columns_note": COLUMNS_NOTE,
-        "method": sum(x.method for x in c.cells), "attribution": attribution.rstrip("\n"),
-        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": rule_md(c),
+        "notes_heading": notes_heading(c), "figures_note": ours(FIGURES_NOTE),
+        "columns_note": ours(COLUMNS_NOTE),
+        "method": sum(x.method for x in c.cells), "attribution": ours(attribution.rstrip("\n")),
+        "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": ours(rule_md(c)),
         "undecided": c.undecided,
     }
+
+
+def list_all(c: Comparison) -> str:
+    """The command that lists every row a cut comment leaves out (its machine quoted for a shell)."""
+    return (f"compile-baselines compare --base {c.base.commit[:8]} --head {c.head.commit[:8]} "
+            f"--machine {shlex.quote(c.head.machine)}")
 
 
 def _render(view: dict[str, Any], limits: dict[str, int | None]) -> str:
@@ -161,5 +171,5 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
 
 def render_skipped(base: str, head: str, files: list[str]) -> str:
     """The PR comment when no file that affects a measurement changed: nothing was measured."""
-    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=MARKER, changed="false", base=base,
+    return _ENV.get_template("comment.md.j2").render(skipped=True, marker=ours(MARKER), changed="false", base=base,
                                                      head=head, files=files)

@@ -94,7 +94,7 @@ def _machine_entry(path: Path) -> dict[str, object]:
         raise PreflightError(f"{path} is missing: asv publish needs each machine's machine.json beside its result "
                              f"files; restore it ({_REWRITE})")
     try:
-        entry = json.loads(confined.read_text(path.parent, path))
+        entry = confined.read_json(path.parent, path)
     except (OSError, ValueError) as e:
         raise PreflightError(f"{path} is not readable JSON ({e}): fix it, or delete it and merge ({_REWRITE})"
                              ) from None

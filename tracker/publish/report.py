@@ -12,7 +12,6 @@ elsewhere.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from tracker import metrics
 from tracker.analyse import best as analysis
 from tracker.errors import ToolError
 from tracker.publish import plots
+from tracker.publish.escape import finalize_html, visible
 from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
 from tracker.publish.summary_json import preset_summary
@@ -153,14 +153,17 @@ class MachineSection:
         return "<code>triton.testing.do_bench</code>"
 
 
-def timers(sections: Sequence[MachineSection]) -> list[str]:
-    """The timers of the page's machines, each once; named per machine where they differ."""
+def timers(sections: Sequence[MachineSection]) -> list[Any]:
+    """The timers of the page's machines, each once, as HTML; named per machine (escaped) where they differ."""
+    from markupsafe import Markup
+
     by_timer: dict[str, list[str]] = {}
     for s in sections:
         by_timer.setdefault(s.timer, []).append(s.machine)
     if len(by_timer) == 1:
-        return list(by_timer)
-    return [f"{t} ({', '.join(machines)})" for t, machines in by_timer.items()]
+        return [Markup(t) for t in by_timer]
+    return [Markup("{} ({})").format(Markup(t), visible(", ".join(machines), keep="\n\t"))
+            for t, machines in by_timer.items()]
 
 
 def asv_link(asv_index: str | None, machine: str, preset: str, workload: str) -> str | None:
@@ -370,7 +373,7 @@ def environment() -> Any:
     """The report templates' jinja2 environment, with the figures' filters."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=finalize_html,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
     env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD, count=count)
@@ -393,7 +396,7 @@ def machine_files(results_dir: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for path in confined.files(results_dir, "*/machine.json", warn=confined.quiet):  # the results' reader warns
         try:
-            data = json.loads(confined.read_text(results_dir, path))
+            data = confined.read_json(results_dir, path)
         except (OSError, ValueError):
             continue
         out[str(data.get("machine", path.parent.name))] = data

@@ -67,8 +67,8 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
                     f"to run, from this comparison, the cell's history and its class), the comparison's cells "
                     f"selected together so that unchanged code raises an alarm in under {r.alpha:.0%} of "
                     f"comparisons (Benjamini-Hochberg{joint}), and beyond its minimum change ({r.floor:.0%}, and one "
-                    f"compile's spread){factor}; it is the same when its interval lies within {band(r.resolve)} (or "
-                    f"its minimum change), and undecided otherwise" if markdown else
+                    f"compile's spread){factor}; it is the same when its interval lies within {band(r.resolve)}, and "
+                    f"undecided otherwise" if markdown else
                     f"a cell changed when its compiles' mean moved beyond its own noise (t-test, the cells selected "
                     f"together at {r.alpha:.0%} false alarms a comparison{joint}) and beyond {r.floor:.0%} and one "
                     f"compile's spread{factor}; the same within {band(r.resolve)}; else undecided")

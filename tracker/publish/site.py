@@ -25,6 +25,7 @@ from urllib.parse import quote
 from tracker.errors import ToolError
 from tracker.paths import ASV_CONF
 from tracker.publish import preflight
+from tracker.publish.escape import shown
 from tracker.publish.filesite import make_file_readable
 
 VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
@@ -121,6 +122,39 @@ def drop_benchmarks_without_results(site: Path) -> list[str]:
             del index["benchmarks"][name]
         index_path.write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
     return dropped
+
+
+# A name asv's pages put into HTML as it is (a benchmark's, a parameter's, a machine key's): letters, digits, _ . -
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def inert_index(site: Path) -> list[str]:
+    """Make asv's index.json safe for its pages, which put parts of it into HTML unescaped: a benchmark's code and
+    pretty name (tooltips), a machine's details (a tooltip of `key: value` lines), and names (a benchmark's, its
+    parameters', the machine keys'). The results say those (a result file's or machine.json's fields, a
+    benchmarks.json on the results branch), so the texts are HTML-escaped and a benchmark or machine key whose name
+    is not a plain name is left out. What was left out, one line each."""
+    from html import escape
+
+    index_path = site / "index.json"
+    index = json.loads(index_path.read_text())
+    left_out = []
+    for name, bench in list(index["benchmarks"].items()):
+        names = [name, *(bench.get("param_names") or [])]
+        if not all(isinstance(n, str) and _PLAIN_NAME.fullmatch(n) for n in names):
+            del index["benchmarks"][name]
+            left_out.append(f"benchmark {name!r} left out of asv's pages: a name of it is not a plain name")
+            continue
+        for key in ("code", "pretty_name"):
+            if isinstance(bench.get(key), str):
+                bench[key] = escape(bench[key])
+    for key in [k for k in index.get("params", {}) if not _PLAIN_NAME.fullmatch(k)]:
+        del index["params"][key]
+        left_out.append(f"machine key {key!r} left out of asv's pages: not a plain name")
+    index["machines"] = {machine: {escape(str(k)): escape(str(v)) for k, v in details.items()}
+                         for machine, details in index.get("machines", {}).items()}
+    index_path.write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
+    return left_out
 
 
 def graphs_left_out(results_dir: Path, site: Path, dropped: list[str]) -> list[str]:
@@ -228,6 +262,12 @@ def measured_selection(site: Path) -> dict[str, dict[str, list[str]]]:
     return out
 
 
+def script_json(data: Any) -> str:
+    """`data` as JSON to write inside a <script> element: no `</script>` or `<!--` in a string of the results ends
+    the element early (<, > and & as JSON escapes)."""
+    return json.dumps(data, sort_keys=True).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def open_graphs_on_measured(site: Path) -> dict[str, dict[str, list[str]]]:
     """Add to asv's index.html the script that opens a benchmark's graph on its measured selection (once)."""
     index = site / "index.html"
@@ -236,7 +276,7 @@ def open_graphs_on_measured(site: Path) -> dict[str, dict[str, list[str]]]:
     html = re.sub(rf'\n?<script id="{SELECTION_SCRIPT_ID}">.*?</script>', "", html, flags=re.S)
     if "<head>" not in html:
         raise PublishError(f"{index}: no <head>; cannot add the graph selection script")
-    script = _SELECTION_JS % (SELECTION_SCRIPT_ID, json.dumps(selection, sort_keys=True))
+    script = _SELECTION_JS % (SELECTION_SCRIPT_ID, script_json(selection))
     index.write_text(html.replace("<head>", "<head>\n" + script, 1), encoding="utf-8")
     return selection
 
@@ -264,11 +304,12 @@ def note_single_commit(site: Path, results_dir: Path, selection: dict[str, dict[
         raise PublishError(f"{index}: asv's grid has changed; cannot say that it holds one commit")
     latency = next((n for n in sorted(selection) if n.endswith(".track_latency") and "p-mode" in selection[n]), None)
     graphs = ", ".join(f'<a href="#{escape(latency)}?machine={escape(quote(m))}&amp;x-axis=mode&amp;y-axis-scale=log">'
-                       f"{escape(m)}</a>" for m in machines) if latency else ""
+                       f"{escape(shown(m))}</a>" for m in machines) if latency else ""
     graph = f", and asv plots them by mode: latency per mode on {graphs}" if graphs else ""
     note = (f'\n<div id="{SINGLE_COMMIT_ID}" class="alert alert-info" style="margin: 10px 15px 0">'
-            f"<strong>One commit measured so far</strong> ({escape(commits[0][:8])}): asv's grid plots each benchmark "
-            "over commits, so its boxes stay empty until a second commit is measured. This commit's values are in "
+            f"<strong>One commit measured so far</strong> ({escape(shown(commits[0][:8]))}): asv's grid plots each "
+            "benchmark over commits, so its boxes stay empty until a second commit is measured. This commit's values "
+            "are in "
             f'the <a href="{REPORT_SUBDIR}/index.html">baseline report</a>{graph}.</div>')
     at = html.index(">", html.index(anchor)) + 1
     index.write_text(html[:at] + note + html[at:], encoding="utf-8")
@@ -382,8 +423,23 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
         Publish.run(conf, pull=False)
     except UserError as e:
         raise PublishError(f"asv publish failed: {' '.join(str(e).split())}") from None
+    except RecursionError:  # asv reads every file whole; ours skip the samples, so only asv met it
+        raise PublishError(f"asv publish failed: {_too_deep(results_dir)} is JSON nested too deeply for asv to read: "
+                           "fix or remove it") from None
     finally:
         log.flush()  # asv leaves its last progress line open: what we print next starts a line of its own
+
+
+def _too_deep(results_dir: Path) -> str:
+    """The first JSON file of `results_dir` that Python's parser cannot read for its nesting (asv's failure)."""
+    for path in sorted(results_dir.rglob("*.json")):
+        try:
+            json.loads(path.read_bytes())
+        except RecursionError:
+            return str(path)
+        except (OSError, ValueError):
+            continue
+    return "a file of the results"
 
 
 def _write_benchmark_list(conf: Any) -> None:
@@ -480,7 +536,7 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
     with preflight.replacing(site) as build:  # built beside it, put in its place whole
         run_asv_publish(results, build, config_path)
         preflight.mark(build)
-        for warning in graphs_left_out(results, build, drop_benchmarks_without_results(build)):
+        for warning in [*graphs_left_out(results, build, drop_benchmarks_without_results(build)), *inert_index(build)]:
             print(f"publish: warning: {warning}", file=sys.stderr)
         make_offline(build)
         make_file_readable(build)

@@ -18,6 +18,7 @@ import jinja2
 
 from tracker.analyse.best import analyse
 from tracker.errors import UsageError
+from tracker.publish import escape
 from tracker.publish.summary_json import summary_json
 from tracker.publish.target import Target, target_text
 from tracker.publish.units import (
@@ -107,7 +108,7 @@ warning: {{ w }}
 
 MARKDOWN = """\
 {% for run in runs %}
-### {{ run.machine }} · `{{ run.commit[:8] }}` ({{ run.date[:10] }}) · {{ run.gpu }} · torch {{ run.torch }}
+### {{ run.machine }} · {{ run.commit[:8]|code }} ({{ run.date[:10] }}) · {{ run.gpu }} · torch {{ run.torch }}
 
 Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 {% for preset, p in run.presets.items() %}
@@ -120,7 +121,7 @@ Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 | {{ row.mode }} | {{ row.wins }} | {{ row.tied }} | {{ row.geomean }} | {{ row.md_workloads }} |
 {% endfor %}
 
-{{ p.h2h }}
+{{ p.md_h2h }}
 
 | Wins by domain |{% for m in modes %} {{ m }} |{% endfor %}
 
@@ -166,7 +167,7 @@ Compile break-even: calls until the time saved per call vs eager repays the comp
 {% endfor %}
 {% if run.break_even_note %}
 
-{{ run.break_even_note }}
+{{ break_even_note }}
 {% endif %}
 
 {% endfor %}
@@ -179,6 +180,10 @@ _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newlin
                           trim_blocks=True, lstrip_blocks=True)
 _ENV.globals["short"] = short
 _ENV.globals["count"] = count
+# The markdown form: every {{ }} escaped as markdown unless written as markdown already (tracker.publish.escape)
+_MD_ENV = escape.markdown_env()
+_MD_ENV.globals["count"] = count
+_MD_ENV.filters["code"] = escape.code
 
 
 def _wrap(items: list[str], indent: int, prefix: str = "") -> str:
@@ -195,13 +200,14 @@ def _faster(speedup: float) -> str:
     return f"{factor(speedup)} faster than" if speedup > 1 else f"{factor(1 / speedup)} slower than"
 
 
-def kernel_line(k: dict[str, Any], code: Any = str, too_noisy: bool = False) -> str:
+def kernel_line(k: dict[str, Any], code: Any = str, text: Any = str, too_noisy: bool = False) -> str:
     """One kernel under test against the run's best baseline, from its summary JSON entry: "llm_rmsnorm
     triton_rmsnorm: 1.02x faster than best (max-autotune-no-cudagraphs), 5.4x faster than eager". `code` formats
-    names (markdown); `too_noisy`: its own cell's samples spread too much to judge (the summary's list)."""
+    the candidate's name and `text` its failure's reason (markdown: a code span, escaped text); `too_noisy`: its own
+    cell's samples spread too much to judge (the summary's list)."""
     head = f"{k['workload']} {code(k['candidate'])}: "
     if not k["correct"]:
-        return head + f"failed, not counted: {k['reason'] or 'no reason recorded'}"
+        return head + f"failed, not counted: {text(k['reason'] or 'no reason recorded')}"
     if k["speedup_vs_best"] is None:
         return head + f"{ms_plain(k['median_ms'])}, no baseline to compare with (no mode measured ok and ranked)"
     parts = [f"{_faster(k['speedup_vs_best'])} best ({k['best_baseline']})"]
@@ -235,7 +241,8 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
         noisy = p.get("too_noisy", [])
         if noisy:  # never silent: these medians rank nothing
             out.append(f"TOO NOISY TO JUDGE ({len(noisy)} cell{'s' if len(noisy) != 1 else ''}: samples spread over "
-                       f"more than {spread(TOO_NOISY_SPREAD)} of the median, so their medians rank nothing): "
+                       f"more than {spread(TOO_NOISY_SPREAD)} of the median, so their medians rank nothing where "
+                       "another mode measured ok): "
                        + ", ".join(f"{u['workload']} {name(u['mode'])} ({spread(u['spread'])})" for u in noisy))
         return out + [f"note: {n}" for n in p["notes"]]
 
@@ -245,10 +252,10 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
             "md_target_lines": [f"{w}: {target_text(t)}" for w, t in targets.items()],
             "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, short)}")
                              for w, t in targets.items()],
-            "md_kernel_lines": [kernel_line(k, lambda name: f"`{name}`", _noisy(p, k)) for k in kernels],
-            "kernel_lines": [textwrap.fill(kernel_line(k, str, _noisy(p, k)), WIDTH, initial_indent="    ",
+            "md_kernel_lines": [escape.ours(kernel_line(k, escape.code, escape.md, _noisy(p, k))) for k in kernels],
+            "kernel_lines": [textwrap.fill(kernel_line(k, too_noisy=_noisy(p, k)), WIDTH, initial_indent="    ",
                                            subsequent_indent="      ", break_on_hyphens=False) for k in kernels],
-            "h2h": _h2h(p, side), "break_even": _break_even_rows(p["break_even"]),
+            "h2h": _h2h(p, side), "md_h2h": _h2h(p, side, width=None), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                                     break_on_hyphens=False) for line in lines(short)]}
 
@@ -266,13 +273,14 @@ def _fill_keeping_units(line: str) -> str:
                          break_on_hyphens=False).replace("\xa0", " ")
 
 
-def _h2h(p: dict[str, Any], side: Any) -> str:
-    """The head-to-head line: the study's figures where both modes measured ok on some instance, else says so."""
+def _h2h(p: dict[str, Any], side: Any, width: int | None = WIDTH - 2) -> str:
+    """The head-to-head line: the study's figures where both modes measured ok on some instance, else says so;
+    wrapped to `width` (None: one line, for markdown)."""
     n = p.get("head_to_head_instances", 0)
     if not n:
         return f"head-to-head {' vs '.join(HEAD_TO_HEAD)}: not measured (no instance has both measured ok)"
-    return textwrap.fill(f"head-to-head over {count(n, 'instance')}: {' vs '.join(side(m) for m in HEAD_TO_HEAD)}",
-                         WIDTH - 2, subsequent_indent="    ", break_on_hyphens=False)
+    line = f"head-to-head over {count(n, 'instance')}: {' vs '.join(side(m) for m in HEAD_TO_HEAD)}"
+    return line if width is None else textwrap.fill(line, width, subsequent_indent="    ", break_on_hyphens=False)
 
 
 def _break_even_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -289,7 +297,9 @@ def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
         floor = us(r["launch_us"], PLAIN_MICRO) if r.get("launch_us") is not None else "not recorded"
         note = (textwrap.fill(BREAK_EVEN_NOTE, WIDTH, break_on_hyphens=False)
                 if any(p.get("break_even") for p in r["presets"].values()) else "")
-        runs.append({**r, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()},
+        # the results' names on one line each, cut, in the table as in markdown (escape.shown)
+        names = {k: escape.shown(r.get(k, "")) for k in ("machine", "gpu", "torch", "triton")}
+        runs.append({**r, **names, "floor": floor, "presets": {k: _preset_view(v) for k, v in r["presets"].items()},
                      "break_even_note": note})
     return runs
 
@@ -310,10 +320,12 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
         return json.dumps(summary, indent=1) + "\n"
     if fmt not in FORMATS:
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
-    template = _ENV.from_string(TEXT if fmt == "table" else MARKDOWN)
+    template = _ENV.from_string(TEXT) if fmt == "table" else _MD_ENV.from_string(MARKDOWN)
     legend = ", ".join(f"{m.short} = {m.name}" for m in _ABBREVIATED)
+    note = _noise_note(noise or NoiseModel(), host or HostBound(), fmt == "table")
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
-                           noise_note=_noise_note(noise or NoiseModel(), host or HostBound(), fmt == "table"))
+                           noise_note=escape.ours(note),
+                           break_even_note=BREAK_EVEN_NOTE)
 
 
 def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,

@@ -43,7 +43,8 @@ def _rounded(x: Any, digits: int) -> float | None:
     return None if f is None else round(f, digits)
 
 
-_INSTANCE_FIELDS = ("workload", "domain", "winner", "ties", "tie", "host_bound", "failed_modes", f"ms_{REFERENCE}",
+_INSTANCE_FIELDS = ("workload", "domain", "winner", "winner_noisy", "ties", "tie", "host_bound", "failed_modes",
+                    f"ms_{REFERENCE}",
                     "winner_ms", "winner_compiles", "winner_compiles_median_ms", "winner_compiles_max_ms", "runner_up",
                     "runner_up_ms")
 
@@ -142,6 +143,8 @@ def _notes(inst: list[dict[str, Any]], noisy: set[str]) -> list[str]:
             notes.append(f"{x['workload']}: no mode ranked (its cells measured ok are too noisy to judge): not counted")
         elif not isinstance(x["winner"], str):
             notes.append(f"{x['workload']}: no mode measured ok: not counted")
+        elif x["winner_noisy"]:
+            notes.append(f"{x['workload']}: won by {x['winner']} among cells all too noisy to judge")
         elif math.isnan(x[f"ms_{REFERENCE}"]):
             notes.append(f"{x['workload']}: no ok eager cell: left out of the geomeans")
         if x["failed_modes"]:

@@ -31,7 +31,7 @@ from tracker.paths import REPO_ROOT
 from tracker.publish import units
 from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 from tracker.runner.gpus import GpuSlots
-from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, GPU_INDEX
+from tracker.runner.worker import ENV_GPU, ENV_SETTINGS, EXIT_NOT_KEPT, GPU_INDEX
 from tracker.store import asvfiles, remove
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, CellStore, RunKey, torch_version
 from workloads import catalog
@@ -237,8 +237,9 @@ class RunConfig:
 class Progress:
     """One line per finished cell: counts, failures, elapsed and ETA; at the end, how GPU-bound the run was."""
 
-    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
-        self.total, self.done, self.failed, self.out = total, 0, 0, out
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        # sys.stderr when called, not when imported: the CLI's stream, which shows controls visibly (tracker.cli)
+        self.total, self.done, self.failed, self.out = total, 0, 0, out or sys.stderr
         self.start = time.monotonic()
         self._lock = threading.Lock()
         self._failed: dict[Job, bool] = {}  # a measurement re-run alone replaces its first result
@@ -357,6 +358,8 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
         return None
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
            else (err.strip().splitlines() or [f"exit status {status}"])[-1])
+    if status == EXIT_NOT_KEPT:  # measured, and lost: not a failure of the cell
+        raise NotKept(f"{job} was measured but " + (why if why.startswith("not kept") else f"not kept in {store.dir}"))
     result = store.replicate(cell.preset, cell.workload, cell.mode, job.replicate)
     if result is None:  # the worker died before storing (crash, kill), or stored what no measurement gives
         unusable = store.unusable(cell.preset, cell.workload, cell.mode, job.replicate)
@@ -364,8 +367,20 @@ def _run_one(job: Job, cfg: RunConfig, store: CellStore, workers: _Workers, kern
                   "status": FAILED, "samples_ms": [], "replicate": job.replicate,
                   "reason": f"its measurement is not usable: {unusable}" if unusable
                   else f"worker process failed: {why[:300]}"}
-        store.put(result)
+        try:
+            store.put(result)
+        except OSError as e:
+            raise NotKept(f"{job} failed, and its failure was not kept in {store.dir}: {e.strerror or e}") from None
     return result
+
+
+class NotKept(ToolError):
+    """A measurement (or a failure) the cell store could not keep: a full disk, a read-only store. The run stops
+    at once, exit 1: the cell is not failed, the tool failed, and what was stored before stays for the next run."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; the run stopped, what was measured before is kept: free the space (or make the "
+                         "store writable) and run again to resume")
 
 
 def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
@@ -533,10 +548,11 @@ class RunOutcome:
         return sum(1 for c in self.cells.values() if c.get("status") == status)
 
 
-def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO = sys.stderr) -> RunOutcome:
+def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit). What an
-    interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should."""
-    start = time.monotonic()
+    interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should.
+    `out`: where progress goes (default: sys.stderr)."""
+    start, out = time.monotonic(), out or sys.stderr
     for line in remove.finish_interrupted(conf.results_dir, cfg.store_root):
         print(line, file=out, flush=True)
     server = ForkServer()

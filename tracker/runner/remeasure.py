@@ -28,11 +28,12 @@ from tracker.store.cells import default_cells_dir, torch_version
 
 def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_machine: str | None = None,
                  allow_cross_versions: bool = False, jobs: int | None = None, repo_dir: Path | None = None,
-                 cells_dir: Path | None = None, out: TextIO = sys.stderr,
+                 cells_dir: Path | None = None, out: TextIO | None = None,
                  history: Sequence[str | os.PathLike[str]] = ()) -> int:
     """Measure each of the head's candidate cells in `confirm.COMPILES` more compiles and record them; how many
-    cells. `history`: more results directories for the cells' noise (compare's --history)."""
-    results_dir = conf.results_dir
+    cells. `history`: more results directories for the cells' noise (compare's --history). `out`: where progress
+    goes (default: sys.stderr)."""
+    results_dir, out = conf.results_dir, out or sys.stderr
     c = compare_runs(results_dir, base, head, machine, allow_cross_versions, ChangeRule(), head_machine=head_machine,
                      repo_dir=repo_dir, history=history)
     if c.head.torch != torch_version():

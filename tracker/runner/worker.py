@@ -17,9 +17,13 @@ import sys
 
 from tracker.measure import gpulock
 from tracker.measure.harness import Settings, measure_cell
+from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
+# The exit status of a worker that measured its cell but could not store it (a full disk, a read-only store):
+# sysexits' EX_IOERR. The runner stops there (tracker.runner.pool.NotKept) rather than call the cell failed.
+EXIT_NOT_KEPT = 74
 ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
 GPU_INDEX = "gpu_index"  # where a measurement records it ("gpu" in results and host info is the GPU's model)
 
@@ -41,9 +45,13 @@ def main(argv: list[str]) -> int:
     if lock is not None:
         cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
     gpu = {GPU_INDEX: os.environ[ENV_GPU]} if os.environ.get(ENV_GPU) else {}
-    store.put({**stored_form(cell.as_dict()), "replicate": replicate, **gpu})
-    if floor is None and cell.launch_us is not None:
-        store.set_launch_floor(cell.launch_us)
+    try:
+        store.put({**stored_form(cell.as_dict()), "replicate": replicate, **gpu})
+        if floor is None and cell.launch_us is not None:
+            store.set_launch_floor(cell.launch_us)
+    except (OSError, atomic.LockError) as e:  # the last line of stderr: what the runner says
+        print(f"not kept in {store.dir}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        return EXIT_NOT_KEPT
     return 0
 
 

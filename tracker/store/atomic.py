@@ -8,7 +8,7 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,20 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def unwritable(paths: Iterable[str | os.PathLike[str]]) -> Path | None:
+    """The first folder that keeps one of `paths` (files or folders to write, existing or not) from being written,
+    or None: the folder a file is renamed into, or the nearest one that exists above a path to create, when this
+    process may not write into it (permissions, a read-only file system) or it is not a folder. Checked before a
+    write of several files begins, so that it never stops half-way."""
+    for path in paths:
+        folder = Path(path).parent
+        while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    return None
 
 
 def write_json(path: str | os.PathLike[str], data: Any) -> None:

@@ -10,8 +10,8 @@ Imports neither torch nor pandas: asv imports the benchmark suite in every bench
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
-import json
 import math
 import os
 import re
@@ -52,10 +52,16 @@ def torch_version() -> str:
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 
 
+_LONGEST = 100  # a component's characters: the longest machine name (check_machine_name), far below NAME_MAX
+
+
 def _safe(part: str) -> str:
-    """`part` as one path component: other characters become _, and a name of dots alone ("", ".", "..") never
-    names the directory itself or its parent."""
+    """`part` as one path component: other characters become _, a name of dots alone ("", ".", "..") never
+    names the directory itself or its parent, and a name longer than _LONGEST (only results written by hand have
+    one) is cut and told apart by its hash, so that no path of the store is too long to look up."""
     safe = re.sub(r"[^A-Za-z0-9._+-]", "_", part)
+    if len(safe) > _LONGEST:
+        safe = f"{safe[:_LONGEST - 17]}-{hashlib.sha256(part.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
     return safe if safe.strip(".") else f"_{safe}"
 
 
@@ -149,7 +155,7 @@ class CellStore:
         if not (_one_name(preset) and _one_name(workload)):
             raise ValueError(f"preset {preset!r} or workload {workload!r} does not name a folder of the cell store")
         suffix = "" if replicate == 1 else f"@{replicate}"
-        return self.dir / preset / workload / f"{_safe(mode)}{suffix}.json"
+        return self.dir / _safe(preset) / _safe(workload) / f"{_safe(mode)}{suffix}.json"
 
     def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
         """One measurement (one process, one compile) of a cell, or None when absent, unreadable or damaged
@@ -197,7 +203,7 @@ class CellStore:
     def launch_floor(self) -> float | None:
         """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
         try:
-            value = json.loads(confined.read_text(self.root, self.dir / LAUNCH_FLOOR))["launch_us"]
+            value = confined.read_json(self.root, self.dir / LAUNCH_FLOOR)["launch_us"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
@@ -216,7 +222,7 @@ class CellStore:
         out = []
         for p in self._records():
             try:
-                out.append(json.loads(confined.read_text(self.root, p)))
+                out.append(confined.read_json(self.root, p))
             except (OSError, ValueError):
                 continue
         return out
@@ -286,7 +292,7 @@ def _read(root: Path, path: Path, where: tuple[str, str, str, int] | None = None
     """A stored measurement and why it cannot be used (`problem`, reached through a link, not readable JSON);
     (None, None) when there is no such file."""
     try:
-        data = json.loads(confined.read_text(root, path))
+        data = confined.read_json(root, path)
     except FileNotFoundError:
         return None, None
     except confined.Unconfined as e:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import json
 import os
 import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 # The most a JSON file beside the results (machine.json, benchmarks.json, a cell's record) is read up to; asv's
 # suite description of a large suite is a few MB. A result file is mapped, not read (tracker.store.asvjson).
@@ -184,5 +185,16 @@ def read_text(root: str | os.PathLike[str], path: str | os.PathLike[str], limit:
     return data.decode("utf-8")
 
 
+def read_json(root: str | os.PathLike[str], path: str | os.PathLike[str], limit: int = MAX_SMALL_BYTES) -> Any:
+    """The JSON file `path` under `root`, confined (`read_text`), parsed; ValueError for one that is not JSON, not
+    UTF-8, or nested too deeply to parse (a file written by hand: the parser's recursion limit is no reason for a
+    traceback)."""
+    text = read_text(root, path, limit)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 __all__ = ["MAX_SMALL_BYTES", "Unconfined", "check", "files", "folders", "open_file", "problem", "quiet",
-           "read_text", "strays", "warn_stderr"]
+           "read_json", "read_text", "strays", "warn_stderr"]

@@ -80,7 +80,7 @@ def _machine_entry(path: Path, results: Any) -> dict[str, str]:
     if not machine_file.exists() and not machine_file.is_symlink():
         return {k: str(v) for k, v in results.params.items() if k != "python"}
     try:
-        entry = json.loads(confined.read_text(path.parent, machine_file))
+        entry = confined.read_json(path.parent, machine_file)
     except (OSError, ValueError) as e:
         raise MergeError(f"{machine_file} is not readable JSON ({e}); nothing was merged") from None
     if not isinstance(entry, dict):
@@ -184,14 +184,17 @@ def _read_sources(sources: list[Path]) -> list[_Group]:
     return groups
 
 
-def _carry_cells(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path) -> None:
-    """Copy the shards' cell store records (failure reasons, and what lets the destination resume) of the merged
-    runs to the destination's store: a record the destination lacks, or an ok one over a failed one."""
+def _cells_to_carry(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path
+                    ) -> list[tuple[CellStore, dict[str, Any]]]:
+    """The shards' cell store records (failure reasons, and what lets the destination resume) of the merged runs
+    that the destination's store takes, with the store: a record the destination lacks, or an ok one over a failed
+    one."""
     sources = [d for d in dict.fromkeys(cells_dirs) if d.resolve() != dest_cells.resolve() and d.is_dir()]
     if not sources:
-        return
+        return []
     keys = {RunKey(str(r.params.get("machine")), r.commit_hash, str(r.params.get("torch")))
             for g in groups for r in g.loaded}
+    taken: dict[Path, tuple[CellStore, dict[str, Any]]] = {}
     for key in sorted(keys, key=lambda k: (k.machine, k.commit, k.torch)):
         dest = CellStore(dest_cells, key)
         for root in sources:
@@ -202,9 +205,12 @@ def _carry_cells(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path)
                 replicate = cell.get("replicate") or 1
                 if not isinstance(replicate, int) or replicate < 1:
                     continue
-                have = dest.replicate(cell["preset"], cell["workload"], cell["mode"], replicate)
+                path = dest.path(cell["preset"], cell["workload"], cell["mode"], replicate)
+                have = taken[path][1] if path in taken else dest.replicate(cell["preset"], cell["workload"],
+                                                                            cell["mode"], replicate)
                 if have is None or (have.get("status") != "ok" and cell["status"] == "ok"):
-                    dest.put(cell)
+                    taken[path] = (dest, cell)
+    return list(taken.values())
 
 
 def merge_main(sources: list[Path], dest: Path, cells_dirs: list[Path] | None = None,
@@ -228,6 +234,16 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
                                "nothing; name the shards' directories; nothing was merged")
     groups = _read_sources(sources)
     asvfiles.check_writable(dest)
+    dest_cells = dest_cells if dest_cells is not None else default_cells_dir(dest)
+    cells = _cells_to_carry(groups, cells_dirs if cells_dirs is not None else [default_cells_dir(s) for s in sources],
+                            dest_cells)
+    # Every folder written into, checked before anything is: a merge never stops half-way (as rm checks first)
+    targets = [dest / g.rel for g in groups] + [store.path(c["preset"], c["workload"], c["mode"],
+                                                           c.get("replicate") or 1) for store, c in cells]
+    blocked = atomic.unwritable([*targets, dest / "benchmarks.json"])
+    if blocked is not None:
+        raise MergeError(f"cannot merge into {dest}: {blocked} is not writable (permissions or a read-only file "
+                         "system); nothing was merged")
     written = []
     with asvfiles.results_lock(dest):
         plans = []
@@ -244,8 +260,21 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
                     continue
                 _absorb(merged, other)
             plans.append((merged, g.entry))
-        conf = type("Conf", (), {"results_dir": str(dest)})()
-        bench = _benchmarks_json(sources)
+        _write(plans, dest, _benchmarks_json(sources), written)
+    try:
+        for store, cell in cells:
+            store.put(cell)
+    except OSError as e:  # a full disk: no check beforehand can tell
+        raise MergeError(f"cannot write into the cell store {dest_cells}: {e.strerror or e}; the result files were "
+                         "merged, their cells partly: merge again to finish") from None
+    return written
+
+
+def _write(plans: list[tuple[Any, dict[str, str]]], dest: Path, bench: str | None, written: list[Path]) -> None:
+    """Save each merged run into `dest` (appending to `written`), and the suite's description when `dest` has none.
+    A write that fails (a full disk) names what was merged before it, complete, and how to finish."""
+    conf = type("Conf", (), {"results_dir": str(dest)})()
+    try:
         for merged, entry in plans:
             written.append(asvfiles.save_results(conf, merged, entry))
         if bench is not None and not (dest / "benchmarks.json").exists():
@@ -253,9 +282,10 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
                 atomic.write_text(dest / "benchmarks.json", bench)
             except OSError as e:
                 raise MergeError(f"cannot write {dest / 'benchmarks.json'}: {e.strerror or e}") from None
-    _carry_cells(groups, cells_dirs if cells_dirs is not None else [default_cells_dir(s) for s in sources],
-                 dest_cells if dest_cells is not None else default_cells_dir(dest))
-    return written
+    except (asvfiles.AsvError, MergeError) as e:
+        done = f"merged before it, complete: {', '.join(map(str, written))}" if written else "nothing was merged"
+        raise MergeError(f"{e}; {done}; merge again to finish (merging the same input twice gives the same "
+                         "result)") from None
 
 
 def _benchmarks_json(sources: list[Path]) -> str | None:
@@ -263,7 +293,7 @@ def _benchmarks_json(sources: list[Path]) -> str | None:
         try:
             text = confined.read_text(src, src / "benchmarks.json")
             json.loads(text)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         return text
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -289,12 +290,18 @@ class _Chunk:
 IMPOSSIBLE = "_impossible"  # the table's temporary column: an impossible latency read from the file, else NaN
 
 
+def _label(grid: _Grid, names: Names, i: int) -> str:
+    """The grid point `i` as "preset/workload/mode" ("?" for a name no longer in the suite)."""
+    codes = ((names.presets, grid.preset[i]), (names.workloads, grid.workload[i]), (grid.modes, grid.mode[i]))
+    return "/".join(str(known[c]) if c >= 0 else "?" for known, c in codes)
+
+
 def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_class: str,
-                   n: int, notes: list[str]) -> dict[str, np.ndarray]:
+                   n: int, notes: list[str], label: Callable[[int], str]) -> dict[str, np.ndarray]:
     """A benchmark class's cells: median, statistics and status (0 ok, 1 failed, 2 skipped) from its sampled
     metric's row, one array per other metric from that metric's row. A latency no measurement gives (zero,
     negative, infinite) makes its cell failed, kept in IMPOSSIBLE for the reason; an impossible statistic or other
-    metric is read as n/a; each kind gets a line in `notes`."""
+    metric is read as n/a; each kind gets a line in `notes`, naming a cell (`label`: grid point -> its name)."""
     names = metrics.benchmark_names(benchmark_class)
     sampled = metrics.sampled()
     row = results[names[sampled.name]]
@@ -317,8 +324,10 @@ def _metric_arrays(results: dict[str, Any], columns: dict[str, int], benchmark_c
         upper = LATENCY_MS[1] if unit == "ms" else ABSURD
         wrong = _impossible(arrays[column], upper=upper) | (bad & ~np.isnan(arrays[column]))
         if wrong.any():
-            if not bad[wrong].all():
-                notes.append(f"{int(wrong.sum())} {column} value(s) negative, infinite or absurd, read as n/a")
+            if not bad[wrong].all():  # an impossible latency's cell has said so already
+                first = int(np.flatnonzero(wrong & ~bad)[0])
+                notes.append(f"{int((wrong & ~bad).sum())} {column} value(s) negative, infinite or absurd (e.g. "
+                             f"{label(first)} = {float(arrays[column][first])!r}), read as n/a")
             arrays[column] = np.where(wrong, np.nan, arrays[column])
     return arrays
 
@@ -328,7 +337,7 @@ def _good_samples(x: Any) -> bool:
 
 
 def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[str, np.ndarray], present: np.ndarray,
-           file_index: int, with_samples: bool, notes: list[str]) -> _Chunk:
+           file_index: int, with_samples: bool, notes: list[str], label: Callable[[int], str]) -> _Chunk:
     keep = np.flatnonzero(present & (grid.preset >= 0) & (grid.workload >= 0) & (grid.mode >= 0))
     samples = None
     if with_samples:
@@ -340,7 +349,8 @@ def _chunk(row: list[Any], columns: dict[str, int], grid: _Grid, arrays: dict[st
         for j in wrong:
             samples[j] = None
         if wrong:
-            notes.append(f"{len(wrong)} cell(s) with samples that are not positive finite numbers: samples ignored")
+            notes.append(f"{len(wrong)} cell(s) with samples that are not positive finite numbers (e.g. "
+                         f"{label(int(keep[wrong[0]]))}): samples ignored")
     return _Chunk(file_index, grid.preset[keep], grid.workload[keep], grid.mode[keep], grid.modes,
                   {k: v[keep] for k, v in arrays.items()}, samples, grid.unknown)
 
@@ -356,19 +366,22 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes:
     sampled = metrics.sampled().name
     mode_chunks: dict[str, _Chunk] = {}
     taken: set[tuple[int, int]] = set()  # instances already read from a plugin class
+    impossible: list[str] = []
     for benchmark_class in reversed(MODE_CLASSES):  # the plugins' first: they supersede a study grid that had them
         row = results.get(metrics.benchmark_names(benchmark_class)[sampled])
         if row is None:
             continue
         grid = _grid(_params(row, columns), names)
-        arrays = _metric_arrays(results, columns, benchmark_class, len(grid.preset), notes)
+        label = functools.partial(_label, grid, names)
+        arrays = _metric_arrays(results, columns, benchmark_class, len(grid.preset), notes, label)
+        impossible += _impossible_cells(arrays, label)
         real = grid.exists | (arrays["status"] == 0)
         # Keep every mode of an instance that has any result; an instance with none was not run here.
         has_result = (arrays["status"] != 2) & real
         present = has_result.reshape(-1, grid.group).any(axis=1).repeat(grid.group) & real
         present &= np.fromiter(((p, w) not in taken for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
                                                                      strict=True)), dtype=bool, count=len(present))
-        chunk = _chunk(row, columns, grid, arrays, present, file_index, with_samples, notes)
+        chunk = _chunk(row, columns, grid, arrays, present, file_index, with_samples, notes, label)
         taken |= set(zip(chunk.preset.tolist(), chunk.workload.tolist(), strict=True))
         mode_chunks[benchmark_class] = chunk
     chunks = [mode_chunks[c] for c in MODE_CLASSES if c in mode_chunks]
@@ -377,18 +390,24 @@ def _file_rows(data: dict[str, Any], file_index: int, with_samples: bool, notes:
         if row is None:
             continue
         grid = _candidate_grid(_params(row, columns), names)
-        arrays = _metric_arrays(results, columns, benchmark_class, len(grid.preset), notes)
+        label = functools.partial(_label, grid, names)
+        arrays = _metric_arrays(results, columns, benchmark_class, len(grid.preset), notes, label)
+        impossible += _impossible_cells(arrays, label)
         # A measured candidate is always kept. A failed or skipped one only where its instance's modes were run:
         # "runs on cuda only" is worth showing there, and asv fills the combinations a new candidate adds to an
         # existing file's grid with failures (null) in the presets this run did not select.
         run_here = np.fromiter(((p, w) in taken for p, w in zip(grid.preset.tolist(), grid.workload.tolist(),
                                                                 strict=True)), dtype=bool, count=len(grid.preset))
         present = (arrays["status"] == 0) | (run_here & grid.exists)
-        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples, notes))
+        chunks.append(_chunk(row, columns, grid, arrays, present, file_index, with_samples, notes, label))
+    if impossible:
+        notes.insert(0, f"{len(impossible)} cell(s) with an impossible latency (e.g. {impossible[0]}), counted as "
+                        "failed")
     return chunks
 
 
-def _launch_us(data: dict[str, Any]) -> float:
+def _launch_us(data: dict[str, Any], notes: list[str]) -> float:
+    """The run's launch floor (us), NaN when not recorded; one recorded that no launch takes is said in `notes`."""
     row = data["results"].get(HOST_BENCHMARK)
     if not row:
         return float("nan")
@@ -396,6 +415,9 @@ def _launch_us(data: dict[str, Any]) -> float:
     value = _column(row, columns, "result")
     value = value[0] if isinstance(value, list) and value else value
     usable = type(value) in (int, float) and 0 < value <= LATENCY_MS[1] * 1000  # us
+    if not usable and value is not None and not (isinstance(value, float) and math.isnan(value)):
+        notes.append(f"launch floor {value!r} us ({HOST_BENCHMARK}) is not a time a launch takes, read as not "
+                     "recorded")
     return float(value) if usable else float("nan")
 
 
@@ -411,7 +433,8 @@ def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Pa
 
 def _stored_cells(table: pd.DataFrame, rows: np.ndarray, cells_dir: Path | None) -> list[dict[str, Any] | None]:
     """The cell store's record of each of `rows` (positions in `table`), or None where it has none."""
-    cols = {c: table[c].to_numpy()[rows].astype(str) for c in [*RUN_KEYS, *CELL_KEYS]}
+    # Python strings, not numpy's fixed width: one machine name of a megabyte would cost megabytes a row
+    cols = {c: [str(v) for v in table[c].to_numpy()[rows]] for c in [*RUN_KEYS, *CELL_KEYS]}
     stores: dict[tuple[str, str, str], CellStore | None] = {}
     out: list[dict[str, Any] | None] = []
     for j in range(len(rows)):
@@ -499,14 +522,13 @@ def load_runs(runs: Iterable[RunFile], *, strict: bool = False, with_samples: bo
             problems.add(f"skipped {run.path}: {_reason(e)}")
             unreadable.append(problems.messages[-1])
             continue
-        if bad := _impossible_cells(file_chunks, names):
-            notes.insert(0, f"{len(bad)} cell(s) with an impossible latency (e.g. {bad[0]}), counted as failed")
+        floor = _launch_us(data, notes)
         for note in notes:
             problems.add(f"{run.path}: {note}")
         if not file_chunks:
             continue
         files.append(run)
-        launch.append(_launch_us(data))
+        launch.append(floor)
         chunks += file_chunks
     if runs and len(unreadable) == len(runs):
         more = f" (and {len(runs) - 1} more like it)" if len(runs) > 1 else ""
@@ -535,14 +557,10 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-def _impossible_cells(chunks: list[_Chunk], names: Names) -> list[str]:
-    """'preset/workload/mode = value ms' of every cell of a file whose latency was impossible."""
-    out = []
-    for c in chunks:
-        for j in np.flatnonzero(~np.isnan(c.arrays[IMPOSSIBLE])):
-            out.append(f"{names.presets[c.preset[j]]}/{names.workloads[c.workload[j]]}/{c.modes[c.mode[j]]} = "
-                       f"{float(c.arrays[IMPOSSIBLE][j])!r} ms")
-    return out
+def _impossible_cells(arrays: dict[str, np.ndarray], label: Callable[[int], str]) -> list[str]:
+    """'preset/workload/mode = value ms' of every grid point of a benchmark whose latency was impossible, whether
+    or not it is a cell the table keeps (a point no instance of the suite has is dropped, never silently)."""
+    return [f"{label(i)} = {float(arrays[IMPOSSIBLE][i])!r} ms" for i in np.flatnonzero(~np.isnan(arrays[IMPOSSIBLE]))]
 
 
 def _categorical(values: list[str], codes: np.ndarray) -> pd.Categorical:
