@@ -91,8 +91,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from tracker.publish.summary import summary_main
+    from workloads import catalog
 
-    return summary_main(_results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo())
+    return summary_main(_results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo(),
+                        workloads=catalog.expand(args.workload) if args.workload else None)
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
