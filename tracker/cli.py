@@ -229,7 +229,8 @@ def cmd_track(args: argparse.Namespace) -> int:
     from tracker.publish.nightly import NightOptions, track_main
 
     options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
-    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on)
+    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on,
+                      Path(args.bisections) if args.bisections else None)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -561,6 +561,9 @@ def _track(commands: Commands) -> None:
                             "across versions)")
     track.add_argument("--fail-on", choices=("best-change", "never"), default="never",
                        help="exit 3 when a best baseline changed")
+    track.add_argument("--bisections", metavar="DIR",
+                       help="a folder of bisect --out sections (the GPU jobs'): appended to the body when it is "
+                            "written")
 
 
 BUILDERS: tuple[Callable[[Commands], None], ...] = (
