@@ -2,14 +2,17 @@
 
 The range is the first-parent history from a good commit (excluded) to a bad one, as `git bisect --first-parent`
 walks it. The first step measures the bad commit against the good one; the cells that changed there (slower or
-faster, confirmed) are the change, each with its direction. Every later step measures a commit of the narrowed
-range against the range's good end (both sides measured in pairs until decided: tracker.analyse.paired) and
-calls it:
+faster, confirmed) are the change, each with its size r, the log of its ratio. Every later step measures a commit of
+the narrowed range against the range's good end (both sides measured in pairs: tracker.analyse.paired) and calls it:
 
-- bad: a cell of the change moved in its direction;
-- good: every cell of the change is the same, or moved against its direction;
-- skipped: it cannot be measured (a workload missing there, its run failed, a cell failed), or a cell stayed
-  undecided: git bisect's `skip`, and the next commit tried is the one nearest the middle beside it.
+- bad: a cell of the change is at the bad end's level: its 95% interval lies wholly beyond r/2 in the change's
+  direction, or, where the interval straddles r/2, the paired test calls it moved in that direction;
+- good: every cell is at the good end's level: its interval lies wholly short of r/2, or, where it straddles r/2,
+  the paired test calls it the same or moved the other way. A commit is placed by the level it is at, not only by
+  "the same within 3%", which a noisy host (a loaded CPU, where a tiny cell moves by 15% between processes) may never
+  decide while a change of many times its noise is plain; and a small move the same way as a large change is not it;
+- skipped: it cannot be measured (a workload missing there, its run failed, a cell failed), or a cell is at neither
+  level: git bisect's `skip`, and the next commit tried is the one nearest the middle beside it.
 
 The first bad commit is the bad end once nothing lies between the two ends; with skipped commits left between
 them, it is one of those or the bad end (the narrowed range), as it is when the budget ends the bisection first.
@@ -17,6 +20,7 @@ them, it is one of those or the bad end (the narrowed range), as it is when the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -105,37 +109,49 @@ def key(x: CellChange) -> Cell:
     return (x.preset, x.workload, x.mode)
 
 
-def change_of(changes: Sequence[CellChange], cells: Sequence[Cell]) -> dict[Cell, int]:
+def change_of(changes: Sequence[CellChange], cells: Sequence[Cell]) -> dict[Cell, float]:
     """The change between good and bad (`changes`: the bad end's cells against the good end's): each of `cells`
-    that is slower (+1) or faster (-1), confirmed."""
+    that is slower or faster (confirmed), with the log of its ratio."""
     wanted = set(cells)
-    return {key(x): 1 if x.verdict == SLOWER else -1 for x in changes
-            if key(x) in wanted and x.verdict in (SLOWER, FASTER)}
+    return {key(x): math.log(x.ratio) for x in changes
+            if key(x) in wanted and x.verdict in (SLOWER, FASTER) and x.ratio}
 
 
-def classify(changes: Sequence[CellChange], change: Mapping[Cell, int]) -> tuple[str, str]:
-    """A commit measured (head) against the good end (base), `changes` its cells: BAD when a cell of `change` moved
-    in its direction, GOOD when every one is the same or moved against it, else SKIPPED with why."""
+def _level(x: CellChange, size: float) -> str | None:
+    """Which end's level a cell measured against the good end is at: by its interval against half the change (in
+    the change's direction) where that decides, else by the paired verdict; None: neither says."""
+    if x.ci is not None and all(x.ci):
+        lo, hi = sorted(math.copysign(1.0, size) * math.log(r) for r in x.ci)
+        if hi < abs(size) / 2:
+            return GOOD
+        if lo > abs(size) / 2:
+            return BAD
+    if x.verdict in (SLOWER, FASTER):
+        return BAD if (x.verdict == SLOWER) == (size > 0) else GOOD
+    return GOOD if x.verdict == SAME else None
+
+
+def classify(changes: Sequence[CellChange], change: Mapping[Cell, float]) -> tuple[str, str]:
+    """A commit measured (head) against the good end (base), `changes` its cells: BAD when a cell of `change` is at
+    the bad end's level, GOOD when every one is at the good end's, else SKIPPED with why."""
     found = {key(x): x for x in changes}
-    moved, unclear = False, []
-    for cell, direction in change.items():
+    levels, unclear = [], []
+    for cell, size in change.items():
         x = found.get(cell)
         if x is None or x.ratio is None:
             return SKIPPED, f"{'/'.join(cell)} {x.verdict if x is not None else 'not measured'}"
-        if x.verdict in (SLOWER, FASTER):
-            moved = moved or (1 if x.verdict == SLOWER else -1) == direction
-        elif x.verdict != SAME:
-            unclear.append(f"{'/'.join(cell)} {x.verdict}")
-    if moved:
+        levels.append(_level(x, size))
+        if levels[-1] is None:
+            unclear.append(f"{'/'.join(cell)} {x.verdict}, at neither end's level")
+    if BAD in levels:
         return BAD, ""
     return (SKIPPED, ", ".join(unclear)) if unclear else (GOOD, "")
 
 
-def moved_cells(probe: Probe, change: Mapping[Cell, int]) -> list[CellChange]:
-    """The cells of a probe that moved in the change's direction (its evidence), else all of the change's."""
+def moved_cells(probe: Probe, change: Mapping[Cell, float]) -> list[CellChange]:
+    """The cells of a probe at the bad end's level (its evidence), else all of the change's."""
     ours = [x for x in probe.cells if key(x) in change]
-    moved = [x for x in ours if x.verdict in (SLOWER, FASTER) and (1 if x.verdict == SLOWER else -1) == change[key(x)]]
-    return moved or ours
+    return [x for x in ours if _level(x, change[key(x)]) == BAD] or ours
 
 
 @dataclass(frozen=True)
@@ -160,7 +176,7 @@ class Bisection:
     cells: tuple[Cell, ...]
     range: Range
     probes: list[Probe]
-    change: dict[Cell, int]
+    change: dict[Cell, float]  # the cells that changed between good and bad, each the log of its ratio
     stopped: str
     budget_s: float
     seconds: float

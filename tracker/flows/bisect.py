@@ -245,7 +245,7 @@ class Bisector:
         return Bisection(self.machine, tuple(cells), state, probes, change, stopped, self.budget.seconds,
                          self.clock() - start, torch_version(), ends, tuple(self.stored))
 
-    def narrow(self, state: Range, change: dict[Cell, int], probes: list[Probe], start: float) -> str:
+    def narrow(self, state: Range, change: dict[Cell, float], probes: list[Probe], start: float) -> str:
         """Steps until the first bad commit is found, only skipped commits are left between the ends, or the time
         left is less than a step has taken."""
         while (i := state.next()) is not None:
@@ -266,7 +266,7 @@ class Bisector:
             state.mark(i, probe.outcome, probe.why)
         return FOUND if state.first_bad is not None else SKIPS
 
-    def neighbours(self, state: Range, change: dict[Cell, int], probes: list[Probe], start: float) -> None:
+    def neighbours(self, state: Range, change: dict[Cell, float], probes: list[Probe], start: float) -> None:
         """The first bad commit against its parent, where no step measured it there and the budget allows: the
         evidence in the PR comment's terms."""
         bad = state.bad.sha
@@ -278,11 +278,11 @@ class Bisector:
         print(f"bisect: {bad[:12]} against its parent, for the evidence", file=self.log, flush=True)
         probes.append(self.probe(len(probes), state.good.sha, bad, list(change), change, left))
 
-    def probe(self, k: int, base: str, head: str, cells: Sequence[Cell], change: dict[Cell, int],
+    def probe(self, k: int, base: str, head: str, cells: Sequence[Cell], change: dict[Cell, float],
               seconds: float | None = None) -> Probe:
         """Step `k`: `head` against `base` in pairs, called against `change` (none: the first step)."""
         began = self.clock()
-        measured = self.measure(k, base, head, cells, self.budget.seconds if seconds is None else seconds)
+        measured = self.measure(k, base, head, cells, self.budget.seconds if seconds is None else seconds, change)
         if isinstance(measured, str):
             return Probe(head, base, SKIPPED, measured, (), self.clock() - began)
         found = tuple(x for x in measured.cells if key(x) in set(cells))
@@ -295,9 +295,10 @@ class Bisector:
         self.keep(k, head)
         return Probe(head, base, outcome, why, found, self.clock() - began)
 
-    def measure(self, k: int, base: str, head: str, cells: Sequence[Cell], seconds: float) -> Comparison | str:
-        """The two commits measured in pairs, in step `k`'s scratch folder, until decided or `seconds` are spent:
-        their comparison, or why `head` could not be measured."""
+    def measure(self, k: int, base: str, head: str, cells: Sequence[Cell], seconds: float,
+                change: dict[Cell, float]) -> Comparison | str:
+        """The two commits measured in pairs, in step `k`'s scratch folder, until decided, `head` placed at either
+        end's level of `change`, or `seconds` spent: their comparison, or why `head` could not be measured."""
         scratch = self.work / f"step-{k}" / "results"
         workloads = tuple(dict.fromkeys(c[1] for c in cells))
         sides = [Side(base[:8], base, workloads), Side(head[:8], head, workloads)]
@@ -320,7 +321,8 @@ class Bisector:
                                      tuple(dict.fromkeys(c[0] for c in cells)), None, watched, self.groups,
                                      log=self.log, name="bisect", cells=list(cells))
                 budget = rounds.Budget(seconds=max(seconds, 1.0), max_compiles=self.budget.max_compiles)
-                return rounds.until_decided(paired, judge, budget, max(rule.confirm), self.clock)
+                return rounds.until_decided(paired, judge, budget, max(rule.confirm), self.clock,
+                                            (lambda c: classify(c.cells, change)[0] != SKIPPED) if change else None)
         except FlowError:
             if head[:8] in failed:
                 return f"its run failed (exit {failed[head[:8]]})"

@@ -215,10 +215,11 @@ class PairedRounds:
 
 
 def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget: Budget, confirm: int = 3,
-                  clock: Callable[[], float] = time.monotonic) -> Comparison:
+                  clock: Callable[[], float] = time.monotonic,
+                  enough: Callable[[Comparison], bool] | None = None) -> Comparison:
     """Round 1, then rounds of the cells still undecided, each to the next number of compiles of the schedule
     (tracker.analyse.paired.schedule), while the budget allows (or, with `budget.compiles`, every cell to that many
-    compiles at once); the comparison of the last round."""
+    compiles at once), and until `enough` says the caller knows what it needs; the comparison of the last round."""
     start = clock()
     rounds.first()
     comparison, last = judge(), clock() - start
@@ -226,7 +227,7 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
         [t for t in paired.schedule(budget.most, confirm)[1:] if t > rounds.first_compiles]
     for target in targets:
         cells = _all_short(comparison, target) if budget.compiles else confirm_.pending(comparison)
-        if not cells:
+        if not cells or (enough is not None and enough(comparison)):
             break
         spent = clock() - start
         # Round 1 compiles cold and costs most; the rounds after it reuse its compiled kernels, so the first of them
