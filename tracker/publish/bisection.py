@@ -22,6 +22,7 @@ from tracker.analyse.bisection import (
     key,
     moved_cells,
 )
+from tracker.analyse.verdicts import FASTER, SAME, SLOWER
 from tracker.publish.evidence import cell_evidence
 from tracker.publish.units import ARROW, DASH, MICRO, PLAIN_ARROW, PLAIN_MICRO, count
 
@@ -38,8 +39,16 @@ def _evidence(b: Bisection, p: Probe, plain: bool = False) -> str:
     """The cells of the change a step moved in its direction (else all of them), each with its evidence."""
     micro, arrow = (PLAIN_MICRO, PLAIN_ARROW) if plain else (MICRO, ARROW)
     cells = moved_cells(p, b.change) if p.outcome == BAD else [x for x in p.cells if key(x) in b.change or not b.change]
-    said = [f"{'/'.join(key(x))} {x.verdict}: {cell_evidence(x, micro, arrow) or DASH}" for x in cells]
+    said = [f"{'/'.join(key(x))} {_verdict(x.verdict, p.outcome)}: {cell_evidence(x, micro, arrow) or DASH}"
+            for x in cells]
     return "; ".join(said) or p.why
+
+
+def _verdict(verdict: str, outcome: str) -> str:
+    """A cell's verdict, and where the paired test left it open, the end whose level placed the commit."""
+    if verdict in (SAME, SLOWER, FASTER) or outcome not in (GOOD, BAD):
+        return verdict
+    return f"{verdict}, at the {outcome} end's level"
 
 
 def headline(b: Bisection, plain: bool = False) -> str:
