@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import math
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 from pairedfake import ENTRY, PairedFake, _values
+from test_prflow import commit_all, git
 
 from tracker.analyse.bisection import BAD, GOOD, SKIPPED, Commit, Range, change_of, classify
 from tracker.analyse.compare import CellChange
@@ -31,16 +31,6 @@ MACHINE = "h100-bisect"
 CELL = ("prefill", "llm_rmsnorm", "default")
 CELL_NAME = "/".join(CELL)
 _SUITE: dict[str, Any] = {}
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def commit_all(repo: Path, message: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
 
 
 @pytest.fixture(scope="module")
