@@ -54,6 +54,10 @@ def test_init_writes_a_repository_that_plugs_in_and_measures(tmp_path: Path) -> 
         for mode in ("eager", "kernel:torch_reference"):
             r = measure_cell("tiny", "acme.silu", mode, "cpu", FAST)
             assert (r.status, r.correct) == (harness.OK, True), r.reason
+        # its docstring says what its sweep sweeps: the tokens, as the presets' names do, not the sequence length
+        swept = [p for p in catalog.preset_names() if p.startswith("tokens=")]
+        doc = (repo / "acme_kernels" / "workloads.py").read_text().split('"""')[1]
+        assert swept and "sweep over the number of tokens" in " ".join(doc.split()) and "sequence" not in doc
 
 
 def test_init_never_overwrites_and_leaves_an_existing_pyproject_alone(tmp_path: Path,

@@ -112,6 +112,27 @@ def test_asv_grid_renders_offline(browser: Browser, base_url: str, shots: Path) 
     _save(page, shots, "asv-grid.png", full_page=False)
 
 
+def test_the_first_site_says_where_its_one_commit_s_values_are(browser: Browser, base_url: str, site: Path,
+                                                              shots: Path) -> None:
+    """A site of one commit (the H100 fixture's two runs are of one commit): asv's grid plots over commits, so its
+    boxes are empty; the grid says so at the top, and its links lead to the report and to a graph of the commit's
+    latencies by mode, five bars."""
+    if publish.SINGLE_COMMIT_ID not in (site / "index.html").read_text(encoding="utf-8"):
+        pytest.skip("no H100 fixture: the synthetic results have two commits")
+    page = browser.open(base_url + "index.html", "document.querySelectorAll('.benchmark-container').length >= 3")
+    _clean(page, base_url)
+    note = f"document.getElementById('{publish.SINGLE_COMMIT_ID}')"
+    assert page.evaluate(f"{note}.getBoundingClientRect().height") > 20
+    assert page.evaluate(f"{note}.innerText").startswith("One commit measured so far (759ff183)")
+    links = page.evaluate(f"[...{note}.querySelectorAll('a')].map(a => a.href)")
+    assert links[0] == base_url + "report/index.html"
+    _save(page, shots, "asv-grid-one-commit.png", full_page=False)
+    graph = browser.open(links[1], "document.querySelectorAll('#main-graph canvas').length > 0"
+                                   " && $('#main-graph').data('plot') !== undefined")
+    _clean(graph, base_url)
+    assert graph.evaluate("$('#main-graph').data('plot').getData().map(s => s.data.length)") == [5]
+
+
 def test_asv_history_of_an_instance_from_the_report(browser: Browser, base_url: str, shots: Path) -> None:
     """Follow the report's link of its first instance to asv's graph of it: five modes plotted."""
     report = browser.open(base_url + "report/index.html", REPORT_READY)

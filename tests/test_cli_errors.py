@@ -209,3 +209,52 @@ def test_a_mistake_the_parser_finds_is_one_line_too(argv: list[str], command: st
         cli.main(argv)
     assert e.value.code == 2
     _one_error_line(capsys.readouterr().err, command)
+
+
+AA2 = REPO / "tests" / "fixtures" / "h100-aa2" / "results"  # two runs of commit 759ff183, machines h100-c and h100-d
+
+
+def test_a_machine_without_results_is_a_mistake_of_the_input(capsys: pytest.CaptureFixture[str]) -> None:
+    """`summary --machine nosuch` names the machines there are and exits 2, as a missing --machine does."""
+    assert cli.main(["summary", "--results-dir", str(AA2), "--machine", "nosuch"]) == 2
+    line = _one_error_line(capsys.readouterr().err, "summary")
+    assert line.endswith("no results for machine 'nosuch'; machines with results: h100-c, h100-d")
+
+
+@pytest.mark.parametrize("command", ["summary", "compare", "pr"])
+def test_a_ref_that_is_no_commit_reads_the_same_in_every_command(tmp_path: Path, command: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    ref = "HEAD~99999"
+    argv = {"summary": ["summary", "--results-dir", str(AA2), "--machine", "h100-c", "--commit", ref],
+            "compare": ["compare", "--results-dir", str(AA2), "--machine", "h100-c", "--base", ref, "--head",
+                        "759ff183"],
+            "pr": ["pr", "--results-dir", str(tmp_path / "results"), "--base", ref, "--head", "HEAD"]}[command]
+    assert cli.main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err, command)
+    assert line.startswith(f"compile-baselines {command}: error: '{ref}' is not a commit of the repository at ")
+    assert not (tmp_path / "results").exists()  # pr measured nothing
+
+
+def test_a_commit_git_knows_without_results_names_the_commits_that_have_some(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["summary", "--commit"], ["compare", "--head", "759ff183", "--base"]):
+        assert cli.main([*command[:1], "--results-dir", str(AA2), "--machine", "h100-c", *command[1:], "HEAD"]) == 2
+        line = _one_error_line(capsys.readouterr().err, command[0])
+        assert "no results for 'HEAD' (commit " in line and line.endswith("latest commits with results: 759ff183")
+
+
+def test_an_option_the_command_does_not_have_names_the_command_and_the_closest_option(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["summary", "--comit", "HEAD~1"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == ("compile-baselines summary: error: unrecognized argument --comit; did you mean "
+                                       "--commit?\n")
+    with pytest.raises(SystemExit):
+        cli.main(["results", "previous", "--machine", "m", "--brnch", "b"])
+    assert capsys.readouterr().err.startswith("compile-baselines results previous: error: unrecognized argument "
+                                              "--brnch; did you mean --branch?")
+    with pytest.raises(SystemExit):
+        cli.main(["list", "extra"])
+    assert capsys.readouterr().err == ("compile-baselines list: error: unrecognized argument extra "
+                                       "(`compile-baselines list --help` lists its options)\n")

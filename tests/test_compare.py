@@ -204,6 +204,19 @@ def test_a_new_winner_beyond_noise_changes_the_best_baseline(comparisons: dict[s
     assert c.changed and c.fails("best-change") and c.fails("regression") and not c.fails("never")
 
 
+def test_wins_and_geomeans_move_by_the_counted_changes_and_nothing_else(comparisons: dict[str, Comparison]) -> None:
+    """Two best baselines went from mancg to default, default's rmsnorm cell got faster and mancg's layernorm
+    slower: those rows move, by exactly that; every other mode's wins, ties and geomean read as at base."""
+    c = comparisons["best_change"]
+    fig = {(f.preset, f.mode): f for f in c.figures}
+    default, mancg = fig[("prefill", "default")], fig[("prefill", MANCG)]
+    assert (default.head_wins - default.base_wins, mancg.base_wins - mancg.head_wins) == (2, 2)
+    assert default.head_geomean > default.base_geomean and mancg.head_geomean < mancg.base_geomean
+    moved = {k for k, f in fig.items()
+             if (f.base_wins, f.base_tied, f.base_geomean) != (f.head_wins, f.head_tied, f.head_geomean)}
+    assert moved == {("prefill", "default"), ("prefill", MANCG)}
+
+
 def test_a_kernel_that_pulls_ahead_of_a_new_best_gains(comparisons: dict[str, Comparison]) -> None:
     c = comparisons["best_change"]
     assert cell(c, "prefill", "llm_rmsnorm", "kernel:triton_rmsnorm").verdict == FASTER
@@ -259,6 +272,7 @@ def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_no
     assert (vit.verdict, vit.compiles, vit.noise) == (
         UNDECIDED, (3, 3), "6 compiles of this comparison; the autotuned GPU-bound prior")
     assert vit.resolution > 0.10 and vit.ci[0] > 1 and vit.p_value > 0.05 / len(c.cells)
+    assert vit.noisy_reason is None  # undecided, not too noisy: its samples spread little
     (other,) = [i for i in c.instances if i.mode_changed]
     assert other.workload == vit.workload and not other.best_changed
     assert other.reason == "default now wins, but the change is undecided"
@@ -409,7 +423,8 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
                                 "head_ms": 0.498688, "ratio": 1.0, "p_value": 1.0, "threshold": 0.1,
                                 "spread": data["cells"][0]["spread"], "verdict": "same", "compiled": None,
                                 "compiles": [1, 1], "method": False, "ci": None, "resolution": None,
-                                "means_ms": None, "noise": "fixed bands", "more": None}
+                                "means_ms": None, "noise": "fixed bands", "more": None, "noisy_reason": None,
+                                "reason": None}
     # A cell of three compiles a side is judged against its noise: its evidence in the JSON
     tested = data["cells"][data["cells"].index(next(x for x in data["cells"] if x["ci"] is not None))]
     # (the comparison's own cells of three compiles a side are the prior of their class: no history measured it)

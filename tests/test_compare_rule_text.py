@@ -77,7 +77,8 @@ def test_one_compile_a_side_is_judged_by_its_samples_and_the_fixed_bands(results
     assert {x.compiles for x in c.cells if x.compiles} == {(1, 1)}
     assert footer(c) == [f"a cell changed when p < {RULE.p_value:g} and its median moved beyond its band (11%, 25% "
                          f"when small or host-bound, 30% autotuned); every change also beyond 0.3x the launch floor "
-                         f"({jitter_us(c):.2f} us); spread over 20%: too noisy"]
+                         f"({jitter_us(c):.2f} us); too noisy (~): samples spread over 20% (disturbed) or a move "
+                         "beyond half its band; the row says which"]
     assert "p < 0.01" in fine_print(c) and "±11%" in fine_print(c)
     assert "several compiles" not in fine_print(c) and "unconfirmed" not in fine_print(c)
 
@@ -134,8 +135,9 @@ def test_cells_judged_against_their_own_noise_say_so_with_the_rules_numbers(as_m
                         "together at 3% false alarms a comparison, modes together) and beyond 2% and one compile's "
                         "spread; the same within ±10%; else undecided")
     assert lines[1].startswith("a cell of unknown noise changed when p < 0.01")
-    assert lines[-1].endswith(f"every change also beyond 0.3x the launch floor ({jitter_us(c):.2f} us); spread over "
-                              "20%: too noisy")
+    assert lines[-1].endswith(f"every change also beyond 0.3x the launch floor ({jitter_us(c):.2f} us); too noisy "
+                              "(~): samples spread over 20% (disturbed) or a move beyond half its band; the row says "
+                              "which")
     assert not any("several compiles" in line for line in lines)
     text = fine_print(c)
     assert text.startswith("<sub>A cell changed when its compiles' mean moved beyond its own noise (compile to compile "

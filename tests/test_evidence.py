@@ -5,8 +5,22 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from tracker.analyse.compare import CellChange, InstanceChange
-from tracker.publish.evidence import DASH, cell_evidence, change, compiles, interval, latency_evidence, ms
+from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY
+from tracker.publish.evidence import (
+    DASH,
+    best_ratio,
+    cell_evidence,
+    change,
+    compared_ms,
+    compiles,
+    interval,
+    latency_evidence,
+    ms,
+    noisy_words,
+)
 
 
 def cell(**kw: object) -> CellChange:
@@ -17,15 +31,42 @@ def cell(**kw: object) -> CellChange:
     return CellChange(**fields)
 
 
-def test_a_cell_judged_against_its_noise_says_means_change_interval_and_compiles() -> None:
+def test_a_cell_judged_against_its_noise_says_change_interval_compiles_and_best() -> None:
     assert cell_evidence(cell(means_ms=(3.46, 3.73), ratio=3.73 / 3.46, ci=(1.061, 1.096))) == (
-        "3.46 ms → 3.73 ms, +7.8% (95% CI +6.1..+9.6%), 3 compiles a side")
-    assert cell_evidence(cell(means_ms=(0.2701, 0.2784), ratio=0.2784 / 0.2701, ci=(1.02, 1.04)), micro="us",
-                         arrow="->") == "270 us -> 278 us, +3.1% (95% CI +2.0..+4.0%), 3 compiles a side"
+        "+7.8% (95% CI +6.1..+9.6%), mean of 3 compiles a side, best compile 3.46 ms → 3.73 ms")
+    assert cell_evidence(cell(means_ms=(0.2701, 0.2784), ratio=0.2784 / 0.2701, ci=(1.02, 1.04), base_ms=0.27,
+                              head_ms=0.278, compiles=(1, 3)), micro="us", arrow="->") == (
+        "+3.1% (95% CI +2.0..+4.0%), means of 1 -> 3 compiles, best compile 270 us -> 278 us")
+    # one compile a side: its mean is its best, said once
+    assert cell_evidence(cell(compiles=(1, 1))) == "+6.6% (95% CI +4.9..+8.3%), 1 compile a side"
+
+
+def test_before_after_and_ratio_of_a_row_describe_one_quantity() -> None:
+    """The issue's row `158 us  157 us  1.06x  160 us -> 169 us, +5.5%`: before and after were the best compiles,
+    the ratio the means'. Now before, after and ratio are what the verdict compared."""
+    x = cell(base_ms=0.158, head_ms=0.157, means_ms=(0.160, 0.169), ratio=0.169 / 0.160, ci=(1.01, 1.10))
+    before, after = compared_ms(x)
+    assert (before, after) == (0.160, 0.169) and after / before == pytest.approx(x.ratio)
+    bands = cell(ci=None, means_ms=None, base_ms=0.158, head_ms=0.157, ratio=0.157 / 0.158, threshold=0.3)
+    assert compared_ms(bands) == (0.158, 0.157) and cell_evidence(bands).endswith("best of 3 compiles a side")
 
 
 def test_the_issues_example_reads_as_the_module_says() -> None:
-    assert cell_evidence(cell()) == "3.50 ms → 3.73 ms, +6.6% (95% CI +4.9..+8.3%), 3 compiles a side"
+    assert cell_evidence(cell()) == ("+6.6% (95% CI +4.9..+8.3%), mean of 3 compiles a side, best compile 3.46 ms → "
+                                     "3.73 ms")
+
+
+def test_a_cell_too_noisy_to_judge_says_why() -> None:
+    """Disturbed while measured (its samples spread past the limit), or (the fixed bands) a move beyond half its band
+    on samples that differ: the row says which, with its numbers, where the footer's "too noisy" names both."""
+    disturbed = cell(verdict=NOISY, noisy_reason=DISTURBED, spread=0.23)
+    assert cell_evidence(disturbed, max_spread=0.2).endswith(
+        "; too noisy: samples spread 23% of the median, over 20% (disturbed)")
+    half = cell(verdict=NOISY, noisy_reason=HALF_BAND, ci=None, means_ms=None, ratio=0.85, threshold=0.25,
+                compiles=(1, 1))
+    assert noisy_words(half) == "too noisy: moved -15.0%, beyond half its ±25% band on samples that differ"
+    assert cell_evidence(half).endswith("; " + noisy_words(half))
+    assert "too noisy" not in cell_evidence(cell())
 
 
 def test_a_cell_of_unknown_noise_says_its_band_and_p_value() -> None:
@@ -48,6 +89,8 @@ def test_changes_intervals_and_compiles_in_words() -> None:
     assert interval((1.049, 1.083), level=0.9) == "90% CI +4.9..+8.3%"
     assert [compiles(n) for n in ((1, 1), (3, 3), (1, 3), None)] == ["1 compile a side", "3 compiles a side",
                                                                      "1 → 3 compiles", ""]
+    assert [compiles(n, of="mean") for n in ((1, 1), (3, 3), (1, 3))] == [
+        "1 compile a side", "mean of 3 compiles a side", "means of 1 → 3 compiles"]
     # three significant digits, trailing zeros kept, no trailing point
     assert [ms(x) for x in (0.0925, 1.5, 12.0, 100.0, 0.1, None)] == ["92.5 µs", "1.50 ms", "12.0 ms", "100 ms",
                                                                       "100 µs", DASH]
@@ -70,3 +113,9 @@ def test_a_best_latency_says_its_interval_or_its_band() -> None:
     assert latency_evidence(inst()) == "+7.8% (95% CI +6.1..+9.6%)"
     assert latency_evidence(inst(ci=None, ratio=0.833, threshold=0.3)) == "-16.7%, band ±30%"
     assert latency_evidence(inst(ratio=None)) == ""
+    # the issue's PR row `273 µs -> 311 µs` with ratio 0.99x: the ratio is new best / old best; what the latency's
+    # verdict judged (the old winner's own compiles, tied with the new one's) is named beside it
+    moved = inst(base_best="max-autotune", head_best="default", base_ms=0.273, head_ms=0.311, ratio=0.99,
+                 ci=(0.95, 1.03), judged_on="max-autotune")
+    assert best_ratio(moved) == pytest.approx(0.311 / 0.273)
+    assert latency_evidence(moved) == "judged on max-autotune's compiles' means: -1.0% (95% CI -5.0..+3.0%)"

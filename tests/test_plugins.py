@@ -152,6 +152,11 @@ def test_an_unknown_workload_names_the_closest_and_the_plugins_too(example: dict
         assert len(err) == 1 and "unknown workload 'example.add_rmsnrom' (did you mean example.add_rmsnorm?)" in err[0]
         assert "; choose from the study's llm_rmsnorm, " in err[0]
         assert err[0].endswith(f"; plugin workloads: {WORKLOAD}")
+    # a shell-style glob for the namespace: the selector is NAMESPACE.*, and the error says so
+    assert cli.main(["run", "--workload", "example*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["compile-baselines run: error: no workload is named 'example*': did you mean 'example.*'? (plugin "
+                   "namespaces: example)"]
 
 
 def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, str],
@@ -161,6 +166,10 @@ def test_list_shows_the_plugin_workloads_and_their_presets(example: dict[str, st
     assert f"  {WORKLOAD}" in out and "tiny, 8 in a sweep over batch x seq" in out
     assert "(example_kernels.workloads (cb-example-kernels))" in out
     assert f"{WORKLOAD}:triton_add_rmsnorm" in out
+    # each table under its column headers
+    headers = [line.split() for line in out.splitlines() if line.startswith(("  workload ", "  kernel "))]
+    assert headers == [["workload", "domain", "presets", "tags"],
+                       ["workload", "domain", "presets;", "tags", "(plugin)"], ["kernel", "devices", "(defined", "in)"]]
 
 
 def test_the_run_plan_gives_a_plugin_workload_cells_in_its_own_presets(example: dict[str, str]) -> None:

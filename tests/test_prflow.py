@@ -265,7 +265,7 @@ def test_a_forge_is_a_seam_any_ci_system_can_fill(repo: tuple[Path, dict[str, st
 
 def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
-    with pytest.raises(FlowError, match="fetch-depth: 0"):
+    with pytest.raises(UsageError, match=r"'no-such-ref' is not a commit of the repository at .*: fetch it"):
         pr_main(request(r, {"base": "no-such-ref", "head": c["head"]}, tmp_path), PrintForge(), devices=[])
     with pytest.raises(FlowError, match=r"measuring .* failed \(exit 2\)"):
         pr_main(request(r, c, tmp_path), PrintForge(), PairedFake(MACHINE, rc=2), devices=[])

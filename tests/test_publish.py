@@ -209,6 +209,8 @@ def test_history_comes_from_the_results(site: Path) -> None:
     graphs = list((site / "graphs").rglob("baselines.Baseline.track_latency.json"))
     points = {p[0] for g in graphs for p in json.loads(g.read_text()) if p[1] is not None}
     assert points == {0, 1}
+    # two commits: the grid draws their history, and says nothing of a single commit
+    assert publish.SINGLE_COMMIT_ID not in (site / "index.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
@@ -308,6 +310,13 @@ def test_publishes_the_h100_fixture(tmp_path: Path) -> None:
     modes = ["'eager'", "'default'", "'reduce-overhead'", "'max-autotune'", "'max-autotune-no-cudagraphs'"]
     assert selection["baselines.Baseline.track_latency"] == {
         "p-preset": ["'prefill'"], "p-workload": ["'llm_rmsnorm'"], "p-mode": modes}
+    # its one commit leaves asv's grid empty: the grid says so, and links to where the values are
+    html = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    note = html[html.index(f'<div id="{publish.SINGLE_COMMIT_ID}"'):]
+    note = note[:note.index("</div>")]
+    assert "One commit measured so far</strong> (759ff183)" in note and 'href="report/index.html"' in note
+    for machine in ("h100-c", "h100-d"):
+        assert f'href="#baselines.Baseline.track_latency?machine={machine}&amp;x-axis=mode' in note
 
 
 @pytest.mark.slow

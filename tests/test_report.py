@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from test_publish import OOM, OOM_REASON, make_results
+from test_results import instance, write_result_file
 
 from tracker.publish import report, roofline
 from tracker.publish.summary_json import summary_json
@@ -134,10 +135,31 @@ def test_wins_and_geomeans_are_the_summarys(built: dict[str, Any]) -> None:
     for preset, figures in latest["presets"].items():
         for mode, wins in figures["wins"].items():
             chip = built["parsed"].chips[(preset, mode)]
-            assert f"{wins} wins" in chip
+            assert f"{wins} win{'' if wins == 1 else 's'}" in chip.split(mode, 1)[1]  # "1 win", never "1 wins"
             geo = figures["geomean_vs_eager"].get(mode)
             if geo is not None:
                 assert f"{geo:.3f}\N{MULTIPLICATION SIGN}" in chip
+
+
+def test_a_count_reads_in_the_singular_when_it_is_one(tmp_path: Path) -> None:
+    """A run of one instance: "1 instance with a winner" and "1 win", never "1 instances" or "1 wins"."""
+    write_result_file(tmp_path / "results", instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.3}))
+    assert report.report_main(tmp_path / "results", tmp_path / "out") == 0
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "1 instance with a winner" in html and ">1 win<" in html
+    assert "1 instances" not in html and "1 wins" not in html
+
+
+def test_an_instance_no_mode_won_says_no_winner_not_nan(tmp_path: Path) -> None:
+    """An instance whose modes all failed (the quickstart's, whose cells were all too noisy, alike) has no winner: its
+    best column says so, never "nan"."""
+    cells = instance("prefill", "llm_rmsnorm", {"eager": None, "default": None})
+    cells |= instance("prefill", "llm_layernorm", {"eager": 0.5, "default": 0.3})
+    write_result_file(tmp_path / "results", cells)
+    assert report.report_main(tmp_path / "results", tmp_path / "out") == 0
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    best = re.findall(r'<td class="best-col">(.*?)</td>', html, flags=re.S)
+    assert len(best) == 2 and '<span class="none">no winner</span>' in best[0] and "nan" not in best[0]
 
 
 def test_failed_cell_says_why_on_hover(built: dict[str, Any]) -> None:

@@ -291,7 +291,14 @@ def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Pat
                                                                    preset: str, workload: str) -> None:
     root = tmp_path / "cells"
     store = CellStore(root, RunKey(machine, commit, ".."))
-    store.put({"preset": preset, "workload": workload, "mode": "..", "status": "skipped", "reason": "a test"})
+    record = {"preset": preset, "workload": workload, "mode": "..", "status": "skipped", "reason": "a test"}
+    if "/" in preset + workload or not preset.strip(".") or not workload.strip("."):
+        # a preset or workload that is not one folder's name is no cell's: refused, nothing written
+        with pytest.raises(ValueError, match="does not name a folder of the cell store"):
+            store.put(record)
+        assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+        return
+    store.put(record)
     store.set_launch_floor(3.0)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(root in p.parents for p in written)

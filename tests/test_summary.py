@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CPU_TINY = ROOT / "tests" / "fixtures" / "cpu-tiny" / "results"
 STUDY_CSV = ROOT / "tests" / "fixtures" / "study" / "raw_results.csv"
 MANCG = "max-autotune-no-cudagraphs"
-PRESET_KEYS = {"instances", "wins", "winners", "targets", "ties", "geomean_vs_eager", "head_to_head",
+PRESET_KEYS = {"instances", "wins", "tied_wins", "winners", "targets", "ties", "geomean_vs_eager", "head_to_head",
                "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels", "break_even",
                "too_noisy"}
 
@@ -47,6 +47,9 @@ def test_summary_json_has_the_stable_shape(study_dir: Path, capsys: pytest.Captu
         assert all(set(v) == {"wins", "avg_margin_pct"} for v in p["head_to_head"].values())
         assert all(set(d) == set(p["wins"]) for d in p["domain_wins"].values())
         assert all(isinstance(v, list) and len(v) > 1 for v in p["ties"].values())
+        # of each mode's wins, those another mode ties with: every tie is one of its winner's wins
+        assert all(0 <= p["tied_wins"][m] <= p["wins"][m] for m in p["wins"])
+        assert sum(p["tied_wins"].values()) == len(p["ties"])
     prefill = run["presets"]["prefill"]
     assert prefill["wins"][MANCG] == 17 and prefill["geomean_vs_eager"][MANCG] == 2.0
     assert prefill["domain_wins"]["rl"] == {"eager": 0, "default": 2, "reduce-overhead": 0, "max-autotune": 0,
@@ -61,15 +64,22 @@ def test_text_summary_reads_well_in_100_columns(study_dir: Path) -> None:
     assert "prefill: 23 instances" in text and "decode: 18 instances" in text
     assert ("head-to-head over 23 instances: default 4 (avg margin 2.45%) vs max-autotune-no-cudagraphs 19 "
             "(avg margin 7.58%)") in " ".join(text.split())
-    rows = [line.split()[1:3] for line in text.splitlines() if line.startswith("  max-autotune-no-cudagraphs ")]
-    assert rows == [["17", "2.000"], ["8", "1.687"]]  # prefill, then decode
+    # the columns say what they count: wins, of them tied within noise, geomean vs eager
+    assert next(line.split() for line in text.splitlines() if "vs eager" in line)[:5] == [
+        "mode", "wins", "tied", "vs", "eager"]
+    rows = [line.split()[1:4] for line in text.splitlines() if line.startswith("  max-autotune-no-cudagraphs ")]
+    data = summary.summary_for(study_dir)[0]["runs"][0]["presets"]
+    tied = [str(data[p]["tied_wins"][MANCG]) for p in ("prefill", "decode")]
+    assert rows == [["17", tied[0], "2.000"], ["8", tied[1], "1.687"]]  # prefill, then decode
 
 
 def test_markdown_summary_has_the_study_tables(study_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     summary.summary_main(study_dir, fmt="md")
     md = capsys.readouterr().out
-    assert "| Mode | Wins | Geomean vs eager | Winning workloads |" in md
-    assert "| max-autotune-no-cudagraphs | 17 | 2.000 |" in md and "| default | 10 | 1.682 |" in md
+    assert "| Mode | Wins | Of them tied | Geomean vs eager | Winning workloads |" in md
+    tied = {p: summary.summary_for(study_dir)[0]["runs"][0]["presets"][p]["tied_wins"] for p in ("prefill", "decode")}
+    assert f"| max-autotune-no-cudagraphs | 17 | {tied['prefill'][MANCG]} | 2.000 |" in md
+    assert f"| default | 10 | {tied['decode']['default']} | 1.682 |" in md
     assert "| rl | 0 | 2 | 0 | 0 | 1 |" in md
 
 
@@ -178,3 +188,25 @@ def test_head_to_head_only_where_both_modes_were_measured() -> None:
     assert "default 0" not in text
     md = summary.render(data, "md")
     assert "not measured (no instance has both measured ok)" in md
+
+
+def test_what_to_beat_for_one_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    """`summary --workload llm_rmsnorm`: the everyday question "what do I have to beat for it?", answered for its
+    instances alone (a real H100 run: tests/fixtures/h100-aa2, h100-d)."""
+    from tracker import cli
+
+    h100 = ROOT / "tests" / "fixtures" / "h100-aa2" / "results"
+    argv = ["summary", "--results-dir", str(h100), "--machine", "h100-d"]
+    assert cli.main([*argv, "--workload", "llm_rmsnorm"]) == 0
+    text = capsys.readouterr().out
+    targets = [line.split(":")[0].strip() for line in text.splitlines() if ": beat " in line]
+    assert targets == ["llm_rmsnorm", "llm_rmsnorm"]  # prefill, then decode
+    assert "prefill: 1 instance\n" in text and "decode: 1 instance\n" in text
+    assert cli.main([*argv, "--workload", "llm_rmsnorm", "--format", "json"]) == 0
+    presets = json.loads(capsys.readouterr().out)["runs"][0]["presets"]
+    assert all(list(p["targets"]) == ["llm_rmsnorm"] and p["instances"] == 1 for p in presets.values())
+    # a name that is no workload, and one the run did not measure: mistakes of the input, one line each
+    assert cli.main([*argv, "--workload", "llm_rmsnrom"]) == 2
+    assert "did you mean llm_rmsnorm?" in capsys.readouterr().err
+    assert cli.main(["summary", "--results-dir", str(CPU_TINY), "--workload", "rl_dpo_loss"]) == 2
+    assert "measured none of rl_dpo_loss; it measured " in capsys.readouterr().err

@@ -110,6 +110,28 @@ def test_the_body_is_written_when_a_best_baseline_changed_and_removed_when_none_
     assert not out.exists()
 
 
+def test_the_bisections_the_gpu_jobs_wrote_follow_the_comparisons_and_never_make_a_body_alone(
+        tmp_path: Path) -> None:
+    _, work, (c0, _, c2) = origin_and_clone(tmp_path, touch="workloads/vlm.py")
+    results, bisections, out = tmp_path / "results", tmp_path / "bisections", tmp_path / "issue.md"
+    refile(PLANT / PLANT_BASE, results, c0)
+    refile(PLANT / PLANT_HEAD, results, c2)
+    bisections.mkdir()
+    (bisections / "stable.md").write_text("## h100-p-bisect: bisection of a..b\n\nfirst bad: `c` 'd'\n")
+    (bisections / "nightly.md").write_text("## h100-n-bisect: bisection of e..f\n\nno change\n")
+    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, more=bisections) == 0
+    text = out.read_text()
+    assert text.startswith("## h100-p\n\n") and text.endswith(
+        "## h100-n-bisect: bisection of e..f\n\nno change\n\n## h100-p-bisect: bisection of a..b\n\n"
+        "first bad: `c` 'd'\n\n")
+    # no best baseline changed: no body, whatever a bisection wrote; a folder no job wrote: nothing added
+    refile(PLANT / PLANT_HEAD, results, next_commit(work))
+    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, more=bisections) == 0
+    assert not out.exists()
+    assert cli.main(["track", "--results-dir", str(results), "--out", str(out), "--bisections",
+                     str(tmp_path / "none")]) == 0
+
+
 def refile(run: Path, results: Path, commit: str) -> None:
     """A real result file filed under a commit of the test repository (its numbers untouched)."""
     text = run.read_text()

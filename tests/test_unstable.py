@@ -49,3 +49,49 @@ def test_the_report_marks_them(tmp_path: Path):
     assert report.report_main(results, tmp_path / "out") == 0
     html = (tmp_path / "out" / "index.html").read_text()
     assert html.count('<span class="noisy-flag">too noisy to judge</span>') == len(NOISY)
+
+
+def test_an_instance_whose_every_ok_cell_is_too_noisy_says_so_not_that_nothing_measured_ok() -> None:
+    """The quickstart on a loaded 2-core host: every mode of llm_rmsnorm measured ok, all too noisy to rank. The note
+    said "no mode measured ok"; it says how its winner won: among cells all too noisy (tracker.analyse.best).
+    (Constructed: the fixture's latest run, its llm_rmsnorm default cell's quartiles widened past the bound; its eager
+    cell is too noisy as measured.)"""
+    from tracker.publish.summary_json import summary_json
+
+    table = load_results(CPU_TINY, commit=LATEST).table.copy()
+    row = (table["workload"] == "llm_rmsnorm") & (table["mode"] == "default")
+    table.loc[row, "q75"] = table.loc[row, "median_ms"] * (1 + 2 * TOO_NOISY_SPREAD)
+    notes = summary_json(table)["runs"][0]["presets"]["tiny"]["notes"]
+    (note,) = [n for n in notes if n.startswith("llm_rmsnorm:")]
+    assert note.startswith("llm_rmsnorm: won by ") and note.endswith(" among cells all too noisy to judge")
+    assert not any("no mode measured ok" in n for n in notes)
+
+
+def test_a_kernel_whose_own_cell_is_too_noisy_says_so_beside_its_speedup() -> None:
+    """(Constructed: the committed CPU run with a kernel under test, tests/fixtures/cpu-kernels, its candidate's
+    quartiles widened past the bound, as the quickstart's loaded host measured one.)"""
+    from tracker.publish.summary_json import summary_json
+
+    table = load_results(ROOT / "tests" / "fixtures" / "cpu-kernels" / "results").table.copy()
+    row = table["mode"].astype(str) == "kernel:torch_fp32"
+    table.loc[row, "q75"] = table.loc[row, "median_ms"] * (1 + 2 * TOO_NOISY_SPREAD)
+    (line,) = [x for x in summary.render(summary_json(table)).splitlines() if "torch_fp32:" in x]
+    assert line.endswith("than best (eager); too noisy to judge")
+
+
+def test_a_run_whose_every_cell_is_too_noisy_is_still_summarised() -> None:
+    """A loaded 2-core host can leave no cell quiet enough to rank: the summary still shows the run, each instance
+    won among cells all too noisy, every such cell listed, never an empty page. (Constructed: the fixture's latest
+    run, every ok cell's quartiles widened past the bound.)"""
+    from tracker.publish.summary_json import summary_json
+
+    table = load_results(CPU_TINY, commit=LATEST).table.copy()
+    ok = table["status"] == "ok"
+    table.loc[ok, "q75"] = table.loc[ok, "median_ms"] * (1 + 2 * TOO_NOISY_SPREAD)
+    (run,) = summary_json(table)["runs"]
+    tiny = run["presets"]["tiny"]
+    assert tiny["instances"] == 2 and len(tiny["too_noisy"]) == ok.sum()
+    assert sorted(n.split(" won by ")[0] for n in tiny["notes"]) == ["diff_cfg_blend:", "llm_rmsnorm:"]
+    assert all(n.endswith(" among cells all too noisy to judge") for n in tiny["notes"])
+    text = summary.render(summary_json(table))
+    assert "tiny: 2 instances" in text and "TOO NOISY TO JUDGE" in text

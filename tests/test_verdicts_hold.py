@@ -23,6 +23,7 @@ import pytest
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED, UNDECIDED
+from tracker.publish.prcomment import render_comment
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId, Job
 from tracker.runner.remaining import next_replicate, pending, planned
@@ -306,6 +307,19 @@ def test_planted_changes_are_reported_once_confirmed_on_both_sides() -> None:
     # eager runs none of the planted work in those workloads: its cells stay the same
     assert by_cell[("prefill", "vlm_patch_embedding_conv2d", "eager")].verdict == SAME
     assert by_cell[("decode", "vlm_patch_embedding_conv2d", "eager")].verdict == SAME
+
+
+def test_a_new_best_modes_row_reads_new_best_over_old_best_and_names_what_its_verdict_judged() -> None:
+    """The PR comment's row of decode vlm_patch_embedding_conv2d (mancg's 103 us at base, eager's 108 us at head)
+    read `103 µs → 108 µs | 1.00x`: the ratio was eager's own change (its compiles' means, the same), not the row's.
+    The ratio is now new best / old best, and the latency's verdict says what it judged."""
+    c = plant()
+    (row,) = [line for line in render_comment(c).splitlines()
+              if line.startswith("| vlm_patch_embedding_conv2d | decode | max-autotune-no-cudagraphs → **eager**")]
+    cols = [x.strip() for x in row.split("|")]
+    before, after = (float(x.removesuffix(" µs")) for x in cols[4].split(" → "))
+    assert (before, after) == (103, 108) and cols[5] == f"{after / before:.2f}\u00d7"
+    assert "latency judged on eager's compiles' means: -0.2% (95% CI" in cols[6]
 
 
 @pytest.mark.parametrize("mode", ["max-autotune", "max-autotune-no-cudagraphs"])

@@ -281,8 +281,11 @@ CONTRACT = {
     "results previous": Command({"--machine": 1, "--commit": 1, "--branch": 1, "--remote": 1, "--results-dir": 1},
                                 frozenset({"--machine"})),
     "track": Command({"--out": 1, "--commit": 1, "--machine": "+", "--results-dir": 1, "--confirmed-only": 0,
-                      "--attribute": 0, "--allow-cross-versions": 0, "--fail-on": 1}, frozenset({"--out"}),
-                     choices={"--fail-on": ("best-change", "never")}),
+                      "--attribute": 0, "--allow-cross-versions": 0, "--fail-on": 1, "--bisections": 1},
+                     frozenset({"--out"}), choices={"--fail-on": ("best-change", "never")}),
+    "bisect": Command({"--good": 1, "--bad": 1, "--cell": "+", "--instance": "+", "--from-machine": 1,
+                       "--confirmed-only": 0, "--machine": 1, "--results-dir": 1, "--history": "+", "-j": 1,
+                       "--budget": 1, "--max-compiles": 1, "--out": 1}, frozenset({"--good", "--bad"})),
 }
 
 
@@ -363,7 +366,7 @@ def test_workflow_steps_use_only_the_cli_contract() -> None:
                 raise AssertionError(f"{wf_name}/{job_id}: {shlex.join(['compile-baselines', *args])}: {e}") from e
             used.add(command_name(args))
     assert {"run", "compare", "issue", "publish", "pr", "results previous", "results fetch", "results store",
-            "track"} <= used
+            "track", "bisect"} <= used
 
 
 def test_the_contract_check_catches_mistakes() -> None:
@@ -420,6 +423,34 @@ def test_the_bench_job_confirms_against_the_previous_run_and_stores_tonights_wha
     steps_ = nightly["jobs"]["bench"]["steps"]
     upload = next(i for i, s in enumerate(steps_) if s.get("uses", "").startswith("actions/upload-artifact"))
     assert steps_.index(confirm) < upload  # the confirming compiles travel with tonight's results
+
+
+def test_the_bench_job_bisects_a_moved_baseline_and_the_track_job_adds_what_it_found() -> None:
+    nightly = WORKFLOWS["nightly"]
+    steps_ = nightly["jobs"]["bench"]["steps"]
+    confirm, bisect = step_with(nightly, "bench", "compare"), step_with(nightly, "bench", "bisect")
+    fetch = next(s for s in steps_ if "compile-baselines results fetch" in s.get("run", "") and "--commit" in s["run"])
+    # against the previous measured run, once it is fetched and confirmed, never for a backfill, and on a night of one
+    # host only (a shard sees only its own cells); a failed bisection costs nothing of the night's results
+    assert bisect["if"] == (f"steps.{fetch['id']}.outcome == 'success' && inputs.commit == '' "
+                            "&& (inputs.hosts || '1') == '1'")
+    assert bisect["continue-on-error"] is True and steps_.index(confirm) < steps_.index(bisect)
+    args = cli_invocations(bisect["run"])[0]
+    assert args[args.index("--good") + 1] == "$PREVIOUS" and "--confirmed-only" in args
+    assert args[args.index("--results-dir") + 1] == "$RUNNER_TEMP/results"  # its runs travel with tonight's
+    assert bisect["env"]["BISECT_BUDGET"] == "${{ inputs.bisect-budget || '900' }}"
+    assert nightly["on"]["workflow_dispatch"]["inputs"]["bisect-budget"]["default"] == "900"  # 15 minutes
+    results = next(i for i, s in enumerate(steps_) if s.get("with", {}).get("name", "").startswith("shard-"))
+    handed = next(i for i, s in enumerate(steps_) if s.get("with", {}).get("name") == "bisection-${{ matrix.channel }}")
+    assert steps_.index(bisect) < min(results, handed)
+    assert steps_[handed]["with"]["path"] == "${{ runner.temp }}/bisection"
+    assert args[args.index("--out") + 1].startswith("$RUNNER_TEMP/bisection/")
+    # the track job appends the sections it downloaded to the body it writes
+    track_steps = nightly["jobs"]["track"]["steps"]
+    download = next(s for s in track_steps if s.get("with", {}).get("pattern") == "bisection-*")
+    written = cli_invocations(step_with(nightly, "track", "track ")["run"])[0]
+    assert download["with"]["path"] == "${{ runner.temp }}/bisection" and download["continue-on-error"] is True
+    assert written[written.index("--bisections") + 1] == "$RUNNER_TEMP/bisection"
 
 
 @pytest.mark.parametrize("workflow", [WORKFLOWS["nightly"], REUSABLE], ids=["nightly", "kernel-repo"])

@@ -91,8 +91,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from tracker.publish.summary import summary_main
+    from workloads import catalog
 
-    return summary_main(_results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo())
+    return summary_main(_results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo(),
+                        workloads=catalog.expand(args.workload) if args.workload else None)
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
@@ -178,6 +180,18 @@ def cmd_pr(args: argparse.Namespace) -> int:
     return pr_main(request, forge)
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from tracker.flows.bisect import BisectRequest, bisect_main
+    from tracker.flows.rounds import Budget
+    from tracker.runner import policy
+
+    request = BisectRequest(args.good, args.bad, args.cell, args.instance, Path(_results_dir(args)), args.machine,
+                            args.from_machine, args.confirmed_only, args.history,
+                            args.jobs or policy.default_jobs_here(), Budget(args.budget, args.max_compiles),
+                            Path(args.out) if args.out else None, project_repo())
+    return bisect_main(request)
+
+
 def cmd_issue(args: argparse.Namespace) -> int:
     from tracker.github.tracking import issue_main
 
@@ -217,13 +231,14 @@ def cmd_track(args: argparse.Namespace) -> int:
     from tracker.publish.nightly import NightOptions, track_main
 
     options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
-    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on)
+    return track_main(_results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on,
+                      Path(args.bisections) if args.bisections else None)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list, "measure": cmd_measure, "run": cmd_run, "merge": cmd_merge, "summary": cmd_summary,
     "import-csv": cmd_import_csv, "comment": cmd_comment, "report": cmd_report, "publish": cmd_publish,
-    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "issue": cmd_issue, "init": cmd_init,
+    "compare": cmd_compare, "rm": cmd_rm, "pr": cmd_pr, "bisect": cmd_bisect, "issue": cmd_issue, "init": cmd_init,
     "results": cmd_results, "track": cmd_track,
 }
 
@@ -231,6 +246,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 _MEASURED = "; finished cells are kept, run again to resume"
 INTERRUPTED = {
     "run": _MEASURED, "pr": _MEASURED, "compare": _MEASURED,
+    "bisect": "; the runs of the steps that finished are in the results directory",
     "rm": "; the runs listed as removed are gone, the others untouched: rm again finishes or rolls back the one it "
           "was removing",
     "merge": "; the files listed as merged are complete, the others untouched: merge again to finish (merging the "

@@ -4,6 +4,7 @@ value as it is parsed. One builder a command; tracker.cli dispatches what they p
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import textwrap
 from collections.abc import Callable
@@ -117,10 +118,40 @@ class _Version(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose mistakes are one line, as every other error of the CLI, not a usage block first."""
+    """argparse's parser, whose mistakes are one line, as every other error of the CLI, not a usage block first; an
+    option the command does not have is named with the command, and the closest it has suggested."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = _command_parser(self, parsed)
+            command.error(unrecognized(extras, command))
+        return parsed
+
+
+def _command_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser that `parsed` went through: `results fetch`'s for `results fetch ...`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            return parser if chosen is None else _command_parser(chosen, parsed)
+    return parser
+
+
+def unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """"unrecognized argument --comit; did you mean --commit?": what the command does not take, and the closest of
+    its options to the first option-like one."""
+    named = [e for e in extras if e.startswith("-")] or extras  # the words after an unknown option are its value
+    words = f"unrecognized argument{'s' if len(named) > 1 else ''} {' '.join(named)}"
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for extra in (e.split("=")[0] for e in named if e.startswith("--")):
+        close = difflib.get_close_matches(extra, options, n=1, cutoff=0.6)
+        if close:
+            return f"{words}; did you mean {close[0]}?"
+    return words + f" (`{parser.prog} --help` lists its options)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,7 +200,10 @@ def _measure(commands: Commands) -> None:
     measure = _command(
         commands, "measure", "measure one cell in this process, without asv, and print it",
         "compile-baselines measure --preset tiny --workload llm_rmsnorm --mode default\n"
-        "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json")
+        "compile-baselines measure --preset decode --workload llm_rmsnorm --kernel triton_rmsnorm --json", more=(
+            " Its compile time is the first call's with inductor's compile cache, which is kept between commands:"
+            " warm once the cell was compiled, so faster than run's, which gives each cell a fresh cache (cold;"
+            " run --warm-cache keeps one). The output says which it was."))
     measure.add_argument("--preset", required=True, help="input shapes: tiny runs on a CPU (see `list`)")
     measure.add_argument("--workload", required=True, metavar="WORKLOAD", help="see `list`")
     what = measure.add_mutually_exclusive_group(required=True)
@@ -215,7 +249,8 @@ def _run(commands: Commands) -> None:
     _results_dir_option(run)
     run.add_argument("--cells-dir", help="the cell store (default: beside the results directory)")
     run.add_argument("--cell-timeout", type=POSITIVE, default=1800.0, help="kill a cell's process after this (s)")
-    run.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell)")
+    run.add_argument("--warm-cache", help="persistent compile cache directory (default: cold, a fresh one per cell, "
+                                          "so compile times are a first compile's; `measure` reuses inductor's own)")
     run.add_argument("--retry-failed", action="store_true", help="measure failed cells again")
     run.add_argument("--replicates", type=AT_LEAST_ONE, default=None, metavar="N",
                      help=f"fresh compiles per cell of the autotuned modes ({', '.join(AUTOTUNED_MODES)}), "
@@ -242,10 +277,14 @@ def _merge(commands: Commands) -> None:
 
 def _summary(commands: Commands) -> None:
     summary = _command(commands, "summary", "wins, geomeans, margins, domains, ties of the latest (or a given) run",
-                       "compile-baselines summary\ncompile-baselines summary --commit HEAD~1 --format md")
+                       "compile-baselines summary\ncompile-baselines summary --commit HEAD~1 --format md\n"
+                       "compile-baselines summary --workload llm_rmsnorm      # what to beat for it")
     _results_dir_option(summary)
     summary.add_argument("--commit", help="a hash, a prefix, or a git ref such as HEAD~1 (default: the latest run)")
     summary.add_argument("--machine", help="asv machine name (needed when several are present)")
+    summary.add_argument("--workload", nargs="+", metavar="WORKLOAD",
+                         help="only these workloads, names or NAMESPACE.* (the baseline to beat for them; the wins and "
+                              "geomeans then count their instances alone)")
     summary.add_argument("--format", choices=FORMATS, default="table",
                          help="table: text for a terminal (default); md: markdown; json: a stable shape for scripts")
 
@@ -398,6 +437,44 @@ def _pr(commands: Commands) -> None:
                          "--history run of the base's workload code)")
 
 
+def _bisect(commands: Commands) -> None:
+    bisect = _command(
+        commands, "bisect", "find the commit between a good and a bad one that moved the cells named, measuring them "
+        "in pairs at midpoints of the range",
+        "compile-baselines bisect --good v1.2 --bad main --cell prefill/llm_rmsnorm/default\n"
+        "compile-baselines bisect --good HEAD~8 --bad HEAD --from-machine h100 --confirmed-only --out bisect.md", more=(
+            " Each step measures a commit of the first-parent history between them against the range's good end, both"
+            " compiled fresh in pairs round after round until each cell is decided (as pr does), and calls it good,"
+            " bad or skipped (it cannot be measured, or stays undecided); about log2(commits) steps. The first"
+            " step measures bad against good: what changed there, and which way, is the change. The runs of the"
+            " commits measured after good go into the results directory as machine --machine (docs/runner.md)."))
+    _results_dir_option(bisect)
+    bisect.add_argument("--good", required=True, help="a commit without the change (a ref or a hash)")
+    bisect.add_argument("--bad", required=True, help="a later commit with it")
+    bisect.add_argument("--cell", nargs="+", default=[], metavar="P/W/M", help="the cells that changed")
+    bisect.add_argument("--instance", nargs="+", default=[], metavar="P/W",
+                        help="instances whose best baseline changed: their winners at either end (with "
+                             "--from-machine), else their every mode")
+    bisect.add_argument("--from-machine", metavar="M",
+                        help="the machine whose stored runs of good and bad show the change: without --cell or "
+                             "--instance, the instances whose best baseline changed there; when torch changed between "
+                             "the two runs too, which one moved it (compare --attribute)")
+    bisect.add_argument("--confirmed-only", action="store_true",
+                        help="of --from-machine's changes, only those measured again at bad (after compare --confirm)")
+    bisect.add_argument("--machine", help="asv machine name its runs are recorded as (default: the --from-machine "
+                                          "or the hostname, then -bisect)")
+    bisect.add_argument("--history", nargs="+", default=[], metavar="DIR",
+                        help="results directories whose runs of the same GPU and torch tell each cell's noise")
+    bisect.add_argument("-j", "--jobs", type=COUNT, help="cells at once, both sides together (default: run's)")
+    bisect.add_argument("--budget", type=POSITIVE, default=900.0, metavar="SECONDS",
+                        help="wall time in all (default 900); no step starts with less time left than a step took, "
+                             "and past it the narrowed range is named")
+    bisect.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
+                        help="the most compiles a side a cell gets in a step (default 10)")
+    bisect.add_argument("--out", help="write the result as a markdown section of the tracking issue (only when there "
+                                      "was a change to bisect)")
+
+
 def _issue(commands: Commands) -> None:
     issue = _command(commands, "issue", "open or update the one tracking issue (GITHUB_TOKEN, GITHUB_API_URL)",
                      "compile-baselines issue --repo OWNER/NAME --title 'Best baselines' --body-file body.md")
@@ -524,9 +601,12 @@ def _track(commands: Commands) -> None:
                             "across versions)")
     track.add_argument("--fail-on", choices=("best-change", "never"), default="never",
                        help="exit 3 when a best baseline changed")
+    track.add_argument("--bisections", metavar="DIR",
+                       help="a folder of bisect --out sections (the GPU jobs'): appended to the body when it is "
+                            "written")
 
 
 BUILDERS: tuple[Callable[[Commands], None], ...] = (
-    _list, _measure, _run, _merge, _summary, _import_csv, _compare, _rm, _pr, _issue, _comment, _report, _init,
-    _publish, _results, _track,
+    _list, _measure, _run, _merge, _summary, _import_csv, _compare, _rm, _pr, _bisect, _issue, _comment, _report,
+    _init, _publish, _results, _track,
 )

@@ -86,13 +86,18 @@ def check_preset(preset: str) -> str:
 def expand(selectors: list[str] | tuple[str, ...]) -> list[str]:
     """Workload names for command-line selectors: a name, or `namespace.*` for every workload of a plugin."""
     known = workload_names()
+    spaces = sorted({w.split(".")[0] for w in known if is_plugin_workload(w)})
     out: list[str] = []
     for sel in selectors:
         if sel.endswith(".*"):
             found = [w for w in known if w.startswith(sel[:-1])]
             if not found:
-                spaces = sorted({w.split(".")[0] for w in known if is_plugin_workload(w)})
                 raise UnknownName(f"no workloads match {sel!r}; plugin namespaces: {', '.join(spaces) or 'none'}")
+        elif "*" in sel:  # a shell's glob, not the selector: say the selector
+            stem = sel.split("*")[0].rstrip(".")
+            hint = f"did you mean {stem + '.*'!r}?" if stem in spaces else "a plugin's workloads are NAMESPACE.*"
+            raise UnknownName(f"no workload is named {sel!r}: {hint} (plugin namespaces: "
+                              f"{', '.join(spaces) or 'none'})")
         else:
             found = [check_workload(sel)]
         out += [w for w in found if w not in out]

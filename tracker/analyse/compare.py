@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from tracker.analyse import attribution, noise, pairs
-from tracker.analyse.best import analyse, instance_table
+from tracker.analyse.best import instance_table
 from tracker.analyse.changetest import Context, Judged, test_for
 from tracker.analyse.judge import NOISE_TEST, ChangeRule, Verdict, best_evidence, judge_bands, verdict_of
 from tracker.analyse.noise import History
@@ -52,6 +52,7 @@ from tracker.analyse.verdicts import (
     COMPILED_CODE,
     COMPILED_CONFIGS,
     COMPILED_SAME,
+    DISTURBED,
     EXIT_FAIL_ON,
     EXIT_OK,
     FAIL_ON,
@@ -72,13 +73,12 @@ from tracker.analyse.verdicts import (
     UNDECIDED,
     UNKNOWN,
 )
-from tracker.stats import float_or_none
 from tracker.store import pairing
 from tracker.store.asvjson import RunFile
 from tracker.store.cells import default_cells_dir
 from workloads import catalog
 from workloads.kernels.registry import MODE_PREFIX
-from workloads.modes import COMPILED, MODES
+from workloads.modes import COMPILED, MODES, REFERENCE
 
 # ---------------------------------------------------------------------------------------------------- records
 
@@ -103,6 +103,7 @@ class CellChange:
     means_ms: tuple[float, float] | None = None  # the compiles' geometric means (base, head), what the test compared
     noise: str | None = None  # what the cell's noise was read from ("fixed bands": none was known)
     more: int | None = None  # undecided: about how many more compiles a side would decide it
+    noisy_reason: str | None = None  # why it is too noisy to judge (verdicts.DISTURBED, HALF_BAND)
 
     @property
     def significant(self) -> bool:
@@ -129,6 +130,9 @@ class InstanceChange:
     host_bound: bool
     unconfirmed: bool = False  # moved beyond noise only on fewer compiles than the rule asks: listed, not counted
     ci: tuple[float, float] | None = None  # the best latency's ratio's confidence interval (the noise test)
+    # The mode whose own cell the best latency's change (ratio, ci) was judged on, its compiles' means: the winner of
+    # both sides, or a mode tied with the other side's winner; None: base's winner's best against head's
+    judged_on: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ class KernelChange:
     head_speedup: float | None
     change: float | None  # head_speedup / base_speedup
     verdict: str  # GAINED, LOST, SAME, NOISY, UNDECIDED, UNKNOWN, NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED
+    noisy_reason: str | None = None  # NOISY: why, of the kernel's cell or the best baseline's (CellChange's)
 
     @property
     def changed(self) -> bool:
@@ -148,12 +153,17 @@ class KernelChange:
 
 @dataclass(frozen=True)
 class ModeFigures:
+    """A mode's wins and geomean speedup vs eager over the instances both runs measured. Head's are base's with the
+    comparison's counted changes applied (compare._figures): nothing that moved within noise moves them."""
+
     preset: str
     mode: str
-    base_wins: int
+    base_wins: int  # instances the mode wins (the fastest median, the study's count) ...
     head_wins: int
-    base_geomean: float | None  # speedup vs eager over the instances both runs measured
+    base_geomean: float | None
     head_geomean: float | None
+    base_tied: int = 0  # ... of which another mode is within noise of it (tracker.stats.NoiseModel's tie rule)
+    head_tied: int = 0
 
 
 @dataclass
@@ -261,7 +271,8 @@ def _change(key: tuple[str, str, str], b: Any, h: Any, v: Verdict) -> CellChange
     """A judged cell as the comparison lists it."""
     return CellChange(*key, float(b.median_ms), float(h.median_ms), v.ratio, v.p_value, v.threshold, v.spread,
                       v.verdict, compiled_change(_fingerprint(b), _fingerprint(h)), v.compiles, ci=v.ci,
-                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise, more=v.more)
+                      resolution=v.resolution, means_ms=v.means_ms, noise=v.noise, more=v.more,
+                      noisy_reason=v.noisy)
 
 
 def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellChange:
@@ -272,20 +283,20 @@ def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellCh
 
 
 def _latency(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, judged: Judged, rule: ChangeRule,
-             launch_us: float) -> Verdict:
-    """The change of an instance's best latency (`b`, `h`: its instance rows). The winning mode's own verdict when it
-    still wins, or when the other winner is within noise of it (in the tie set: modes that tie are one baseline, and
-    the one judged on both sides carries it); else the base winner's best compile against the head winner's, with
-    their own uncertainty (or the bands where unknown)."""
+             launch_us: float) -> tuple[Verdict, str | None]:
+    """The change of an instance's best latency (`b`, `h`: its instance rows), and the mode whose own cell it was
+    judged on. The winning mode's own verdict when it still wins, or when the other winner is within noise of it (in
+    the tie set: modes that tie are one baseline, and the one judged on both sides carries it); else (mode None) the
+    base winner's best compile against the head winner's, with their own uncertainty (or the bands where unknown)."""
     bw, hw = b.winner, h.winner
     for mode, ties in ((bw, h.ties), (hw, b.ties)):
         if (bw == hw or mode in ties) and (*key, mode) in judged.verdicts:
-            return judged.verdicts[(*key, mode)]
+            return judged.verdicts[(*key, mode)], mode
     eb, eh = judged.evidence.get((*key, bw)), judged.evidence.get((*key, hw))
     if eb is None or eh is None:
-        return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us)
+        return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us), None
     e = best_evidence(eb, eh, bc[(*key, bw)], hc[(*key, hw)], rule, launch_us, judged.together)
-    return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule)
+    return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule), None
 
 
 def _measured(t: pd.DataFrame) -> dict[tuple[str, str, str], Any]:
@@ -319,9 +330,17 @@ def _modes_only(t: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def _instances_of(t: pd.DataFrame, rule: ChangeRule) -> dict[tuple[str, str], Any]:
-    return {(str(r.preset), str(r.workload)): r for r in
-            instance_table(_modes_only(t), rule.noise, rule.host, rule.max_spread).itertuples(index=False)}
+Medians = dict[tuple[str, str], dict[str, float]]
+
+
+def _instances_of(t: pd.DataFrame, rule: ChangeRule) -> tuple[dict[tuple[str, str], Any], Medians]:
+    """A run's instance rows (tracker.analyse.best.instance_table), and each instance's medians by mode (NaN: not
+    measured ok, or too noisy to rank), both by (preset, workload)."""
+    inst = instance_table(_modes_only(t), rule.noise, rule.host, rule.max_spread)
+    keys = list(zip(inst["preset"].astype(str), inst["workload"].astype(str), strict=True))
+    medians = inst[[f"ms_{m}" for m in MODES]].to_numpy(dtype=float)
+    return (dict(zip(keys, inst.itertuples(index=False), strict=True)),
+            {k: dict(zip(MODES, row, strict=True)) for k, row in zip(keys, medians, strict=True)})
 
 
 def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, head_info: RunInfo,
@@ -342,7 +361,7 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
                                            context)
     cells = {k: _unjudged(k, bc.get(k), hc.get(k), unjudged[k]) if k in unjudged else
              _change(k, bc[k], hc[k], judged.verdicts[k]) for k in keys}
-    bi, hi = _instances_of(base, rule), _instances_of(head, rule)
+    (bi, b_ms), (hi, h_ms) = _instances_of(base, rule), _instances_of(head, rule)
     common = sorted(bi.keys() & hi.keys(), key=_order)
     instances = [_instance(k, bi[k], hi[k], bc, hc, cells, judged, rule, launch) for k in common]
     kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, judged, rule, launch)
@@ -350,7 +369,7 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
     notes = _version_notes(base_info, head_info) + _mark_method(cells, base, head, base_info, head_info, rule, launch)
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
-                      _figures(_modes_only(base), _modes_only(head), common, rule),
+                      _figures(b_ms, h_ms, instances, {(x.preset, x.workload, x.mode): x for x in cells_list}),
                       sorted(hi.keys() - bi.keys(), key=_order), sorted(bi.keys() - hi.keys(), key=_order), notes)
 
 
@@ -418,7 +437,7 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
                               latency_verdict=NOISY if noisy else UNKNOWN, mode_changed=changed,
                               best_changed=changed, reason=reason, **common)
     old, new = cells[(*key, bw)], cells.get((*key, hw))
-    v = _latency(key, b, h, bc, hc, judged, rule, launch)
+    v, judged_on = _latency(key, b, h, bc, hc, judged, rule, launch)
     latency = {"ratio": v.ratio, "p_value": v.p_value, "threshold": v.threshold, "verdict": v.verdict, "ci": v.ci}
     if bw != hw and _disturbed(rule, old, new) and v.verdict in (SLOWER, FASTER):
         # A disturbed measurement of either winner decides which mode wins, and so the best latency.
@@ -445,7 +464,8 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
     return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
                           threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
                           best_changed=best_changed, reason="; ".join(reasons), **common,
-                          unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"])
+                          unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"],
+                          judged_on=judged_on)
 
 
 def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, judged: Judged,
@@ -464,37 +484,61 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
     if change is None:
         return KernelChange(*key[:2], name, sb, sh, None, UNKNOWN)
     # The speedup moves when the kernel or the best baseline moves: judge both, each with its own noise.
-    best = _latency(key[:2], b, h, bc, hc, judged, rule, launch)
+    best, _ = _latency(key[:2], b, h, bc, hc, judged, rule, launch)
     threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
+    why = None
     if abs(math.log(change)) < math.log1p(threshold):
         verdict = SAME
     elif cell.verdict in (SLOWER, FASTER) or best.verdict in (SLOWER, FASTER):
-        verdict = NOISY if _disturbed(rule, cell) or (best.spread or 0.0) > rule.max_spread else \
-            GAINED if change > 1 else LOST
+        disturbed = _disturbed(rule, cell) or (best.spread or 0.0) > rule.max_spread
+        verdict, why = (NOISY, DISTURBED) if disturbed else (GAINED if change > 1 else LOST, None)
     elif NOISY in (cell.verdict, best.verdict):
-        verdict = NOISY
+        verdict, why = NOISY, cell.noisy_reason if cell.verdict == NOISY else best.noisy
     elif UNDECIDED in (cell.verdict, best.verdict):
         verdict = UNDECIDED
     else:
         verdict = SAME
-    return KernelChange(*key[:2], name, sb, sh, change, verdict)
+    return KernelChange(*key[:2], name, sb, sh, change, verdict, why)
 
 
-def _figures(base: pd.DataFrame, head: pd.DataFrame, common: list[tuple[str, str]],
-             rule: ChangeRule) -> list[ModeFigures]:
-    """Wins and geomeans per preset and mode, over the instances both runs measured (else they mislead)."""
-    def figures(t: pd.DataFrame) -> dict[str, Any]:
-        t = t[pd.MultiIndex.from_frame(t[["preset", "workload"]].astype(str)).isin(common)]
-        f = analyse(t, rule.noise, rule.host, rule.max_spread).figures
-        return {str(r["preset"]): r for _, r in f.iterrows()}
+def _held(i: InstanceChange) -> tuple[str | None, bool]:
+    """An instance's winner, and whether it is tied with another mode, as the comparison counts it at head: head's
+    where the comparison counted its best baseline's change (another mode winning beyond noise, or the same mode's
+    latency moving), else base's, so that a winner changing within noise moves no count."""
+    if i.best_changed and (i.mode_changed or i.base_best == i.head_best):
+        return i.head_best, len(i.head_ties) > 1
+    return i.base_best, len(i.base_ties) > 1
 
-    fb, fh = figures(base), figures(head)
+
+def _geomean(medians: list[dict[str, float]], mode: str) -> float | None:
+    """The geometric mean of eager / mode over the instances where both ranked (measured ok, quiet enough)."""
+    logs = [math.log(m[REFERENCE] / m[mode]) for m in medians if m[REFERENCE] > 0 and m[mode] > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None  # NaN compares False: left out
+
+
+def _figures(b_ms: Medians, h_ms: Medians, instances: list[InstanceChange],
+             cells: dict[tuple[str, str, str], CellChange]) -> list[ModeFigures]:
+    """Wins (and those of them tied within noise) and geomeans vs eager per preset and mode, over the instances both
+    runs measured (else they mislead). Head's figures are base's with the comparison's counted changes applied: an
+    instance's winner where its best baseline changed (`_held`), a cell's median where it changed (slower, faster,
+    now failing, now ok); what moved within noise moves none of them (an A/A pair's figures are equal)."""
+    counted = set(REGRESSION_VERDICTS + IMPROVEMENT_VERDICTS)
+
+    def head(key: tuple[str, str]) -> dict[str, float]:
+        moved = {m for m in MODES if (c := cells.get((*key, m))) is not None and c.verdict in counted}
+        return {m: h_ms[key][m] if m in moved else v for m, v in b_ms[key].items()}
+
     out = []
-    for preset in sorted(fb.keys() & fh.keys(), key=lambda p: _order((p, ""))):
+    for preset in dict.fromkeys(i.preset for i in instances):
+        mine = [i for i in instances if i.preset == preset]
+        won = {"base": [(i.base_best, len(i.base_ties) > 1) for i in mine], "head": [_held(i) for i in mine]}
+        keys = [(preset, i.workload) for i in mine]
+        medians = {"base": [b_ms[k] for k in keys], "head": [head(k) for k in keys]}
         for m in MODES:
-            geo = (None, None) if m not in COMPILED else tuple(
-                float_or_none(f[preset][f"geomean_{m}"]) for f in (fb, fh))
-            out.append(ModeFigures(preset, m, int(fb[preset][f"wins_{m}"]), int(fh[preset][f"wins_{m}"]), *geo))
+            tied = {s: [t for winner, t in w if winner == m] for s, w in won.items()}
+            geo = {s: _geomean(v, m) if m in COMPILED else None for s, v in medians.items()}
+            out.append(ModeFigures(preset, m, len(tied["base"]), len(tied["head"]), geo["base"], geo["head"],
+                                   sum(tied["base"]), sum(tied["head"])))
     return out
 
 

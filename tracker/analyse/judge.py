@@ -32,7 +32,18 @@ from typing import Any
 
 from tracker import stats
 from tracker.analyse.noise import CellNoise, compiles_of
-from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, TESTS, UNCONFIRMED, UNDECIDED, UNKNOWN
+from tracker.analyse.verdicts import (
+    DISTURBED,
+    FASTER,
+    HALF_BAND,
+    NOISY,
+    SAME,
+    SLOWER,
+    TESTS,
+    UNCONFIRMED,
+    UNDECIDED,
+    UNKNOWN,
+)
 from tracker.stats import Compiles, HostBound, NoiseModel, float_or_none
 from workloads.modes import AUTOTUNED_MODES
 
@@ -116,7 +127,8 @@ class Verdict:
     under the noise test, the best compiles under the bands); `threshold`: the relative change it had to exceed
     (the minimum change, or the band); `ci`: the ratio's confidence interval (noise test); `resolution`: the
     smallest change the comparison could have claimed for this cell; `means_ms`: the compiles' geometric means
-    (base, head); `noise`: what its noise was read from."""
+    (base, head); `noise`: what its noise was read from; `noisy`: why a NOISY verdict is (DISTURBED, HALF_BAND;
+    None otherwise)."""
 
     verdict: str
     ratio: float
@@ -130,6 +142,7 @@ class Verdict:
     noise: str = "fixed bands"
     set_aside: tuple[int, int] = (0, 0)
     more: int | None = None  # undecided: about how many more compiles a side would decide it
+    noisy: str | None = None  # NOISY: why (verdicts.DISTURBED, HALF_BAND)
 
 
 def _exp(x: float) -> float:
@@ -186,6 +199,7 @@ def judge_bands(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_u
         threshold = max(band, rule.jitter_floor(fast, launch_us))
     spread = _spread(b, h)
     p = stats.p_value(_samples(b), _samples(h), (b.ci_low, b.ci_high), (h.ci_low, h.ci_high))
+    why = None
     if abs(math.log(ratio)) < math.log1p(threshold):
         # Beyond half its band on samples that differ, a cell's move is more than its class's typical noise and less
         # than its worst: neither the same nor a change that can be told
@@ -193,15 +207,17 @@ def judge_bands(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_u
         half = (not several and abs(math.log(ratio)) > math.log1p(threshold / 2) and p is not None
                 and p < rule.p_value and (rule.factor is None or abs(math.log(ratio)) > math.log(rule.factor)))
         verdict = NOISY if half else SAME
+        why = HALF_BAND if half else None
     elif spread > rule.max_spread:  # NaN (no quartiles) compares False: judged on the rest
-        verdict = NOISY
+        verdict, why = NOISY, DISTURBED
     elif several:
         verdict = SLOWER if ratio > 1 else FASTER
     elif p is None:
         verdict = UNKNOWN
     else:
         verdict = (SLOWER if ratio > 1 else FASTER) if p < rule.p_value else SAME
-    return Verdict(_unconfirmed(verdict, (nb, nh), rule), ratio, p, threshold, float_or_none(spread), (nb, nh))
+    return Verdict(_unconfirmed(verdict, (nb, nh), rule), ratio, p, threshold, float_or_none(spread), (nb, nh),
+                   noisy=why if verdict == NOISY else None)
 
 
 # ---------------------------------------------------------------------------------------------------- the noise test
@@ -317,8 +333,10 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     ci = (_exp(e.log_change - half), _exp(e.log_change + half))
     resolves = resolution(e, families, rule)
     moved = abs(e.log_change) > math.log1p(e.least)
+    why = None
     if selected and moved:
         verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
+        why = DISTURBED
     elif moved and resolves > rule.resolve and abs(e.log_change) > math.log1p(resolves / 2):
         verdict = UNDECIDED  # moved within more noise than the comparison can resolve
     elif max(abs(e.log_change - half), abs(e.log_change + half)) > math.log1p(rule.resolve):
@@ -327,7 +345,7 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
         verdict = SAME
     return Verdict(_unconfirmed(verdict, e.compiles, rule), e.ratio, e.p_value, e.least, float_or_none(e.spread),
                    e.compiles, ci, resolves, (e.base.mean_ms, e.head.mean_ms), e.noise.source,
-                   (e.base.set_aside, e.head.set_aside))
+                   (e.base.set_aside, e.head.set_aside), noisy=why if verdict == NOISY else None)
 
 
 __all__ = ["BANDS_TEST", "NOISE_TEST", "PAIRED_TEST", "TESTS", "ChangeRule", "Evidence", "Selection", "Verdict",

@@ -35,7 +35,7 @@ from statistics import median
 from tracker import stats
 from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfirmed
 from tracker.analyse.noise import CellNoise
-from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, UNDECIDED
+from tracker.analyse.verdicts import DISTURBED, FASTER, NOISY, SAME, SLOWER, UNDECIDED
 from tracker.stats import Compiles
 from tracker.store.pairing import Pair
 
@@ -168,7 +168,8 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
         verdict = UNDECIDED
     more = more_to_settle(e, rule, families) if verdict == UNDECIDED else None
     return Verdict(verdict, e.ratio, e.p_value, e.least, stats.float_or_none(e.spread), e.compiles, ci, resolves,
-                   (e.base.mean_ms, e.head.mean_ms), e.noise.source, (e.base.set_aside, e.head.set_aside), more)
+                   (e.base.mean_ms, e.head.mean_ms), e.noise.source, (e.base.set_aside, e.head.set_aside), more,
+                   noisy=DISTURBED if verdict == NOISY else None)
 
 
 def undecided(d: Differences, compiles: tuple[int, int], spread: float) -> Verdict:

@@ -10,6 +10,7 @@ split out of it (`split_pair`).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +18,9 @@ import pandas as pd
 
 from tracker.errors import ToolError, UsageError
 from tracker.stats import float_or_none
-from tracker.store.commits import match_ref
+from tracker.store.commits import commit_with_results
 from tracker.store.results import (
+    NoSuchRun,
     RunFile,
     default_cells_dir,
     fingerprints,
@@ -106,14 +108,10 @@ def split_pair(table: pd.DataFrame, base: str, head: str, machine: str | None = 
     return tb, th, bi, hi
 
 
-def _resolve(runs: list[RunFile], ref: str, repo_dir: Path | None) -> str:
-    """`ref` as a commit with results: a hash prefix of one as given, else the commit git resolves it to; CompareError
-    when git knows the commit but it has no results."""
-    commit = match_ref(ref, [r.commit for r in runs], repo_dir)
-    if commit != ref and not any(r.commit == commit for r in runs):
-        recent = ", ".join(r.commit[:8] for r in runs[-5:])
-        raise CompareError(f"no results for {ref!r} (commit {commit[:12]}); latest commits with results: {recent}")
-    return commit
+def _resolve(runs: list[RunFile], ref: str, repo_dir: Path | None, unreadable: Sequence[str] = ()) -> str:
+    """`ref` as a commit with results: a hash prefix of one as given, else the commit git resolves it to
+    (tracker.store.commits.commit_with_results: UnknownRef otherwise)."""
+    return commit_with_results(ref, [r.commit for r in runs], repo_dir, bool(unreadable))
 
 
 def pick_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine: str | None = None,
@@ -123,7 +121,7 @@ def pick_pair(results_dir: str | os.PathLike[str], base: str, head: str, machine
     warnings about files that could not be listed. Commits are hash prefixes, or git refs resolved in `repo_dir`
     (HEAD~1, a branch, a tag) when no result's commit starts with them."""
     runs, warnings = list_runs(results_dir)
-    base, head = _resolve(runs, base, repo_dir), _resolve(runs, head, repo_dir)
+    base, head = _resolve(runs, base, repo_dir, warnings), _resolve(runs, head, repo_dir, warnings)
     b, h = _pick(runs, machine, base, head, warnings), _pick(runs, head_machine or machine, head, base, warnings)
     if (b.commit, b.machine, b.torch) == (h.commit, h.machine, h.torch):
         raise CompareError(f"base and head are the same run ({b.commit[:12]} on {b.machine}): nothing to compare")
@@ -144,19 +142,24 @@ def default_pair(results_dir: str | os.PathLike[str], base: str | None, head: st
         sides = []
         for on, ref, other in ((machine, base, head), (head_machine, head, base)):
             mine = select_runs(runs, on, None, unreadable)
-            sides.append(mine[-1] if ref is None else _pick(mine, on, _resolve(mine, ref, repo_dir), other or ref,
-                                                             unreadable))
+            sides.append(mine[-1] if ref is None else
+                         _pick(mine, on, _resolve(mine, ref, repo_dir, unreadable), other or ref, unreadable))
         return sides[0], sides[1]
     if machine is None and len(machines) > 1:
         raise MachineNeeded(f"results of several machines ({', '.join(machines)}): pass --machine (and --head-machine "
                             "to compare two of them), or --base and --head")
     mine = select_runs(runs, machine or machines[0])  # oldest first
-    h = mine[-1] if head is None else _pick(mine, None, _resolve(mine, head, repo_dir), base or head, unreadable)
+    h = mine[-1] if head is None else _pick(mine, None, _resolve(mine, head, repo_dir, unreadable), base or head,
+                                            unreadable)
     if base is not None:
-        return _pick(mine, None, _resolve(mine, base, repo_dir), head or base, unreadable), h
+        return _pick(mine, None, _resolve(mine, base, repo_dir, unreadable), head or base, unreadable), h
     earlier = [r for r in mine[:mine.index(h)] if r.commit != h.commit]
     if not earlier:
-        raise CompareError(f"no run on {h.machine} before {h.commit[:8]} to compare it with: pass --base")
+        alone = len({r.commit for r in mine}) == 1
+        raise NoSuchRun(f"no run on {h.machine} before {h.commit[:8]} to compare it with: "
+                        + ("it is the machine's only commit measured; measure another (commit a change, `run` "
+                           "again), or compare two machines (--machine A --head-machine B)" if alone else
+                           "pass --base"))
     return earlier[-1], h
 
 
@@ -184,7 +187,7 @@ def version_pair(results_dir: str | os.PathLike[str], base_torch: str, head_torc
             raise CompareError(f"--{name}-torch {torch}: no run with that torch version"
                                + (f" on {on}" if on else "") + f"; results have torch {have}")
         if ref is not None:
-            chosen = select_runs(chosen, None, _resolve(chosen, ref, repo_dir), warnings)
+            chosen = select_runs(chosen, None, _resolve(chosen, ref, repo_dir, warnings), warnings)
         return chosen
 
     h = side(head_torch, head_machine or machine, "head", head)[-1]  # oldest first: the latest

@@ -45,6 +45,9 @@ SLOWER, FASTER, SAME, NOISY, UNKNOWN, UNDECIDED = (Word.SLOWER, Word.FASTER, Wor
 NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = Word.NOW_FAILS, Word.NOW_OK, Word.FAILS, Word.ADDED, Word.REMOVED
 GAINED, LOST = Word.GAINED, Word.LOST
 SOURCE_UNCHANGED, UNCONFIRMED = Word.SOURCE_UNCHANGED, Word.UNCONFIRMED
+# Why a cell is too noisy to judge (NOISY): its samples spread beyond the rule's limit (disturbed while measured), or
+# (the fixed bands) it moved beyond half its band on samples that differ, yet within the band.
+DISTURBED, HALF_BAND = "disturbed", "half band"
 REGRESSION_VERDICTS = (SLOWER, NOW_FAILS)
 IMPROVEMENT_VERDICTS = (FASTER, NOW_OK)
 

@@ -135,6 +135,7 @@ class PairedRounds:
     # in round 1) or "history" (none measured); None: every cell in pairs
     baseline: str | None = None
     kernel_compiles: int = 3  # a kernel-only change: its kernels' compiles a side in round 1
+    name: str = "pr"  # the command its progress lines are said by
 
     @property
     def first_compiles(self) -> int:
@@ -214,10 +215,11 @@ class PairedRounds:
 
 
 def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget: Budget, confirm: int = 3,
-                  clock: Callable[[], float] = time.monotonic) -> Comparison:
+                  clock: Callable[[], float] = time.monotonic,
+                  enough: Callable[[Comparison], bool] | None = None) -> Comparison:
     """Round 1, then rounds of the cells still undecided, each to the next number of compiles of the schedule
     (tracker.analyse.paired.schedule), while the budget allows (or, with `budget.compiles`, every cell to that many
-    compiles at once); the comparison of the last round."""
+    compiles at once), and until `enough` says the caller knows what it needs; the comparison of the last round."""
     start = clock()
     rounds.first()
     comparison, last = judge(), clock() - start
@@ -225,16 +227,16 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
         [t for t in paired.schedule(budget.most, confirm)[1:] if t > rounds.first_compiles]
     for target in targets:
         cells = _all_short(comparison, target) if budget.compiles else confirm_.pending(comparison)
-        if not cells:
+        if not cells or (enough is not None and enough(comparison)):
             break
         spent = clock() - start
         # Round 1 compiles cold and costs most; the rounds after it reuse its compiled kernels, so the first of them
         # starts whenever time is left, and each later one when the last one's time is still left
         if budget.compiles is None and spent + (last if target > targets[0] else 0.0) > budget.seconds:
-            print(f"pr: budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about {last:.0f} s): "
-                  f"{units.count(len(cells), 'cell')} left undecided", file=rounds.log)
+            print(f"{rounds.name}: budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about "
+                  f"{last:.0f} s): {units.count(len(cells), 'cell')} left undecided", file=rounds.log)
             break
-        print(f"pr: {units.count(len(cells), 'cell')} undecided, measuring to {target} compiles a side "
+        print(f"{rounds.name}: {units.count(len(cells), 'cell')} undecided, measuring to {target} compiles a side "
               f"({spent:.0f} s spent)", file=rounds.log, flush=True)
         began = clock()
         rounds.more(cells, target)

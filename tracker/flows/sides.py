@@ -24,7 +24,7 @@ from typing import TextIO
 
 from tracker.errors import ToolError
 from tracker.runner.request import PROGRESS_ONLY
-from tracker.store.commits import CommitError, git, resolve_ref
+from tracker.store.commits import CommitError, UnknownRef, git, resolve_ref
 
 
 class FlowError(ToolError):
@@ -59,8 +59,8 @@ Runner = Callable[[Sequence[Command]], list[int]]
 def resolve(ref: str, repo_dir: Path) -> str:
     try:
         return resolve_ref(ref, repo_dir)
-    except CommitError as e:
-        raise FlowError(f"{e}: fetch it (actions/checkout with fetch-depth: 0) or pass a commit hash") from None
+    except UnknownRef as e:  # in the words every command uses, what to do added: a mistake of the input (exit 2)
+        raise UnknownRef(f"{e}: fetch it (actions/checkout with fetch-depth: 0) or pass a commit hash") from None
 
 
 def changed_files(base: str, head: str, repo_dir: Path) -> list[str]:

@@ -1,15 +1,17 @@
 """`compile-baselines compare --format table`: a comparison for the terminal, in the manner of `asv compare`: the
-headline, then one row per cell (before, after, ratio, verdict), then what the PR comment says beside its tables: the
-best baselines that changed, the winners that changed within noise or unconfirmed, every kernel's speedup over the
-best baseline, wins and geomeans per mode, the instances only one run has; then what the verdicts rest on.
+headline, then one row per cell (before, after and their ratio, of what its verdict compared; the verdict; the
+evidence), then what the PR comment says beside its tables: the best baselines that changed, the winners that
+changed within noise or unconfirmed, every kernel's speedup over the best baseline, wins and geomeans per mode, the
+instances only one run has; then what the verdicts rest on.
 
-The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge, `?`
-moved on fewer compiles than the rule asks (unconfirmed, not counted). The footer says the rule that applied
-(tracker.publish.ruletext).
+The first column marks what changed: `+` slower or now failing, `-` faster or now ok, `~` too noisy to judge (the
+row says why), `?` moved on fewer compiles than the rule asks (unconfirmed, not counted) or undecided. The counts
+line counts each apart; the footer says the rule that applied (tracker.publish.ruletext).
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import replace
 from functools import partial
 
@@ -25,8 +27,15 @@ from tracker.analyse.compare import (
 )
 from tracker.publish import units
 from tracker.publish.escape import shown
-from tracker.publish.evidence import cell_evidence
-from tracker.publish.prcomment import headline, listed_cells, unconfirmed_winners, within_noise
+from tracker.publish.evidence import (
+    COLUMNS_NOTE,
+    best_ratio,
+    cell_evidence,
+    compared_ms,
+    kernel_noisy_words,
+    latency_evidence,
+)
+from tracker.publish.prcomment import FIGURES_NOTE, headline, listed_cells, unconfirmed_winners, within_noise
 from tracker.publish.ruletext import rule_text
 from tracker.publish.units import PLAIN_ARROW, PLAIN_DASH, PLAIN_MICRO, PLAIN_TIMES, ms, ratio, speedup
 
@@ -51,12 +60,14 @@ def _columns(rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
             .rstrip() for r in rows]
 
 
-def _cell_rows(cells: list[CellChange]) -> list[str]:
+def _cell_rows(cells: list[CellChange], max_spread: float) -> list[str]:
+    """A row per cell: before, after and ratio of what its verdict compared (evidence.compared_ms), its verdict,
+    the cell, its evidence."""
     rows = [("", "before", "after", "ratio", "verdict", "preset", "workload", "mode", "evidence")]
-    rows += [(_mark(x.verdict), _ms(x.base_ms), _ms(x.head_ms), _ratio(x.ratio),
+    rows += [(_mark(x.verdict), *(_ms(v) for v in compared_ms(x)), _ratio(x.ratio),
               x.verdict + (f" ({x.compiled})" if x.compiled and x.significant else "")
               + (" [method]" if x.method else ""), x.preset, x.workload,
-              x.mode, cell_evidence(x, micro=PLAIN_MICRO, arrow=PLAIN_ARROW)) for x in cells]
+              x.mode, cell_evidence(x, micro=PLAIN_MICRO, arrow=PLAIN_ARROW, max_spread=max_spread)) for x in cells]
     return _columns(rows, right={1, 2, 3})
 
 
@@ -72,8 +83,9 @@ def _instance_lines(c: Comparison) -> list[str]:
     lines = []
     if c.best_changes:
         lines += ["", f"best baseline changed ({len(c.best_changes)}):"]
-        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}: {i.reason}"
-                  for i in c.best_changes]
+        lines += [f"  {i.preset} {i.workload}: {i.base_best or 'none'} -> {i.head_best or 'none'}, "
+                  f"{_ms(i.base_ms)} -> {_ms(i.head_ms)} ({_ratio(best_ratio(i))}): {i.reason}"
+                  + (f"; latency {latency_evidence(i)}" if i.ratio is not None else "") for i in c.best_changes]
     lines += _winners("winner changed within noise (not counted)", within_noise(c))
     lines += _winners("winner changed, unconfirmed (not counted)", unconfirmed_winners(c))
     return lines
@@ -85,19 +97,21 @@ def _kernel_lines(c: Comparison, only_changed: bool) -> list[str]:
         return []
     rows = [("preset", "workload", "kernel", "before", "after", "change", "verdict")]
     rows += [(k.preset, k.workload, k.kernel, _speedup(k.base_speedup), _speedup(k.head_speedup), _ratio(k.change),
-              k.verdict) for k in kernels]
+              k.verdict + (f" ({why})" if (why := kernel_noisy_words(k.noisy_reason, c.rule.max_spread)) else ""))
+             for k in kernels]
     return ["", "kernels under test: speedup over the best baseline", *_columns(rows, right={3, 4, 5})]
 
 
 def _figure_lines(c: Comparison) -> list[str]:
     if not c.figures:
         return []
-    rows = [("preset", "mode", "wins", "geomean vs eager")]
-    rows += [(f.preset, f.mode, f"{f.base_wins} -> {f.head_wins}",
+    rows = [("preset", "mode", "wins", "of them tied", "geomean vs eager")]
+    rows += [(f.preset, f.mode, f"{f.base_wins} -> {f.head_wins}", f"{f.base_tied} -> {f.head_tied}",
               PLAIN_DASH if f.base_geomean is None and f.head_geomean is None else
               f"{_speedup(f.base_geomean)} -> {_speedup(f.head_geomean)}") for f in c.figures]
+    note = textwrap.wrap(FIGURES_NOTE + ".", 100, break_on_hyphens=False)
     return ["", "wins and geomean speedup vs eager, per mode (instances both runs measured)",
-            *_columns(rows, right=set())]
+            *_columns(rows, right=set()), *note]
 
 
 def _only_in(c: Comparison) -> list[str]:
@@ -119,12 +133,14 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     lines += [f"note: {shown(n)}" for n in c.notes]
     cells = listed_cells(c, only_changed)
     if cells:
-        lines += _cell_rows(cells)
+        lines += [*_cell_rows(cells, c.rule.max_spread), COLUMNS_NOTE]
     else:
         lines.append("no cell changed beyond noise" if only_changed else "no cells")
     lines += _instance_lines(c) + _kernel_lines(c, only_changed) + _figure_lines(c) + _only_in(c)
-    same = len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
+    same = (len(c.cells) - len(c.regressions) - len(c.improvements) - len(c.noisy) - len(c.unconfirmed)
+            - len(c.undecided))
     unconfirmed = f"{len(c.unconfirmed)} unconfirmed, not counted (?), " if c.unconfirmed else ""
+    unconfirmed += f"{len(c.undecided)} undecided (?), " if c.undecided else ""
     lines += ["", f"{units.count(len(c.instances), 'instance')} and {units.count(len(c.cells), 'cell')}: "
                   f"{len(c.regressions)} slower or now failing (+), {len(c.improvements)} faster or now ok (-), "
                   f"{len(c.noisy)} too noisy to judge (~), "

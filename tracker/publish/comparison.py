@@ -25,11 +25,13 @@ from tracker.analyse.compare import (
 )
 from tracker.analyse.judge import NOISE_TEST
 from tracker.analyse.pairs import default_pair
+from tracker.analyse.verdicts import NOISY
 from tracker.analyse.versionattribution import attribute
 from tracker.errors import UsageError
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
 from tracker.publish.escape import shown
+from tracker.publish.evidence import kernel_noisy_words, noisy_words
 from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.publish.units import FORMATS
 from tracker.store import atomic
@@ -54,9 +56,15 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     the paired test's (runs measured in pairs: the PR flow), "launch_jitter" the share of the launch floor every
     change must exceed in time. A cell judged by the noise or the paired test has its "ci", "resolution",
     "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands); an undecided cell's "more" says
-    about how many more compiles a side would decide it. "scope": what was measured, where a paired record says.
-    `only_changed`: the instances, cells and kernels lists keep only what changed, and the cells the headline names
-    (too noisy, unconfirmed, undecided, source unchanged); the summary still counts the whole comparison."""
+    about how many more compiles a side would decide it. A cell's "ratio" is head / base of its "means_ms" where it
+    has them, else of its "base_ms" and "head_ms" (the best compiles). A cell or kernel too noisy to judge says why:
+    "noisy_reason" ("disturbed", "half band") and "reason" in words (null otherwise). An instance's "base_ms" and
+    "head_ms" are its winners' best compiles, its "ratio" the change its best latency was judged on ("judged_on": the
+    mode whose own cell carried it; null: best against best). The "figures" are wins (and "tied": of them within
+    noise) and geomeans vs eager per mode, head's moved from base's only by the changes the comparison counted.
+    "scope": what was measured, where a paired record says. `only_changed`: the instances, cells and kernels lists
+    keep only what changed, and the cells the headline names (too noisy, unconfirmed, undecided, source unchanged);
+    the summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
@@ -76,8 +84,10 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
                                       "max_spread", "confirm", "same_within", "max_compiles")}
         | {"small_below_ms": c.rule.noise.small_below_ms, "host_bound_k": c.rule.host.k} | factor,
         "instances": [asdict(i) for i in instances],
-        "cells": [asdict(x) for x in cells],
-        "kernels": [asdict(k) for k in kernels],
+        "cells": [asdict(x) | {"reason": noisy_words(x, c.rule.max_spread) if x.verdict == NOISY else None}
+                  for x in cells],
+        "kernels": [asdict(k) | {"reason": kernel_noisy_words(k.noisy_reason, c.rule.max_spread) or None}
+                    for k in kernels],
         "figures": [asdict(f) for f in c.figures],
         "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
         "notes": c.notes, "warnings": c.warnings, "scope": c.scope,

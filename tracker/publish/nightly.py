@@ -7,7 +7,8 @@ each other at one commit). Each comparison in which a best baseline changed is o
 "## TITLE", a blank line, the comparison's markdown and a blank line. Then, for each machine measured at the commit,
 the steps its stored history shows among its latest runs (tracker.analyse.nightsteps: a change that no
 night-to-night comparison called, found on the nights after it, with the night, commit and torch it happened at)
-are a section of their own when an instance's best latency stepped.
+are a section of their own when an instance's best latency stepped. Last, the sections other steps wrote into a
+folder (`bisect --out`: the commit that moved a machine's best baseline, found on the GPU host), each file as it is.
 """
 
 from __future__ import annotations
@@ -141,16 +142,24 @@ def steps_markdown(steps: list[Step]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def written_sections(folder: Path | None) -> list[str]:
+    """The sections other steps wrote into `folder` (its *.md, in name order), each as it is; none without it."""
+    if folder is None or not folder.is_dir():
+        return []
+    return [confined.read_text(folder, p).rstrip("\n") + "\n\n" for p in confined.files(folder, "*.md")]
+
+
 def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machines: list[str] | None,
-               options: NightOptions, repo_dir: Path, fail_on: str = "never") -> int:
+               options: NightOptions, repo_dir: Path, fail_on: str = "never", more: Path | None = None) -> int:
     """`compile-baselines track`: `out` holds the tracking issue's body when a best baseline changed, and does not
-    exist when none did (so that its presence says so). Exit 0, or 3 with --fail-on best-change when one changed."""
+    exist when none did (so that its presence says so); `more`: a folder of sections other steps wrote, appended to
+    the body (never a body of their own). Exit 0, or 3 with --fail-on best-change when one changed."""
     root = Path(results_dir)
     if not root.is_dir():
         raise TrackError(f"results directory {root} does not exist: fetch the results first, or pass --results-dir")
     sections = track(root, commit, repo_dir, machines, options)
     if sections:
-        atomic.write_text(out, body(sections))
+        atomic.write_text(out, body(sections) + "".join(written_sections(more)))
         print(f"{count(len(sections), 'comparison')} with a changed best baseline: "
               f"wrote {out}")
     else:
@@ -160,4 +169,4 @@ def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machi
 
 
 __all__ = ["NightOptions", "Section", "TrackError", "body", "measured_at", "steps_markdown", "steps_section", "track",
-           "track_main"]
+           "track_main", "written_sections"]

@@ -13,21 +13,34 @@ from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison,
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
 from tracker.publish.escape import as_ours, code, markdown_env, ours
-from tracker.publish.evidence import cell_evidence, latency_evidence
+from tracker.publish.evidence import (
+    COLUMNS_NOTE,
+    best_ratio,
+    cell_evidence,
+    compared_ms,
+    kernel_noisy_words,
+    latency_evidence,
+)
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS, fit
 from tracker.publish.ruletext import confirm_text, rule_md
+from tracker.stats import TOO_NOISY_SPREAD
 from workloads.kernels.registry import MODE_PREFIX as KERNEL_PREFIX
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+# What the wins and geomeans of a comparison are (tracker.analyse.compare.ModeFigures), said under their table
+FIGURES_NOTE = ("tied: wins within noise of another mode. Head's figures move from base's only where the comparison "
+                "counted a change (a best baseline, a cell): what moved within noise moves none of them")
 
 
 # Every {{ }} is escaped as markdown (tracker.publish.escape) unless it is the numbers' text, a code span or ours.
 _ENV = markdown_env(loader=jinja2.FileSystemLoader(TEMPLATES))
 _ENV.filters.update({name: as_ours(f) for name, f in dict(
     ms=units.ms, ratio=units.ratio, p=units.p_value, p_is=units.p_is, pct=units.band, speedup=units.speedup,
-    spread=units.spread, us=units.us, evidence=lambda x: cell_evidence(x).replace("|", "\\|"),
-    latency=latency_evidence).items()})
-_ENV.filters.update(code=code, short=lambda s: str(s)[:8])
+    spread=units.spread, us=units.us,
+    evidence=lambda x, limit=TOO_NOISY_SPREAD: cell_evidence(x, max_spread=limit).replace("|", "\\|"),
+    latency=latency_evidence, kernel_noisy=lambda k, limit: kernel_noisy_words(k.noisy_reason, limit)).items()})
+# numbers for the filters above to write, not text
+_ENV.filters.update(compared=compared_ms, best_ratio=best_ratio, code=code, short=lambda s: str(s)[:8])
 
 
 def versions(c: Comparison) -> str:
@@ -110,7 +123,8 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "details": listed_cells(c, only_changed), "only_changed": only_changed,
         "geomeans": geomeans, "rule": c.rule, "added": c.added, "removed": c.removed,
         "within_noise": within_noise(c), "unconfirmed_winners": unconfirmed_winners(c),
-        "notes_heading": notes_heading(c),
+        "notes_heading": notes_heading(c), "figures_note": ours(FIGURES_NOTE),
+        "columns_note": ours(COLUMNS_NOTE),
         "method": sum(x.method for x in c.cells), "attribution": ours(attribution.rstrip("\n")),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": ours(rule_md(c)),
         "undecided": c.undecided,

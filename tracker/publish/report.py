@@ -35,6 +35,7 @@ from tracker.publish.target import Target, target_text
 from tracker.publish.units import (
     MICRO,
     calls,
+    count,
     margin,
     ms_fixed,
     ms_plain,
@@ -226,7 +227,9 @@ def preset_rows(cells: pd.DataFrame, instances: pd.DataFrame, preset: str, modes
         eager = by_mode.get(REFERENCE)
         eager_ms = float_or_none(eager["median_ms"]) if eager and eager["status"] == "ok" else None
         v = verdicts.get(workload, {})
-        winner, ties = v.get("winner"), tuple(v.get("ties") or ())
+        # no winner reads NaN in the instance table's records: none of its modes ranked
+        winner = v.get("winner") if isinstance(v.get("winner"), str) else None
+        ties = tuple(v.get("ties") or ()) if winner else ()
         work = declared_work(workload, preset)
         rows.append(Row(
             workload, str(next(iter(by_mode.values()))["domain"]),
@@ -373,7 +376,7 @@ def environment() -> Any:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=finalize_html,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
-    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD)
+    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD, count=count)
     return env
 
 

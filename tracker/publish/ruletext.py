@@ -110,8 +110,7 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     fewer = confirm_text(r)
     if fewer:
         out.append(f"a change found on {fewer} is unconfirmed: listed, not counted")
-    out.append(f"a cell whose samples spread (IQR) over more than {r.max_spread:.0%} of its median is too noisy to "
-               "judge" if markdown else f"spread over {r.max_spread:.0%}: too noisy")
+    out.append(_too_noisy(r, applied, markdown))
     return ways, out
 
 
@@ -130,6 +129,18 @@ def _paired_clause(r: ChangeRule, markdown: bool, factor: str) -> list[str]:
     return [f"paired: a cell changed when its pairs' mean difference moved beyond {r.floor:.0%} and its noise "
             f"(t-test at {level:.2%} a look, {looks} looks, cells selected together){factor}; the same within "
             f"{band(r.same_within)}; else undecided (more compiles would decide it)"]
+
+
+def _too_noisy(r: ChangeRule, applied: Applied, markdown: bool) -> str:
+    """When a cell is too noisy to judge, the ways that applied (each row says which was its own)."""
+    ways = [f"its samples spread (IQR) over more than {r.max_spread:.0%} of its median (disturbed while measured)"
+            if markdown else f"samples spread over {r.max_spread:.0%} (disturbed)"]
+    if applied.single:
+        ways.append("it moved beyond half its band on samples that differ" if markdown else
+                    "a move beyond half its band")
+    either = ", ".join(ways[:-1]) + (", or " if len(ways) > 2 else " or ") + ways[-1] if len(ways) > 1 else ways[0]
+    return (f"a cell is too noisy to judge when {either}; each such row says why" if markdown else
+            f"too noisy (~): {either}; the row says which")
 
 
 def rule_clauses(c: Comparison, markdown: bool = False) -> list[str]:

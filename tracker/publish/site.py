@@ -17,12 +17,15 @@ import os
 import re
 import shutil
 import sys
+from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from tracker.errors import ToolError
 from tracker.paths import ASV_CONF
 from tracker.publish import preflight
+from tracker.publish.escape import shown
 from tracker.publish.filesite import make_file_readable
 
 VENDOR_DIR = Path(__file__).resolve().parent / "vendor"
@@ -278,6 +281,41 @@ def open_graphs_on_measured(site: Path) -> dict[str, dict[str, list[str]]]:
     return selection
 
 
+# asv's grid draws each benchmark over commits: with one commit measured, every box is empty. The first site says so
+# on the grid, and where the values are (`note_single_commit`).
+SINGLE_COMMIT_ID = "cb-one-commit"
+
+
+def note_single_commit(site: Path, results_dir: Path, selection: dict[str, dict[str, list[str]]]) -> str | None:
+    """When the results hold one commit, put at the top of asv's grid what it can show then: the commit, and links to
+    the report and to a graph of the measured latencies by mode (asv plots one commit that way). Returns the commit,
+    or None (several commits: the grid draws their history)."""
+    from tracker.store.results import list_runs
+
+    runs, _ = list_runs(results_dir)
+    commits = sorted({r.commit for r in runs})
+    if len(commits) != 1:
+        return None
+    machines = sorted({r.machine for r in runs})
+    index = site / "index.html"
+    html = re.sub(rf'\n?<div id="{SINGLE_COMMIT_ID}".*?</div>', "", index.read_text(encoding="utf-8"), flags=re.S)
+    anchor = '<div id="summarygrid-display"'
+    if anchor not in html:
+        raise PublishError(f"{index}: asv's grid has changed; cannot say that it holds one commit")
+    latency = next((n for n in sorted(selection) if n.endswith(".track_latency") and "p-mode" in selection[n]), None)
+    graphs = ", ".join(f'<a href="#{escape(latency)}?machine={escape(quote(m))}&amp;x-axis=mode&amp;y-axis-scale=log">'
+                       f"{escape(shown(m))}</a>" for m in machines) if latency else ""
+    graph = f", and asv plots them by mode: latency per mode on {graphs}" if graphs else ""
+    note = (f'\n<div id="{SINGLE_COMMIT_ID}" class="alert alert-info" style="margin: 10px 15px 0">'
+            f"<strong>One commit measured so far</strong> ({escape(shown(commits[0][:8]))}): asv's grid plots each "
+            "benchmark over commits, so its boxes stay empty until a second commit is measured. This commit's values "
+            "are in "
+            f'the <a href="{REPORT_SUBDIR}/index.html">baseline report</a>{graph}.</div>')
+    at = html.index(">", html.index(anchor)) + 1
+    index.write_text(html[:at] + note + html[at:], encoding="utf-8")
+    return commits[0]
+
+
 HISTORY_DVCS = "compile-baselines-results"
 _history_class: type | None = None
 
@@ -503,7 +541,7 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
         make_offline(build)
         make_file_readable(build)
         link_report(build)
-        open_graphs_on_measured(build)
+        note_single_commit(build, results, open_graphs_on_measured(build))
         code = report_main(results, build / REPORT_SUBDIR, asv_index="../index.html", shown=site / REPORT_SUBDIR)
     print(f"published {site / 'index.html'} (asv history, no network needed; open it as a file or serve it) and "
           f"{site / REPORT_SUBDIR / 'index.html'}", file=sys.stderr)

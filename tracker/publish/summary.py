@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from tracker.publish.units import (
 )
 from tracker.stats import TOO_NOISY_SPREAD, HostBound, NoiseModel
 from tracker.store.cells import default_cells_dir
-from tracker.store.commits import match_ref
+from tracker.store.commits import commit_with_results
 from tracker.store.results import RunFile, list_runs, load_runs, select_runs
+from workloads.kernels.registry import MODE_PREFIX
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
 # What the results can say about the compile times behind the break-even
@@ -44,7 +46,7 @@ BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as 
                    "results do not record whether the compile cache was cold or warm)")
 
 WIDTH = 100
-WORKLOAD_COLUMN = 45  # where the winning workloads start in the text table
+WORKLOAD_COLUMN = 51  # where the winning workloads start in the text table
 # The modes the text table abbreviates, in its legend's order: the longest names first.
 _ABBREVIATED = sorted((m for m in REGISTRY if m.short != m.name), key=lambda m: -len(m.name))
 
@@ -58,9 +60,10 @@ TEXT = """\
 {% for preset, p in run.presets.items() %}
 
 {{ preset }}: {{ count(p.instances, 'instance') }}
-  {{ "%-26s %5s %8s  %s" % ("mode", "wins", "geomean", "winning workloads") }}
+  {{ "%-26s %5s %5s %8s" % ("", "", "", "geomean") }}
+  {{ "%-26s %5s %5s %8s  %s" % ("mode", "wins", "tied", "vs eager", "winning workloads") }}
 {% for row in p.rows %}
-  {{ "%-26s %5d %8s  " % (row.mode, row.wins, row.geomean) }}{{ row.workloads }}
+  {{ "%-26s %5d %5d %8s  " % (row.mode, row.wins, row.tied, row.geomean) }}{{ row.workloads }}
 {% endfor %}
   {{ p.h2h }}
   {{ "%-14s" % "wins by domain" }}{% for m in modes %}{{ "%8s" % short(m) }}{% endfor %}
@@ -112,10 +115,10 @@ Triton {{ run.triton }}, launch floor {{ run.floor }}; {{ noise_note }}.
 
 #### {{ preset }}: {{ count(p.instances, 'instance') }}
 
-| Mode | Wins | Geomean vs eager | Winning workloads |
-|---|---:|---:|---|
+| Mode | Wins | Of them tied | Geomean vs eager | Winning workloads |
+|---|---:|---:|---:|---|
 {% for row in p.rows %}
-| {{ row.mode }} | {{ row.wins }} | {{ row.geomean }} | {{ row.md_workloads }} |
+| {{ row.mode }} | {{ row.wins }} | {{ row.tied }} | {{ row.geomean }} | {{ row.md_workloads }} |
 {% endfor %}
 
 {{ p.md_h2h }}
@@ -197,20 +200,22 @@ def _faster(speedup: float) -> str:
     return f"{factor(speedup)} faster than" if speedup > 1 else f"{factor(1 / speedup)} slower than"
 
 
-def kernel_line(k: dict[str, Any], code: Any = str, text: Any = str) -> str:
+def kernel_line(k: dict[str, Any], code: Any = str, text: Any = str, too_noisy: bool = False) -> str:
     """One kernel under test against the run's best baseline, from its summary JSON entry: "llm_rmsnorm
     triton_rmsnorm: 1.02x faster than best (max-autotune-no-cudagraphs), 5.4x faster than eager". `code` formats
-    the candidate's name and `text` its failure's reason (markdown: a code span, escaped text)."""
+    the candidate's name and `text` its failure's reason (markdown: a code span, escaped text); `too_noisy`: its own
+    cell's samples spread too much to judge (the summary's list)."""
     head = f"{k['workload']} {code(k['candidate'])}: "
     if not k["correct"]:
         return head + f"failed, not counted: {text(k['reason'] or 'no reason recorded')}"
     if k["speedup_vs_best"] is None:
-        return head + f"{ms_plain(k['median_ms'])}, no baseline measured ok"
+        return head + f"{ms_plain(k['median_ms'])}, no baseline to compare with (no mode measured ok and ranked)"
     parts = [f"{_faster(k['speedup_vs_best'])} best ({k['best_baseline']})"]
     if k["speedup_vs_eager"] is not None and k["best_baseline"] != REFERENCE:
         parts.append(f"{_faster(k['speedup_vs_eager'])} {REFERENCE}")
     # why a speedup may not be a real one
-    notes = [n for n, on in (("within noise", k.get("within_noise")), ("host-bound", k.get("host_bound"))) if on]
+    notes = [n for n, on in (("too noisy to judge", too_noisy), ("within noise", k.get("within_noise")),
+                             ("host-bound", k.get("host_bound"))) if on]
     return head + ", ".join(parts) + (f"; {', '.join(notes)}" if notes else "")
 
 
@@ -219,7 +224,8 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
     for workload, mode in p["winners"].items():
         winners.setdefault(mode, []).append(workload)
     modes = sorted(p["wins"], key=lambda m: -p["wins"][m])  # the study's order: most wins first
-    rows = [{"mode": m, "wins": p["wins"][m], "geomean": speedup_precise(p["geomean_vs_eager"].get(m), PLAIN_DASH),
+    rows = [{"mode": m, "wins": p["wins"][m], "tied": p.get("tied_wins", {}).get(m, 0),
+             "geomean": speedup_precise(p["geomean_vs_eager"].get(m), PLAIN_DASH),
              "workloads": _wrap(sorted(winners.get(m, [])), WORKLOAD_COLUMN),
              "md_workloads": ", ".join(sorted(winners.get(m, []))) or "—"} for m in modes]
     h = p["head_to_head"]
@@ -246,12 +252,18 @@ def _preset_view(p: dict[str, Any]) -> dict[str, Any]:
             "md_target_lines": [f"{w}: {target_text(t)}" for w, t in targets.items()],
             "target_lines": [_fill_keeping_units(f"{w}: {target_text(t, short)}")
                              for w, t in targets.items()],
-            "md_kernel_lines": [escape.ours(kernel_line(k, escape.code, escape.md)) for k in kernels],
-            "kernel_lines": [textwrap.fill(kernel_line(k), WIDTH, initial_indent="    ", subsequent_indent="      ",
-                                           break_on_hyphens=False) for k in kernels],
+            "md_kernel_lines": [escape.ours(kernel_line(k, escape.code, escape.md, _noisy(p, k))) for k in kernels],
+            "kernel_lines": [textwrap.fill(kernel_line(k, too_noisy=_noisy(p, k)), WIDTH, initial_indent="    ",
+                                           subsequent_indent="      ", break_on_hyphens=False) for k in kernels],
             "h2h": _h2h(p, side), "md_h2h": _h2h(p, side, width=None), "break_even": _break_even_rows(p["break_even"]),
             "lines": [textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                                     break_on_hyphens=False) for line in lines(short)]}
+
+
+def _noisy(p: dict[str, Any], k: dict[str, Any]) -> bool:
+    """Whether a kernel's own cell is among the preset's cells too noisy to judge."""
+    return any(u["workload"] == k["workload"] and u["mode"] == f"{MODE_PREFIX}{k['candidate']}"
+               for u in p.get("too_noisy", []))
 
 
 def _fill_keeping_units(line: str) -> str:
@@ -292,11 +304,13 @@ def _view(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return runs
 
 
-def _noise_note(noise: NoiseModel, host: HostBound) -> str:
+def _noise_note(noise: NoiseModel, host: HostBound, wrap: bool = False) -> str:
     small = us(noise.small_below_ms * 1000, PLAIN_MICRO, decimals=None)
-    return (f"ties: within {noise.rel_band:.0%} ({noise.small_rel_band:.0%} < {small})"
-            f"{', overlapping 99% CIs' if noise.use_ci else ''} or the winner's compiles; "
-            f"host-bound <= {host.k:g} floors")
+    text = (f"wins: the fastest median (the study's count), tied: another mode within noise of it (within "
+            f"{noise.rel_band:.0%}, {noise.small_rel_band:.0%} < {small}"
+            f"{', overlapping 99% CIs' if noise.use_ci else ''} or the winner's compiles; another run of the same "
+            f"code may give it to that mode); host-bound <= {host.k:g} floors")
+    return textwrap.fill(text, WIDTH, break_on_hyphens=False) if wrap else text
 
 
 def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | None = None,
@@ -308,8 +322,9 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _ENV.from_string(TEXT) if fmt == "table" else _MD_ENV.from_string(MARKDOWN)
     legend = ", ".join(f"{m.short} = {m.name}" for m in _ABBREVIATED)
+    note = _noise_note(noise or NoiseModel(), host or HostBound(), fmt == "table")
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
-                           noise_note=escape.ours(_noise_note(noise or NoiseModel(), host or HostBound())),
+                           noise_note=escape.ours(note),
                            break_even_note=BREAK_EVEN_NOTE)
 
 
@@ -320,7 +335,7 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, ma
     machine (UsageError naming them otherwise). ResultsError when there is nothing to show."""
     runs, warnings = list_runs(results_dir)
     if commit is not None:
-        commit = match_ref(commit, [r.commit for r in runs], repo_dir)
+        commit = commit_with_results(commit, [r.commit for r in runs], repo_dir, bool(warnings))
     chosen = select_runs(runs, machine, commit, warnings)
     machines = sorted({r.machine for r in chosen})
     if machine is None and len(machines) > 1:
@@ -334,9 +349,19 @@ def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, ma
 
 def summary_for(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
                 noise: NoiseModel | None = None, host: HostBound | None = None,
-                repo_dir: Path | None = None) -> tuple[dict[str, Any], list[str]]:
+                repo_dir: Path | None = None,
+                workloads: Collection[str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The summary JSON of the run asked for (pick_runs) and its warnings; `workloads`: only theirs (the figures
+    then count those instances alone), UsageError when the run measured none of them."""
     files, warnings = pick_runs(results_dir, commit, machine, repo_dir)
     loaded = load_runs(files, cells_dir=default_cells_dir(results_dir))
+    if workloads is not None:
+        measured = set(loaded.table["workload"].astype(str))
+        if not measured & set(workloads):
+            run = ", ".join(sorted({f"{r.machine} {r.commit[:8]}" for r in files}))
+            raise UsageError(f"the run ({run}) measured none of {', '.join(workloads)}; it measured "
+                             f"{', '.join(sorted(measured)) or 'nothing'}")
+        loaded.table = loaded.table[loaded.table["workload"].astype(str).isin(workloads)].reset_index(drop=True)
     analysis = analyse(loaded.table, noise, host)
     return summary_json(loaded.table, analysis=analysis), warnings + loaded.warnings + _nothing_ok(loaded.table, files)
 
@@ -365,12 +390,12 @@ def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, 
 
 
 def summary_main(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
-                 fmt: str = "table", repo_dir: Path | None = None) -> int:
+                 fmt: str = "table", repo_dir: Path | None = None, workloads: Collection[str] | None = None) -> int:
     """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr. `commit`: a
-    hash prefix or a git ref resolved in `repo_dir`."""
+    hash prefix or a git ref resolved in `repo_dir`; `workloads`: only these (what to beat for them)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
-    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir)
+    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir, workloads=workloads)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     sys.stdout.write(render(summary, fmt))

@@ -1,23 +1,24 @@
 """The summary's JSON: the study's figures per run and preset (tracker.analyse.best's analysis) in a stable shape,
 which `compile-baselines summary --format json` prints and the text, markdown and HTML views are rendered from.
 
-`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "winners", "targets",
-"ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes", "kernels",
-"break_even"}}}]}`, runs also carrying "triton", "date" and "launch_us". `wins`, `winners`, `geomean_vs_eager` and
-`head_to_head` follow the study's definitions exactly (fastest median wins); `targets` gives, per instance, the
-baseline to beat (tracker.publish.target): `{"mode", "ms", "compiles", "compiles_median_ms", "compiles_max_ms",
-"runner_up", "runner_up_ms"}`, the winner's best compile, how many fresh compiles it is the best of (1 when the run
-recorded none), their median and slowest, and the runner-up and its median (null when no other mode measured ok);
-`ties` lists, for instances where more than one mode is within noise of the winner, those modes, fastest first;
-`host_bound` the instances whose fastest cell is within k launch floors. `kernels` lists the kernels under test measured
-in the run (skipped ones left out), each against the run's best baseline: `{"workload", "candidate", "median_ms",
-"best_baseline", "speedup_vs_best", "speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}`
-(`kernel_json`); a failed or incorrect one has `correct` false and null median and speedups. `head_to_head_instances`
-counts the instances where both default and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not
-measured, its wins are 0 and margins null). `break_even` (tracker.analyse.breakeven) lists, per instance and compiled
-mode with eager and the mode ok, `{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after
-which the mode's first-call compile time is repaid by its time saved per call against eager; `calls` null: never (not
-faster than eager).
+`{"runs": [{"commit", "machine", "gpu", "torch", "presets": {"prefill": {"instances", "wins", "tied_wins", "winners",
+"targets", "ties", "geomean_vs_eager", "head_to_head", "head_to_head_instances", "domain_wins", "host_bound", "notes",
+"kernels", "break_even"}}}]}`, runs also carrying "triton", "date" and "launch_us". `wins`, `winners`,
+`geomean_vs_eager` and `head_to_head` follow the study's definitions exactly (fastest median wins); `tied_wins` counts,
+per mode, those of its wins where another mode is within noise of it (the tie rule, tracker.stats.NoiseModel: a run of
+the same code can give them to another mode); `targets` gives, per instance, the baseline to beat
+(tracker.publish.target): `{"mode", "ms", "compiles", "compiles_median_ms", "compiles_max_ms", "runner_up",
+"runner_up_ms"}`, the winner's best compile, how many fresh compiles it is the best of (1 when the run recorded none),
+their median and slowest, and the runner-up and its median (null when no other mode measured ok); `ties` lists, for
+instances where more than one mode is within noise of the winner, those modes, fastest first; `host_bound` the instances
+whose fastest cell is within k launch floors. `kernels` lists the kernels under test measured in the run (skipped ones
+left out), each against the run's best baseline: `{"workload", "candidate", "median_ms", "best_baseline",
+"speedup_vs_best", "speedup_vs_eager", "correct", "within_noise", "host_bound", "reason"}` (`kernel_json`); a failed or
+incorrect one has `correct` false and null median and speedups. `head_to_head_instances` counts the instances where both
+default and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not measured, its wins are 0 and margins
+null). `break_even` (tracker.analyse.breakeven) lists, per instance and compiled mode with eager and the mode ok,
+`{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after which the mode's first-call compile
+time is repaid by its time saved per call against eager; `calls` null: never (not faster than eager).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
     return {
         "instances": len(won),
         "wins": {m: int(fig(f"wins_{m}") or 0) for m in MODES},
+        "tied_wins": {m: sum(1 for x in won if x["winner"] == m and x["tie"]) for m in MODES},
         "winners": {x["workload"]: x["winner"] for x in won},
         "targets": {x["workload"]: target.json() for x in won if (target := Target.of_instance(x)) is not None},
         "ties": {x["workload"]: list(x["ties"]) for x in won if x["tie"]},
@@ -125,17 +127,21 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
         "head_to_head_instances": int(fig("h2h_instances") or 0),
         "domain_wins": domain_wins,
         "host_bound": [x["workload"] for x in won if x["host_bound"]],
-        "notes": _notes(inst),
+        "notes": _notes(inst, {u["workload"] for u in noisy or []}),
         "kernels": kernels,
         "break_even": break_even_rows,
         "too_noisy": noisy or [],
     }
 
 
-def _notes(inst: list[dict[str, Any]]) -> list[str]:
+def _notes(inst: list[dict[str, Any]], noisy: set[str]) -> list[str]:
+    """What the figures leave out and why: instances no mode won (every cell failed, or the ones measured ok were
+    too noisy to rank: `noisy`, the workloads with such cells), eager missing, failed modes."""
     notes = []
     for x in inst:
-        if not isinstance(x["winner"], str):
+        if not isinstance(x["winner"], str) and x["workload"] in noisy:
+            notes.append(f"{x['workload']}: no mode ranked (its cells measured ok are too noisy to judge): not counted")
+        elif not isinstance(x["winner"], str):
             notes.append(f"{x['workload']}: no mode measured ok: not counted")
         elif x["winner_noisy"]:
             notes.append(f"{x['workload']}: won by {x['winner']} among cells all too noisy to judge")
@@ -168,16 +174,24 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
     be: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for b in _records(break_even(table), [*keys, *_BREAK_EVEN_FIELDS]):
         be.setdefault(tuple(b[c] for c in keys), []).append(break_even_json(b))
+    # A run's presets are those it measured instances of: one whose every instance no mode won (all too noisy, say)
+    # has no figures, and is still shown, saying why
+    figures = {tuple(r[k] for k in keys): r for r in _records(f, list(f.columns))}
+    measured = analysis.instances.drop_duplicates(keys)[[*keys, "date", "gpu", "triton", "launch_us"]]
+    measured = measured[measured["machine"].astype(str) == machine] if machine is not None else measured
+    if commit is not None:
+        measured = measured[measured["commit"].astype(str).str.startswith(commit)]
     runs: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in _records(f.sort_values(["date", *keys], kind="stable"), list(f.columns)):
+    for r in _records(measured.sort_values(["date", *keys], kind="stable"), list(measured.columns)):
         key = (r["commit"], r["machine"], r["torch"])
         run = runs.setdefault(key, {
             "commit": r["commit"], "machine": r["machine"], "gpu": r["gpu"], "torch": r["torch"],
             "triton": r["triton"], "date": pd.Timestamp(r["date"]).isoformat(),
             "launch_us": _rounded(r["launch_us"], 2), "presets": {}})
         preset_key = (*key, r["preset"])
-        run["presets"][r["preset"]] = _preset_dict(r, inst.get(preset_key, []), kernels.get(preset_key, []),
-                                                   be.get(preset_key, []), noisy.get(preset_key, []))
+        run["presets"][r["preset"]] = _preset_dict(figures.get(preset_key), inst.get(preset_key, []),
+                                                   kernels.get(preset_key, []), be.get(preset_key, []),
+                                                   noisy.get(preset_key, []))
     return {"runs": list(runs.values())}
 
 

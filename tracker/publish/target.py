@@ -62,18 +62,20 @@ class Target:
 
 def target_text(t: Target, name: Callable[[str], str] = str, micro: str = PLAIN_MICRO) -> str:
     """"beat 277.6 us: the best of 3 compiles of max-autotune-no-cudagraphs (median 323.6 us; default 279.0 us)",
-    or with one compile "beat 93.57 us: 1 compile of default (max-autotune-no-cudagraphs 96.34 us)". `name` formats
+    or with one compile "beat 93.57 us: 1 compile of default (max-autotune-no-cudagraphs 96.34 us)"; eager, which
+    compiles nothing, "beat 9.892 ms: eager, measured once (max-autotune-no-cudagraphs 9.945 ms)". `name` formats
     mode names (the text summary's short names), `micro` the µs unit; latencies to 4 significant digits."""
     def latency(x: float) -> str:
         return units.ms(x, micro, digits=4)
 
-    # eager compiles nothing: its replicates are fresh processes
-    one, many = ("process", "processes") if t.mode == REFERENCE else ("compile", "compiles")
+    # eager compiles nothing: its replicates are measurements in fresh processes
     if t.compiles > 1:
+        many = "measurements" if t.mode == REFERENCE else "compiles"
         what = f"the best of {t.compiles} {many} of {name(t.mode)}"
         context = [f"median {latency(t.compiles_median_ms)}"]
     else:
-        what, context = f"1 {one} of {name(t.mode)}", []
+        what = f"{name(t.mode)}, measured once" if t.mode == REFERENCE else f"1 compile of {name(t.mode)}"
+        context = []
     if t.runner_up is not None and t.runner_up_ms is not None:
         context.append(f"{name(t.runner_up)} {latency(t.runner_up_ms)}")
     return f"beat {latency(t.ms)}: {what}" + (f" ({'; '.join(context)})" if context else "")

@@ -8,7 +8,7 @@ import contextlib
 import datetime as dt
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tracker.errors import ToolError, UsageError
@@ -17,6 +17,10 @@ from tracker.store.asvjson import date_problem
 
 class CommitError(ToolError):
     pass
+
+
+class UnknownRef(CommitError, UsageError):
+    """A commit asked for that is not there: a ref git does not know, or a commit without results (exit 2)."""
 
 
 def git(args: list[str], repo_dir: Path, timeout: float = 120) -> str:
@@ -42,8 +46,13 @@ def resolve_ref(ref: str, repo_dir: Path) -> str:
     """The full hash of the commit `ref` names (a branch, a tag, a hash or a prefix of one)."""
     commit = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], repo_dir)
     if not commit:
-        raise CommitError(f"{ref!r} is not a commit of the repository at {repo_dir}")
+        raise UnknownRef(not_a_commit(ref, repo_dir))
     return commit
+
+
+def not_a_commit(ref: str, repo_dir: Path) -> str:
+    """How every command says that a ref names no commit (compare, summary, pr, run alike)."""
+    return f"{ref!r} is not a commit of the repository at {repo_dir}"
 
 
 def resolve(commit: str | None, repo_dir: Path, date_ms: int | None = None) -> tuple[str, int]:
@@ -88,6 +97,28 @@ def match_ref(ref: str, known: Iterable[str], repo_dir: Path | None) -> str:
         return resolve_ref(ref, repo_dir)
     except CommitError:
         return ref
+
+
+def commit_with_results(ref: str, known: Sequence[str], repo_dir: Path | None, unreadable: bool = False) -> str:
+    """`ref` as one of the `known` commits (those with results, oldest first): `ref` itself when it is the start of
+    one (an abbreviated hash) or there is no repository to ask, else the commit git resolves it to. UnknownRef when
+    git knows no such commit (in not_a_commit's words), or knows it and it has no results; both name the latest
+    commits with results. With `unreadable` (some result files could not be read, the ref's run may be in one), a ref
+    git does not know is returned as it is, for the lookup to say so."""
+    lowered = ref.lower()
+    if repo_dir is None or any(c.lower().startswith(lowered) for c in known):
+        return ref
+    latest = ", ".join(list(dict.fromkeys(c[:8] for c in reversed(known)))[:5]) or "none"
+    try:
+        commit = resolve_ref(ref, repo_dir)
+    except CommitError:
+        if unreadable:
+            return ref
+        raise UnknownRef(f"{not_a_commit(ref, repo_dir)}, nor the start of a commit with results; latest commits "
+                         f"with results: {latest}") from None
+    if commit not in known:
+        raise UnknownRef(f"no results for {ref!r} (commit {commit[:12]}); latest commits with results: {latest}")
+    return commit
 
 
 def parse_date_ms(text: str, end_of_day: bool = False) -> int:

@@ -244,6 +244,9 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
     targets = [dest / g.rel for g in groups] + [store.path(c["preset"], c["workload"], c["mode"],
                                                            c.get("replicate") or 1) for store, c in cells]
     blocked = atomic.unwritable([*targets, dest / "benchmarks.json"])
+    if blocked is not None and (blocked.exists() or blocked.is_symlink()) and not blocked.is_dir():
+        raise MergeError(f"cannot write results into {dest}: {blocked.name} there is a file where the machine's "
+                         "folder goes; nothing was merged")
     if blocked is not None:
         raise MergeError(f"cannot merge into {dest}: {blocked} is not writable (permissions or a read-only file "
                          "system); nothing was merged")

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tracker import metrics
-from tracker.errors import ToolError
+from tracker.errors import ToolError, UsageError
 from tracker.stats import LATENCY_MS
 from tracker.store import confined
 from tracker.store.asvfiles import CANDIDATE_CLASSES, HOST_BENCHMARK, MODE_CLASSES
@@ -60,6 +60,10 @@ NOT_RUN = "not run or not applicable"
 
 class ResultsError(ToolError):
     pass
+
+
+class NoSuchRun(ResultsError, UsageError):
+    """The machine or commit asked for has no run (what was asked is wrong: exit 2); says what there is."""
 
 
 @dataclass
@@ -121,25 +125,27 @@ def list_runs(results_dir: str | os.PathLike[str], strict: bool = False) -> tupl
 
 def select_runs(runs: list[RunFile], machine: str | None = None, commit: str | None = None,
                 unreadable: Sequence[str] = ()) -> list[RunFile]:
-    """Runs of `machine` whose commit starts with `commit`; ResultsError naming what exists when none match, and
-    the first of the `unreadable` files' warnings (list_runs's): the run asked for may be in one of them."""
+    """Runs of `machine` whose commit starts with `commit`; NoSuchRun naming what exists when none match (a
+    ResultsError with the first of the `unreadable` files' warnings, list_runs's, where there are some: the run asked
+    for may be in one of them)."""
     maybe = (f"; {len(unreadable)} result file(s) could not be read, e.g. {unreadable[0]}" if unreadable else "")
+    missing = ResultsError if unreadable else NoSuchRun  # it may be in a file the tool could not read: not a mistake
     chosen = runs
     if machine is not None:
         chosen = [r for r in chosen if r.machine == machine]
         if not chosen:
             known = sorted({r.machine for r in runs})
-            raise ResultsError(f"no results for machine {machine!r}; machines with results: {', '.join(known)}"
+            raise missing(f"no results for machine {machine!r}; machines with results: {', '.join(known)}"
                                + maybe)
     if commit is not None:
         by_prefix = [r for r in chosen if r.commit.lower().startswith(commit.lower())]
         if not by_prefix:
-            recent = [r.commit[:8] for r in chosen[-5:]]
-            raise ResultsError(f"no results for commit {commit!r}" + (f" on machine {machine!r}" if machine else "")
+            recent = list(dict.fromkeys(r.commit[:8] for r in reversed(chosen)))[:5]
+            raise missing(f"no results for commit {commit!r}" + (f" on machine {machine!r}" if machine else "")
                                + f"; latest commits with results: {', '.join(recent)}" + maybe)
         if len({r.commit for r in by_prefix}) > 1:
             matches = ", ".join(sorted({r.commit for r in by_prefix}))
-            raise ResultsError(f"commit prefix {commit!r} is ambiguous: {matches}")
+            raise NoSuchRun(f"commit prefix {commit!r} is ambiguous: {matches}")
         chosen = by_prefix
     return chosen
 
