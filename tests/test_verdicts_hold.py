@@ -161,7 +161,7 @@ def test_a_step_of_a_fraction_of_a_launch_is_not_a_change_of_a_host_bound_cell()
     assert key in confirm.candidates(without) and key not in confirm.candidates(c)
     # trial 3 drew the slower time at base, from the code without the plant
     [t3] = [x for x in calibrated("t3").cells if (x.preset, x.workload, x.mode) == key]
-    assert t3.verdict == SAME and t3.compiles == (3, 3)
+    assert t3.verdict in QUIET and t3.compiles == (3, 3)
     base_t3 = CellStore.of_run(CALIBRATED.parent / "cells", RunKey("h100-t3", T3_BASE, "2.11.0+cu130"))
     assert max(r["median_ms"] for r in base_t3.replicates(*key)) >= loose[key].head_ms - 5e-5
 
