@@ -11,6 +11,7 @@ its kernels alone (tracker.flows.kernelrun, `python -c`) measures the kernel cel
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -104,7 +105,8 @@ class PairedFake:
         conf = asvfiles.load_conf(ROOT / "asv.conf.json", str(results))
         key = str(results)
         if key not in _SUITE:
-            _SUITE[key] = asvfiles.suite(conf, sys.executable, commit)
+            with contextlib.redirect_stdout(sys.stderr):  # asv's discovery log; a real run's goes to its own process
+                _SUITE[key] = asvfiles.suite(conf, sys.executable, commit)
         asvfiles.record_run(conf, sys.executable, self.machine, commit, 1_767_225_600_000, store.cells(), {},
                             entry=self.entry | {"machine": self.machine}, discovered=_SUITE[key])
 

@@ -10,7 +10,7 @@ import pytest
 
 from tracker.analyse.judge import ChangeRule, Evidence, family_p, select, verdict_of
 from tracker.analyse.noise import CellNoise
-from tracker.analyse.verdicts import FASTER, SAME, SLOWER, UNDECIDED
+from tracker.analyse.verdicts import FASTER, NOISY, SAME, SLOWER, UNDECIDED
 from tracker.stats import Compiles, simes, stouffer
 
 MODES = ("eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -106,3 +106,14 @@ def test_the_change_test_is_named() -> None:
     assert ChangeRule().test == "noise" and ChangeRule(test="bands").test == "bands"
     with pytest.raises(ValueError, match="the change test is one of"):
         ChangeRule(test="t-test")
+
+
+def test_a_disturbed_measurement_is_too_noisy_unless_its_change_lies_beyond_the_disturbance() -> None:
+    c = Compiles(3, 0.0, 0.01, 1.0)
+    rule = ChangeRule()
+    small = Evidence(c, c, (3, 3), math.log(1.3), 0.01, 4.0, 1e-6, 0.01, 0.84, NOISE)  # +30% on samples spread 84%
+    huge = Evidence(c, c, (3, 3), math.log(400.0), 0.1, 4.0, 1e-6, 0.01, 0.84, NOISE)  # 400 times slower
+    calm = Evidence(c, c, (3, 3), math.log(1.3), 0.01, 4.0, 1e-6, 0.01, 0.05, NOISE)
+    assert verdict_of(small, True, 1, rule).verdict == NOISY
+    assert verdict_of(huge, True, 1, rule).verdict == SLOWER
+    assert verdict_of(calm, True, 1, rule).verdict == SLOWER

@@ -176,6 +176,16 @@ def _unconfirmed(verdict: str, compiles: tuple[int, int], rule: ChangeRule) -> s
 # ---------------------------------------------------------------------------------------------------- the bands
 
 
+def moved_word(e: Evidence, half: float, rule: ChangeRule) -> str:
+    """The word for a change the test selected: slower or faster, or noisy when a measurement was disturbed (its
+    samples spread beyond `max_spread`) and the change's near end is no larger than that spread: a disturbance can
+    explain it. A change far beyond the disturbance (a kernel made 100 times slower on a busy host) is still one."""
+    near = abs(e.log_change) - half
+    if e.spread > rule.max_spread and near <= math.log1p(e.spread):
+        return NOISY
+    return SLOWER if e.log_change > 0 else FASTER
+
+
 def judge_bands(b: Any, h: Any, modes: Iterable[str], rule: ChangeRule, launch_us: float) -> Verdict:
     """The fixed bands, for two ok measurements (results-table rows; each median is the best of its compiles).
 
@@ -335,7 +345,7 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     moved = abs(e.log_change) > math.log1p(e.least)
     why = None
     if selected and moved:
-        verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
+        verdict = moved_word(e, half, rule)
         why = DISTURBED
     elif moved and resolves > rule.resolve and abs(e.log_change) > math.log1p(resolves / 2):
         verdict = UNDECIDED  # moved within more noise than the comparison can resolve

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from statistics import median
 
 from tracker import stats
-from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfirmed
+from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfirmed, moved_word
 from tracker.analyse.noise import CellNoise
-from tracker.analyse.verdicts import DISTURBED, FASTER, NOISY, SAME, SLOWER, UNDECIDED
+from tracker.analyse.verdicts import DISTURBED, NOISY, SAME, UNDECIDED
 from tracker.stats import Compiles
 from tracker.store.pairing import Pair
 
@@ -160,7 +160,7 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     ci = (_exp(e.log_change - half), _exp(e.log_change + half))
     resolves = _exp(stats.t_quantile(level / (2 * max(families, 1)), e.df) * e.se) - 1
     if selected and abs(e.log_change) > math.log1p(e.least):
-        verdict = NOISY if e.spread > rule.max_spread else SLOWER if e.log_change > 0 else FASTER
+        verdict = moved_word(e, half, rule)
         verdict = _unconfirmed(verdict, e.compiles, rule)
     elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < _margin(e, rule):
         verdict = SAME
