@@ -17,9 +17,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
+from tracker.measure.cellresult import FAILED, OK, SKIPPED, CellResult
 from tracker.measure.fingerprint import compiled_fingerprint, loaded_modules
 from tracker.measure.hostinfo import host_info
 from tracker.stats import quantile
@@ -28,8 +29,6 @@ from workloads.kernels import registry as kernel_registry
 from workloads.presets import Preset
 from workloads.shapes import Shape
 from workloads.spec import Workload
-
-OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
 
 @dataclass(frozen=True)
@@ -46,53 +45,6 @@ class Settings:
     # timing steady on a shared or loaded host, where a parallel kernel waits for whichever of its threads the
     # scheduler left out (README, "Commands", has the figures).
     cpu_threads: int = 1
-
-
-@dataclass
-class CellResult:
-    preset: str
-    workload: str
-    mode: str
-    device: str
-    status: str  # ok | failed | skipped
-    reason: str = ""
-    samples_ms: list[float] = field(default_factory=list)
-    median_ms: float | None = None
-    p25_ms: float | None = None
-    p99_ms: float | None = None
-    compile_s: float | None = None
-    peak_mem_bytes: int | None = None  # CUDA only, during the timed region
-    correct: bool | None = None
-    error_vs_eager: float | None = None  # relative L2 error (floats) or mismatch fraction (integers)
-    launch_us: float | None = None  # this host's launch floor: a one-element add under the same timer
-    host_us: float | None = None  # CUDA: host (CPU) time per call, calls issued back to back
-    cpu_threads: int | None = None  # CPU: the threads the cell compiled and ran with (Settings.cpu_threads)
-    flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
-    flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
-    # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "host_time",
-    # "timing"), lock waits excluded; "cuda_init_wait": the wait for a turn to create the CUDA context. In a parallel
-    # run, the seconds this process held and waited for the lock.
-    phase_s: dict[str, float] = field(default_factory=dict)
-    started_at: float | None = None  # when the measurement began (seconds since the epoch)
-    phase_at: dict[str, float] = field(default_factory=dict)  # when each phase began, seconds after started_at
-    lock_held_s: float | None = None
-    lock_wait_s: float | None = None
-    host: dict[str, str] = field(default_factory=dict)
-    # A compile mode's generated code and chosen launch configs, hashed (tracker.measure.fingerprint)
-    fingerprint: dict[str, Any] | None = None
-    wall_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == OK
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CellResult:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 class CellTimeout(Exception):
