@@ -15,19 +15,20 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from tracker.measure.cellresult import CellResult
 from tracker.metrics import METRICS
 from tracker.store.cells import CellStore, RunKey, check_measured, default_root, metric_value, stored_form
 from workloads.catalog import plugin_preset_names, plugin_workload_names
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
 
-def stored_or_measured(preset: str, workload: str, mode: str) -> dict:
+def stored_or_measured(preset: str, workload: str, mode: str) -> CellResult:
     store = CellStore(default_root(), RunKey.from_env())
     cell = store.get(preset, workload, mode)
     if cell is None:
         from tracker.measure.harness import measure_cell  # torch is imported only when a cell is measured
 
-        cell = stored_form(measure_cell(preset, workload, mode).as_dict())
+        cell = stored_form(measure_cell(preset, workload, mode))
         store.put(cell)
     return cell
 
@@ -88,7 +89,7 @@ class Host:
 
     def setup(self) -> None:
         cells = CellStore(default_root(), RunKey.from_env()).all()
-        values = [c["launch_us"] for c in cells if c.get("launch_us")]
+        values = [c.launch_us for c in cells if c.launch_us]
         if values:
             self.launch_us = statistics.median(values)
         else:

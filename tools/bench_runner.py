@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from tracker.measure.cellresult import CellResult
 from tracker.measure.harness import Settings
 from tracker.runner import timeline
 from tracker.runner.config import RunConfig
@@ -60,12 +61,12 @@ def _store(path: str) -> CellStore:
 
 def _load(path: str) -> dict[tuple[str, str, str], dict]:
     """The cells of `_store(path)`, each its replicates combined."""
-    return {(c["preset"], c["workload"], c["mode"]): c for c in _store(path).cells()}
+    return {(c.preset, c.workload, c.mode): c.to_json() for c in _store(path).cells()}
 
 
 def _measurements(path: str) -> list[dict]:
     """Every measurement of `_store(path)`, each replicate (compile) on its own."""
-    return [c for c in _store(path).all() if "mode" in c]
+    return [c.to_json() for c in _store(path).all() if c.has("mode")]
 
 
 def cmd_agree(a: argparse.Namespace) -> None:
@@ -146,7 +147,7 @@ def cmd_phases(a: argparse.Namespace) -> None:
         widest = max(spread, key=spread.get)
         print(f"widest timing spread (median - p25) / median: {spread[widest]:.1%} ({' '.join(widest)}); "
               f"{sum(v > DISTURBED_SPREAD for v in spread.values())} cells over {DISTURBED_SPREAD:.0%}")
-    print("\n".join(timeline.report(timeline.measurements(_measurements(a.store)), a.bin)))
+    print("\n".join(timeline.report(timeline.measurements(map(CellResult.from_json, _measurements(a.store))), a.bin)))
 
 
 PER_GPU = ("lock_held_s", "inputs", "warmup", "timing", "cuda_init", "cuda_init_wait", "memory_wait_s")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracker.measure.cellresult import CellResult
 from tracker.runner import timeline
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs, from_record
@@ -77,7 +78,7 @@ def segments(record: dict[str, Any], p: Params) -> list[tuple[str, float]]:
     ph = record.get("phase_s") or {}
     init = p.init_s if p.init_s is not None else ph.get("cuda_init", 0.4)
     mode = BY_NAME.get(record["mode"])
-    cost = from_record(record)
+    cost = from_record(CellResult.from_json(record))
     timed = sum(ph.get(n, 0.0) for n in ("warmup", "host_time", "timing")) * p.lock_scale
     out = [("fixed", p.overhead_s), ("init", init)]
     if mode is not None and not mode.compiled:
@@ -117,9 +118,9 @@ class _SimStore:
     """The store next_replicate asks: what the simulated run has finished so far."""
 
     def __init__(self) -> None:
-        self.done: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+        self.done: dict[tuple[str, str, str, int], CellResult] = {}
 
-    def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
+    def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> CellResult | None:
         return self.done.get((preset, workload, mode, replicate))
 
 
@@ -133,7 +134,8 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     cfg = RunConfig(store_root=Path("."), machine="sim", commit="sim", replicates_per_cell=counts, together=p.together)
     jobs = p.jobs or min(16 * p.gpus, p.cores)
     clock = [0.0]
-    sched = Scheduler([j for j in by_job if j.replicate == 1], Costs.from_records(records), p.gpus, jobs, p.budget,
+    costs = Costs.from_records(map(CellResult.from_json, records))
+    sched = Scheduler([j for j in by_job if j.replicate == 1], costs, p.gpus, jobs, p.budget,
                       counts, p.together, clock=lambda: clock[0])
     store, running, out = _SimStore(), [], []
     compile_cores = max(1, p.cores - 2 * p.gpus)
@@ -191,8 +193,8 @@ def _segment_done(proc: _Process, t: float) -> None:
 def _finished(proc: _Process, t: float, sched: Scheduler, store: _SimStore, cfg: RunConfig) -> dict[str, Any]:
     sched.finished(proc.start)
     job, r = proc.start.job, proc.record
-    store.done[(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)] = r
-    sched.add(next_replicate(job, r, cfg, store))  # type: ignore[arg-type]  # the simulated store answers as one
+    record = store.done[(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)] = CellResult.from_json(r)
+    sched.add(next_replicate(job, record, cfg, store))  # type: ignore[arg-type]  # the simulated store answers as one
     start = proc.launched
     phases = {"cuda_init": (r.get("phase_s") or {}).get("cuda_init", 0.0), **{
         k: (r.get("phase_s") or {}).get(k, 0.0) for k in ("first_call", "warmup")}}
@@ -213,8 +215,9 @@ class Prediction:
 
 def predict(records: list[dict[str, Any]], p: Params) -> Prediction:
     sim = simulate(records, p)
-    ms = timeline.measurements([{**r, "launched_at": r["launched_at"] + 1.0, "started_at": r["started_at"] + 1.0,
-                                 "ended_at": r["ended_at"] + 1.0} for r in sim])
+    ms = timeline.measurements([CellResult.from_json({**r, "launched_at": r["launched_at"] + 1.0,
+                                                      "started_at": r["started_at"] + 1.0,
+                                                      "ended_at": r["ended_at"] + 1.0}) for r in sim])
     summaries = timeline.per_gpu(ms)
     wall = max(r["ended_at"] for r in sim)
     lock = sum(sum(e - g for _, g, e in r["lock_spans"]) for r in sim)

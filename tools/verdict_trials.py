@@ -86,6 +86,7 @@ from tracker.analyse.verdicts import (
     UNDECIDED,
 )
 from tracker.errors import ToolError
+from tracker.measure.cellresult import CellResult
 from tracker.paths import REPO_ROOT
 from tracker.publish.units import count
 from tracker.stats import t_quantile
@@ -108,10 +109,10 @@ def own_compiles(results: Path, dest: Path, upto: int) -> Path:
     conf = asvfiles.load_conf(REPO_ROOT / "asv.conf.json", str(dest / "results"))
     for run in list_runs(results)[0]:
         store = CellStore.of_run(default_cells_dir(results), RunKey(run.machine, run.commit, run.torch))
-        kept: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+        kept: dict[tuple[str, str, str], list[CellResult]] = defaultdict(list)
         for c in store.all() if store else []:
-            if "mode" in c and int(c.get("replicate") or 1) <= upto:
-                kept[(c["preset"], c["workload"], c["mode"])].append(c)
+            if c.has("mode") and int(c.replicate_number) <= upto:
+                kept[(c.preset, c.workload, c.mode)].append(c)
         cells = [combine(replicates) for replicates in kept.values()]
         asvfiles.record_run(conf, sys.executable, run.machine, run.commit, run.date_ms, cells,
                             asvfiles.host_of(cells) or {})

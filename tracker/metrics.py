@@ -19,7 +19,24 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class StoredCell(Protocol):
+    """What a metric reads of a stored cell (tracker.measure.cellresult.CellResult, its replicates combined)."""
+
+    @property
+    def samples_ms(self) -> list[float]: ...
+    @property
+    def median_ms(self) -> float | None: ...
+    @property
+    def compile_s(self) -> float | None: ...
+    @property
+    def peak_mem_bytes(self) -> int | None: ...
+    @property
+    def compiles_ms(self) -> list[float] | None: ...
+    @property
+    def compiles_kept_ms(self) -> list[float] | None: ...
 
 
 @dataclass(frozen=True)
@@ -27,38 +44,38 @@ class Metric:
     name: str  # asv benchmark `track_<name>`
     unit: str  # asv's unit of that benchmark
     column: str  # the results table's column (for the sampled metric: its median)
-    value: Callable[[dict[str, Any]], Any]  # a measured (ok) stored cell -> the value; samples when `sampled`
+    value: Callable[[StoredCell], Any]  # a measured (ok) stored cell -> the value; samples when `sampled`
     sampled: bool = False  # the value is a list of samples, asv keeps them and computes the statistics
     absent: str | None = None  # when set, a value of None is asv's n/a (skipped) with this reason
 
 
-def _peak_mib(cell: dict[str, Any]) -> float | None:
-    peak = cell.get("peak_mem_bytes")
+def _peak_mib(cell: StoredCell) -> float | None:
+    peak = cell.peak_mem_bytes
     return None if peak is None else peak / 2**20
 
 
-def _compiles(cell: dict[str, Any]) -> list[float]:
+def _compiles(cell: StoredCell) -> list[float]:
     """The medians of a cell's replicates (fresh processes, each compiling anew), the recorded one among them."""
-    if cell.get("compiles_ms"):
-        return list(cell["compiles_ms"])
-    return [cell["median_ms"] if cell.get("median_ms") is not None else statistics.median(cell["samples_ms"])]
+    if cell.compiles_ms:
+        return list(cell.compiles_ms)
+    return [cell.median_ms if cell.median_ms is not None else statistics.median(cell.samples_ms)]
 
 
-def _kept(cell: dict[str, Any]) -> list[float]:
+def _kept(cell: StoredCell) -> list[float]:
     """The compiles a cell's noise is read from: all of them but a gross outlier (tracker.stats.set_aside, applied
     by tracker.store.cells.combine); a cell stored before that rule: all of them."""
-    return list(cell["compiles_kept_ms"]) if cell.get("compiles_kept_ms") else _compiles(cell)
+    return list(cell.compiles_kept_ms) if cell.compiles_kept_ms else _compiles(cell)
 
 
-def _log_sd(cell: dict[str, Any]) -> float | None:
+def _log_sd(cell: StoredCell) -> float | None:
     kept = _kept(cell)
     return statistics.stdev(math.log(x) for x in kept) if len(kept) > 1 else None
 
 
 # latency is the best replicate's (tracker.store.cells.combine); the compiles_* metrics give the spread over them
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("latency", "ms", "median_ms", lambda cell: cell["samples_ms"], sampled=True),
-    Metric("compile_time", "s", "compile_s", lambda cell: cell["compile_s"]),
+    Metric("latency", "ms", "median_ms", lambda cell: cell.samples_ms, sampled=True),
+    Metric("compile_time", "s", "compile_s", lambda cell: cell.compile_s),
     Metric("peak_memory", "MiB", "peak_mem_mib", _peak_mib, absent="peak device memory is recorded on CUDA only"),
     Metric("compiles", "unit", "compiles", lambda cell: len(_compiles(cell))),
     # the spread over compiles: the kept ones' (a gross outlier, a process disturbed while it ran, set aside)

@@ -140,8 +140,8 @@ def share(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_d
                               _iso(plan.measured_ms), plan.where)
     cells_dir = default_cells_dir(results)
     store = CellStore.of_run(cells_dir, RunKey(machine, head, torch))
-    at_head = sorted({(c["preset"], c["workload"], c["mode"]) for c in (store.all() if store else [])
-                      if c.get("mode") in MODES and c.get("workload") in sides[1].workloads})
+    at_head = sorted({(c.preset, c.workload, c.mode) for c in (store.all() if store else [])
+                      if c.mode in MODES and c.workload in sides[1].workloads})
     if files[head] is None or not at_head:
         return SharedBaseline((), head)
     # Only the cells the base lacks: a base whose code could not list its kernels measured its modes itself

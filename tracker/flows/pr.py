@@ -143,7 +143,7 @@ def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Seque
     stores = [CellStore.of_run(cells_dir, RunKey(machine, c, torch_version())) for c in (base, head)]
     if stores[1] is None:
         return
-    keys = [{(c["preset"], c["workload"], c["mode"]) for c in s.all() if isinstance(c, dict) and "mode" in c}
+    keys = [{(c.preset, c.workload, c.mode) for c in s.all() if c.has("mode")}
             if s else set() for s in stores]
     paired = sorted(k for k in keys[0] & keys[1] if shared is None or not shared.holds(k))
     record = pairing.from_stores(cells_dir, machine, stores[1].key.torch, base, head, paired,

@@ -68,8 +68,9 @@ class CellResult:
     rejected: list[str] | None = None  # the replicates no measurement could give, and why
     # Keys of the JSON this version does not know, kept as read.
     extra: dict[str, Any] = field(default_factory=dict)
-    # The JSON's keys in their order (a record read back, or one that records only some fields): see `to_json`.
-    json_keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # The JSON's keys in their order (a record read back, or one that records only some fields); None: a measured
+    # record's (`MEASURED`). See `to_json`.
+    json_keys: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -84,18 +85,26 @@ class CellResult:
         """The value a JSON key of the record holds (a field, or a key this version does not know), None if none."""
         return getattr(self, key) if key in _FIELDS else self.extra.get(key)
 
+    def has(self, key: str) -> bool:
+        """Whether its JSON (`to_json`) has the key."""
+        if key in self._keys() or key in self.extra:
+            return key in _FIELDS or key in self.extra
+        return key in _FIELDS and getattr(self, key) != _default(_FIELDS[key])
+
     def to_json(self) -> dict[str, Any]:
         """The record as JSON: the keys of `json_keys` in their order (by default every measured field), then every
         other field that is set (differs from its default), then the keys of `extra`. A record read by `from_json`
         gives back the JSON it was read from; one measured by `measure_cell` every measured field, then what the
         runner and the store added."""
-        keys = self.json_keys or MEASURED
-        out = {k: self.value(k) for k in keys if k in _FIELDS or k in self.extra}
+        out = {k: self.value(k) for k in self._keys() if k in _FIELDS or k in self.extra}
         for f in _FIELDS.values():
             if f.name not in out and getattr(self, f.name) != _default(f):
                 out[f.name] = getattr(self, f.name)
         out.update((k, v) for k, v in self.extra.items() if k not in out)
         return out
+
+    def _keys(self) -> tuple[str, ...]:
+        return MEASURED if self.json_keys is None else self.json_keys
 
     @classmethod
     def from_json(cls, data: Any) -> CellResult:

@@ -37,7 +37,7 @@ def measure_main(preset: str, workload: str, mode: str, device: str | None, sett
 
 
 def _as_json(result: CellResult, all_samples: bool) -> dict[str, object]:
-    d = result.as_dict()
+    d = result.to_json()
     d["n_samples"] = len(d["samples_ms"])
     if not all_samples:
         d.pop("samples_ms")

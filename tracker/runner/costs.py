@@ -14,9 +14,10 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from tracker.measure.cellresult import OK, SKIPPED, CellResult
 from tracker.runner.plan import CellId
+from tracker.store.cells import names_its_cell
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
 from workloads.modes import BY_NAME
@@ -90,34 +91,34 @@ def prior(cell: CellId) -> Cost:
     return Cost(wall, lock, max(0.0, wall - PRIOR_OVERHEAD_S) if compiles else 0.0)
 
 
-def from_record(record: dict[str, Any]) -> Cost:
+def from_record(record: CellResult) -> Cost:
     """A stored measurement's cost, its run's waits taken out (see the module's docstring)."""
-    phases = {k: float(v) for k, v in (record.get("phase_s") or {}).items() if isinstance(v, (int, float))}
-    waits = (record.get("lock_wait_s") or 0.0) + phases.get("cuda_init_wait", 0.0)
-    wall = max(0.0, (record.get("wall_s") or 0.0) - waits)
+    phases = {k: float(v) for k, v in (record.phase_s or {}).items() if isinstance(v, (int, float))}
+    waits = (record.lock_wait_s or 0.0) + phases.get("cuda_init_wait", 0.0)
+    wall = max(0.0, (record.wall_s or 0.0) - waits)
     compile_wait = _compile_waits(record, phases)
-    mode = BY_NAME.get(record.get("mode", ""))
-    compiles = (record.get("compile_s") or 0.0) > 0 and (mode is None or mode.compiled)
-    lock = record.get("lock_held_s")
+    mode = BY_NAME.get(record.mode)
+    compiles = (record.compile_s or 0.0) > 0 and (mode is None or mode.compiled)
+    lock = record.lock_held_s
     if lock is None:  # one cell at a time: no lock was taken, its phases say what it would have held
         lock = sum(phases.get(p, 0.0) for p in LOCKED_PHASES) + (0.0 if compiles else phases.get("first_call", 0.0))
-    peak = record.get("peak_mem_bytes")
+    peak = record.peak_mem_bytes
     return Cost(wall, float(lock), max(0.0, phases.get("first_call", 0.0) - compile_wait) if compiles else 0.0,
                 phases.get("cuda_init", PRIOR_INIT_S), int(peak) if isinstance(peak, (int, float)) else None,
                 recorded=True)
 
 
-def _compile_waits(record: dict[str, Any], phases: dict[str, float]) -> float:
+def _compile_waits(record: CellResult, phases: dict[str, float]) -> float:
     """Seconds of its first call (the compile) that the measurement waited for the GPU lock: autotuning's benchmarks
     take it too (tracker.measure.gpulock.install)."""
-    start, length = (record.get("phase_at") or {}).get("first_call"), phases.get("first_call", 0.0)
-    spans = record.get("lock_spans")
+    start, length = (record.phase_at or {}).get("first_call"), phases.get("first_call", 0.0)
+    spans = record.lock_spans
     if start is not None and isinstance(spans, list):
         end = start + length
         return sum(max(0.0, min(got, end) - max(asked, start)) for asked, got, _ in spans)
     measured = sum(v for k, v in phases.items() if not k.endswith("_wait"))
-    outside = max(0.0, (record.get("wall_s") or 0.0) - measured)  # the locked phases' waits, and what no phase times
-    return min(length, max(0.0, (record.get("lock_wait_s") or 0.0) - outside))
+    outside = max(0.0, (record.wall_s or 0.0) - measured)  # the locked phases' waits, and what no phase times
+    return min(length, max(0.0, (record.lock_wait_s or 0.0) - outside))
 
 
 class Costs:
@@ -128,13 +129,12 @@ class Costs:
         self.recorded = dict(recorded or {})
 
     @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]]) -> Costs:
+    def from_records(cls, records: Iterable[CellResult | None]) -> Costs:
         """Of ok and skipped measurements, the last of each cell's first and further ones."""
         out: dict[tuple[str, str, str, bool], Cost] = {}
         for r in records:
-            if isinstance(r, dict) and r.get("status") in ("ok", "skipped") and {"preset", "workload",
-                                                                                   "mode"} <= r.keys():
-                out[(r["preset"], r["workload"], r["mode"], (r.get("replicate") or 1) > 1)] = from_record(r)
+            if r is not None and r.status in (OK, SKIPPED) and names_its_cell(r):
+                out[(r.preset, r.workload, r.mode, r.replicate_number > 1)] = from_record(r)
         return cls(out)
 
     @classmethod
@@ -151,8 +151,8 @@ class Costs:
         return self.recorded.get((*key, False)) or prior(cell)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> CellResult | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return CellResult.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError):
-        return {}
+        return None

@@ -14,11 +14,10 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tracker import stats
 from tracker.errors import ToolError
-from tracker.measure.harness import FAILED
+from tracker.measure.cellresult import FAILED, CellResult
 from tracker.paths import REPO_ROOT
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs
@@ -68,7 +67,7 @@ class _Workers:
 
 
 def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
-             kernels_dir: Path) -> dict[str, Any] | None:
+             kernels_dir: Path) -> CellResult | None:
     """Make one measurement (a replicate of a cell) in a fresh process, on the GPU the scheduler chose; None when the
     run is being interrupted (nothing recorded). `kernels_dir`: where this run keeps each cell's compiled Triton
     binaries (`cache_dirs`)."""
@@ -89,15 +88,19 @@ def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
     result = store.replicate(cell.preset, cell.workload, cell.mode, job.replicate)
     if result is None:  # the worker died before storing (crash, kill), or stored what no measurement gives
         unusable = store.unusable(cell.preset, cell.workload, cell.mode, job.replicate)
-        result = {"preset": cell.preset, "workload": cell.workload, "mode": cell.mode, "device": cfg.device or "",
-                  "status": FAILED, "samples_ms": [], "replicate": job.replicate,
-                  "reason": f"its measurement is not usable: {unusable}" if unusable
-                  else f"worker process failed: {why[:300]}"}
+        result = CellResult(cell.preset, cell.workload, cell.mode, cfg.device or "", FAILED,
+                            reason=f"its measurement is not usable: {unusable}" if unusable
+                            else f"worker process failed: {why[:300]}", replicate=job.replicate,
+                            json_keys=NOT_STORED_KEYS)
         try:
             store.put(result)
         except OSError as e:
             raise NotKept(f"{job} failed, and its failure was not kept in {store.dir}: {e.strerror or e}") from None
     return result
+
+
+# The keys of the failure recorded for a measurement its worker did not store, in the order runs have written them.
+NOT_STORED_KEYS = ("preset", "workload", "mode", "device", "status", "samples_ms", "replicate", "reason")
 
 
 class NotKept(ToolError):
@@ -110,7 +113,7 @@ class NotKept(ToolError):
 
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progress: Progress | None = None,
-                  server: ForkServer | None = None) -> dict[CellId, dict[str, Any]]:
+                  server: ForkServer | None = None) -> dict[CellId, CellResult]:
     """Make the measurements `store` lacks of `cells` (`pending`, then the further compiles each cell asks for);
     every cell's result, its replicates combined.
 
@@ -121,7 +124,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     are killed and nothing is recorded for their measurements, so the next run makes exactly the measurements that
     did not finish. `server`: the fork server to start them from, its caller's to close (one already started, say);
     by default one of its own, closed at the end."""
-    done: dict[Job, dict[str, Any]] = {}
+    done: dict[Job, CellResult] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     own_server = server is None
     workers = _Workers(server or ForkServer())
@@ -163,12 +166,12 @@ class _Loop:
     workers: _Workers
     kernels_dir: Path
     pool: ThreadPoolExecutor
-    done: dict[Job, dict[str, Any]]
+    done: dict[Job, CellResult]
     progress: Progress | None
 
     def drain(self, schedule: Scheduler, further: bool = False) -> None:
         """Run `schedule`'s measurements; with `further`, each cell's further compiles as they are asked for."""
-        futures: dict[Future[dict[str, Any] | None], Start] = {}
+        futures: dict[Future[CellResult | None], Start] = {}
         while schedule or futures:
             while len(futures) < max(1, self.cfg.jobs) and (start := schedule.start()) is not None:
                 futures[self.pool.submit(_run_one, start, self.cfg, self.store, self.workers, self.kernels_dir)] = start
@@ -183,7 +186,7 @@ class _Loop:
                 if not schedule.holds(cell) and not any(s.job.cell == cell for s in futures.values()):
                     shutil.rmtree(self.kernels_dir / cell.preset / cell.workload / cell.mode, ignore_errors=True)
 
-    def _finished(self, job: Job, result: dict[str, Any] | None, schedule: Scheduler | None) -> None:
+    def _finished(self, job: Job, result: CellResult | None, schedule: Scheduler | None) -> None:
         if result is None:
             return
         self.done[job] = result
@@ -191,14 +194,14 @@ class _Loop:
             self.progress.cell_done(job, result)
         if schedule is None:
             return
-        if self.progress and job.replicate == 1 and result.get("status") != "ok":
+        if self.progress and job.replicate == 1 and not result.ok:
             self.progress.expect(-len(lacking(job.cell, self.cfg, self.store)))  # a failed first asks for none
         schedule.add(next_replicate(job, result, self.cfg, self.store))
 
 
-def needs_gpu_alone(result: dict[str, Any]) -> bool:
+def needs_gpu_alone(result: CellResult) -> bool:
     """Other cells shared the GPU: a cell that ran out of memory, whose L2 flush had to be cut short for lack
     of free memory (so its timing may include host time), or whose samples spread as only a disturbed timing's
     do, gets a run of its own at the end."""
-    return (result.get("reason", "").startswith("out of memory") or bool(result.get("flush_capped"))
-            or stats.disturbed(result.get("median_ms"), result.get("p25_ms")))
+    return (result.reason.startswith("out of memory") or bool(result.flush_capped)
+            or stats.disturbed(result.median_ms, result.p25_ms))

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
-from tracker.measure.harness import FAILED
+from tracker.measure.cellresult import FAILED, OK, CellResult
 from tracker.runner.plan import Job
-from tracker.runner.worker import GPU_INDEX
 
 
 class Progress:
@@ -24,19 +23,19 @@ class Progress:
         self._held_s: dict[Job, float] = {}  # seconds each measurement held the GPU lock
         self._gpu_held_s: dict[str, float] = {}  # the same, summed per GPU of a run on several
 
-    def cell_done(self, job: Job, result: dict[str, Any]) -> None:
+    def cell_done(self, job: Job, result: CellResult) -> None:
         with self._lock:
-            self._failed[job] = result.get("status") == FAILED
+            self._failed[job] = result.status == FAILED
             self.done, self.failed = len(self._failed), sum(self._failed.values())
-            self._held_s[job] = result.get("lock_held_s") or 0.0
-            if result.get(GPU_INDEX) is not None:
-                gpu = str(result[GPU_INDEX])
+            self._held_s[job] = result.lock_held_s or 0.0
+            if result.gpu_index is not None:
+                gpu = str(result.gpu_index)
                 self._gpu_held_s[gpu] = self._gpu_held_s.get(gpu, 0.0) + self._held_s[job]
             elapsed = time.monotonic() - self.start
             eta = elapsed / self.done * (self.total - self.done)
-            status = result.get("status", "?")
-            detail = (f"{result['median_ms']:.4f} ms, compile {result['compile_s']:.1f} s" if status == "ok"
-                      else result.get("reason", "")[:90])
+            status = result.status or "?"
+            detail = (f"{result.median_ms:.4f} ms, compile {result.compile_s:.1f} s" if status == OK
+                      else result.reason[:90])
             print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {job}: {status} {detail} | "
                   f"{self.failed} failed | {_fmt(elapsed)} elapsed, ETA {_fmt(eta)}", file=self.out, flush=True)
 

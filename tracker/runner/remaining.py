@@ -3,9 +3,7 @@ what a finished measurement asks for next."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tracker.measure.harness import FAILED
+from tracker.measure.cellresult import FAILED, OK, CellResult
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId, Job
 from tracker.store.cells import CellStore
@@ -33,20 +31,20 @@ def to_make(c: CellId, cfg: RunConfig, store: CellStore) -> list[int]:
     first = store.replicate(c.preset, c.workload, c.mode, 1)
     if first is None or _todo(first, cfg):
         return [1, *lacking(c, cfg, store)]
-    return lacking(c, cfg, store) if first["status"] == "ok" else []
+    return lacking(c, cfg, store) if first.status == OK else []
 
 
 def lacking(c: CellId, cfg: RunConfig, store: CellStore, after: int = 1) -> list[int]:
     """The cell's replicates after `after` that the store lacks, or whose measurement failed."""
     return [r for r in range(after + 1, cfg.replicates_of(c) + 1)
-            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored["status"] == FAILED]
+            if (stored := store.replicate(c.preset, c.workload, c.mode, r)) is None or stored.status == FAILED]
 
 
-def _todo(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
-    return stored is None or (cfg.retry_failed and stored["status"] == FAILED)
+def _todo(stored: CellResult | None, cfg: RunConfig) -> bool:
+    return stored is None or (cfg.retry_failed and stored.status == FAILED)
 
 
-def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: CellStore) -> list[Job]:
+def next_replicate(job: Job, result: CellResult, cfg: RunConfig, store: CellStore) -> list[Job]:
     """The cell's next further compiles once `job` is done: after its first, the first `cfg.together` replicates
     that the store lacks (or whose measurement failed); after a further one r, the one `together` places on (r + 1
     with one at a time), the others being under way; none when the cell's first measurement failed or none is
@@ -58,7 +56,7 @@ def next_replicate(job: Job, result: dict[str, Any], cfg: RunConfig, store: Cell
     measured again alone at the end (docs/runner.md). A further compile that failed is measured again by the next
     run: the cell's result is its first measurement's, and one further compile cut short (an interrupted run) must
     not leave the cell unconfirmed for good."""
-    if job.replicate == 1 and result.get("status") != "ok":
+    if job.replicate == 1 and result.status != OK:
         return []
     together = max(1, cfg.together)
     after = lacking(job.cell, cfg, store, after=job.replicate)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tracker.errors import ToolError
+from tracker.measure.cellresult import SKIPPED, CellResult
 from tracker.measure.hostinfo import host_info
 from tracker.publish import units
 from tracker.runner.config import RunConfig
@@ -28,12 +29,12 @@ class NothingMeasured(ToolError):
 
 @dataclass
 class RunOutcome:
-    cells: dict[CellId, dict[str, Any]]
+    cells: dict[CellId, CellResult]
     results_file: Path | None
     wall_s: float
 
     def count(self, status: str) -> int:
-        return sum(1 for c in self.cells.values() if c.get("status") == status)
+        return sum(1 for c in self.cells.values() if c.status == status)
 
 
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None) -> RunOutcome:
@@ -65,9 +66,9 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())
-    if cell_list and all(c.get("status") == "skipped" for c in cell_list):
+    if cell_list and all(c.status == SKIPPED for c in cell_list):
         cells_were = "the one cell was" if len(cell_list) == 1 else f"all {len(cell_list)} cells were"
-        raise NothingMeasured(f"{cells_were} skipped ({cell_list[0].get('reason')}): "
+        raise NothingMeasured(f"{cells_were} skipped ({cell_list[0].reason}): "
                               f"nothing was recorded in {conf.results_dir}; pick cells this host can measure (`list` "
                               "names the presets)")
     host = asvfiles.host_of(cell_list)

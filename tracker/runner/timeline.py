@@ -17,8 +17,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from tracker.measure.cellresult import CellResult
 from workloads.modes import BY_NAME
 
 
@@ -36,23 +36,23 @@ class Measurement:
     compiled: bool
 
 
-def measurements(records: Iterable[dict[str, Any]]) -> list[Measurement]:
+def measurements(records: Iterable[CellResult]) -> list[Measurement]:
     """The measurements that carry a timeline, on one clock from the first launch."""
-    timed = [r for r in records if isinstance(r.get("started_at"), (int, float)) and r.get("ended_at")]
+    timed = [r for r in records if isinstance(r.started_at, (int, float)) and r.ended_at]
     if not timed:
         return []
-    t0 = min(r.get("launched_at") or r["started_at"] for r in timed)
+    t0 = min(r.launched_at or r.started_at or 0.0 for r in timed)
     out = []
     for r in timed:
-        s, seconds = r["started_at"] - t0, r.get("phase_s") or {}
-        mode = BY_NAME.get(r["mode"])
-        replicate = r.get("replicate") or 1
+        s, seconds = (r.started_at or 0.0) - t0, r.phase_s or {}
+        mode = BY_NAME.get(r.mode)
+        replicate = r.replicate_number
         out.append(Measurement(
-            str(r.get("gpu_index", "-")), f"{r['preset']} {r['workload']} {r['mode']}"
-            + ("" if replicate == 1 else f" #{replicate}"), (r.get("launched_at") or r["started_at"]) - t0, s,
-            r["ended_at"] - t0,
-            {n: (s + at, s + at + seconds.get(n, 0.0)) for n, at in (r.get("phase_at") or {}).items()},
-            [(s + a, s + g, s + e) for a, g, e in r.get("lock_spans") or []],
+            str(r.gpu_index if r.has("gpu_index") else "-"), f"{r.preset} {r.workload} {r.mode}"
+            + ("" if replicate == 1 else f" #{replicate}"), (r.launched_at or r.started_at or 0.0) - t0, s,
+            (r.ended_at or 0.0) - t0,
+            {n: (s + at, s + at + seconds.get(n, 0.0)) for n, at in (r.phase_at or {}).items()},
+            [(s + a, s + g, s + e) for a, g, e in r.lock_spans or []],
             mode.compiled if mode is not None else seconds.get("first_call", 0.0) >= 1.0))
     return sorted(out, key=lambda m: m.launched)
 

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from dataclasses import replace
 
 from tracker.measure import cudainit, gpulock
 from tracker.measure.harness import CellResult, Settings, measure_cell
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
                             settings=settings, exclusive=exclusive, launch_us=floor,
                             cuda_init_gate=gate.held if gate else contextlib.nullcontext)
     try:
-        store.put({**stored_form(cell.as_dict()), "replicate": replicate, **_when(cell, lock, memory_wait_s)})
+        store.put(_when(replace(stored_form(cell), replicate=replicate), lock, memory_wait_s))
         if floor is None and cell.launch_us is not None:
             store.set_launch_floor(cell.launch_us)
     except (OSError, atomic.LockError) as e:  # the last line of stderr: what the runner says
@@ -62,21 +62,21 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _when(cell: CellResult, lock: gpulock.GpuLock | None, memory_wait_s: float | None) -> dict[str, Any]:
-    """What the runner's timeline reads beside the cell (tools/bench_runner.py phases): its GPU, when it was asked
-    for and ended, its holds of the GPU lock and its waits for the lock and for memory."""
-    out: dict[str, Any] = {"ended_at": round(time.time(), 3)}
+def _when(cell: CellResult, lock: gpulock.GpuLock | None, memory_wait_s: float | None) -> CellResult:
+    """The cell with what the runner's timeline reads beside it (tools/bench_runner.py phases): its GPU, when it was
+    asked for and ended, its holds of the GPU lock and its waits for the lock and for memory."""
+    cell.ended_at = round(time.time(), 3)
     if os.environ.get(ENV_GPU):
-        out[GPU_INDEX] = os.environ[ENV_GPU]
+        cell.gpu_index = os.environ[ENV_GPU]
     if os.environ.get(ENV_LAUNCHED):
-        out["launched_at"] = float(os.environ[ENV_LAUNCHED])
+        cell.launched_at = float(os.environ[ENV_LAUNCHED])
     if lock is not None:
-        out["lock_held_s"], out["lock_wait_s"] = round(lock.held_s, 4), round(lock.wait_s, 4)
+        cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
         if cell.started_at is not None:
-            out["lock_spans"] = lock.spans_after(cell.started_at)
+            cell.lock_spans = lock.spans_after(cell.started_at)
     if memory_wait_s is not None:
-        out["memory_wait_s"] = round(memory_wait_s, 4)
-    return out
+        cell.memory_wait_s = round(memory_wait_s, 4)
+    return cell
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 
 from tracker import metrics
 from tracker.errors import ToolError
+from tracker.measure.cellresult import CellResult
 from tracker.paths import RESULTS_SUBDIR, workspace_subdir
 from tracker.store import atomic, confined
 from tracker.store.cells import CellFailed, CellSkipped, check_commit, check_machine_name, metric_value
@@ -178,11 +179,11 @@ def _params_of(benchmark: dict[str, Any]) -> list[tuple[str, ...]]:
     return list(itertools.product(*benchmark["params"]))
 
 
-def _cell_param_key(cell: dict[str, Any]) -> tuple[str, ...]:
-    name = candidate_name(cell["mode"])
+def _cell_param_key(cell: CellResult) -> tuple[str, ...]:
+    name = candidate_name(cell.mode)
     if name is not None:
-        return repr(cell["preset"]), repr(f"{cell['workload']}:{name}")
-    return tuple(repr(cell[k]) for k in ("preset", "workload", "mode"))
+        return repr(cell.preset), repr(f"{cell.workload}:{name}")
+    return repr(cell.preset), repr(cell.workload), repr(cell.mode)
 
 
 def benchmark_class(workload: str, mode: str) -> str:
@@ -191,13 +192,13 @@ def benchmark_class(workload: str, mode: str) -> str:
     return (CANDIDATE_CLASSES if kernel else MODE_CLASSES)[is_plugin_workload(workload)]
 
 
-def record_cells(results: Any, benchmarks: Any, cells: Iterable[dict[str, Any]]) -> None:
+def record_cells(results: Any, benchmarks: Any, cells: Iterable[CellResult]) -> None:
     """Add measured cells to an asv Results object, as asv's runner would have recorded them: compile modes
     under baselines.Baseline (a plugin's workload: baselines.PluginBaseline), kernels under test under
     candidates.Candidate (candidates.PluginCandidate)."""
-    by_class: dict[str, list[dict[str, Any]]] = {}
+    by_class: dict[str, list[CellResult]] = {}
     for c in cells:
-        by_class.setdefault(benchmark_class(c["workload"], c["mode"]), []).append(c)
+        by_class.setdefault(benchmark_class(c.workload, c.mode), []).append(c)
     for benchmark, chosen in by_class.items():
         _record_class(results, benchmarks, chosen, benchmark)
 
@@ -212,14 +213,14 @@ def _new_points(results: Any, bench: dict[str, Any]) -> set[int]:
     return {i for i, p in enumerate(_params_of(bench)) if p not in old}
 
 
-def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], benchmark_class: str) -> None:
+def _record_class(results: Any, benchmarks: Any, cells: list[CellResult], benchmark_class: str) -> None:
     from asv.runner import BenchmarkResult
 
     if not cells:
         return
     for metric, name in metrics.benchmark_names(benchmark_class).items():
         if name not in benchmarks:  # asv's discovery process imported the suite without the cells' plugin
-            raise AsvError(f"asv's discovery of the suite has no {name} for {cells[0]['workload']}: its plugin is "
+            raise AsvError(f"asv's discovery of the suite has no {name} for {cells[0].workload}: its plugin is "
                            "not importable in asv's processes, which drop PYTHONPATH (set ASV_PYTHONPATH too, or "
                            "pip install it)")
         bench = benchmarks[name]
@@ -235,7 +236,7 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], be
             if i is None:
                 raise AsvError(f"no asv parameter combination for cell {_cell_param_key(cell)}")
             selected.add(i)
-            duration += float(cell.get("wall_s") or 0.0)
+            duration += float(cell.wall_s or 0.0)
             try:
                 value = metric_value(cell, metric)
             except CellSkipped:
@@ -257,19 +258,19 @@ def _record_class(results: Any, benchmarks: Any, cells: list[dict[str, Any]], be
                            started_at=dt.datetime.now(dt.UTC))
 
 
-def _record_launch(results: Any, benchmarks: Any, cells: list[dict[str, Any]]) -> None:
+def _record_launch(results: Any, benchmarks: Any, cells: list[CellResult]) -> None:
     from asv.runner import BenchmarkResult
 
-    values = sorted(c["launch_us"] for c in cells if c.get("launch_us"))
+    values = sorted(c.launch_us for c in cells if c.launch_us)
     if values and HOST_BENCHMARK in benchmarks:
         res = BenchmarkResult(result=[values[len(values) // 2]], samples=[None], number=[None], errcode=0,
                               stderr="", profile=None)
         results.add_result(benchmarks[HOST_BENCHMARK], res)
 
 
-def host_of(cells: list[dict[str, Any]]) -> dict[str, str] | None:
+def host_of(cells: list[CellResult]) -> dict[str, str] | None:
     """The environment the cells ran in; refuses cells from different versions (they must never mix)."""
-    hosts = [c["host"] for c in cells if c.get("host")]
+    hosts = [c.host for c in cells if c.host]
     for h in hosts[1:]:
         for key in VERSION_KEYS:
             if h.get(key) != hosts[0].get(key):
@@ -285,7 +286,7 @@ def suite(conf: Any, python: str, commit: str) -> tuple[Any, Any]:
     return env, discover(conf, env, commit)
 
 
-def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, cells: list[dict[str, Any]],
+def record_run(conf: Any, python: str, machine: str, commit: str, date_ms: int, cells: list[CellResult],
                host: dict[str, str], entry: dict[str, str] | None = None,
                discovered: tuple[Any, Any] | None = None) -> Path:
     """Write measured cells (and the host's launch floor) into asv's result file for this run. `entry`: the

@@ -16,13 +16,14 @@ import math
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from tracker import metrics
 from tracker.errors import UsageError
+from tracker.measure.cellresult import OK, CellResult
 from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
 from tracker.store import atomic, confined
 
@@ -157,11 +158,11 @@ class CellStore:
         suffix = "" if replicate == 1 else f"@{replicate}"
         return self.dir / _safe(preset) / _safe(workload) / f"{_safe(mode)}{suffix}.json"
 
-    def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> dict[str, Any] | None:
+    def replicate(self, preset: str, workload: str, mode: str, replicate: int = 1) -> CellResult | None:
         """One measurement (one process, one compile) of a cell, or None when absent, unreadable or damaged
         (`problem`): then it is measured again."""
         data, why = _read(self.root, self.path(preset, workload, mode, replicate), (preset, workload, mode, replicate))
-        return None if why else data
+        return None if why or data is None else CellResult.from_json(data)
 
     def unusable(self, preset: str, workload: str, mode: str, replicate: int = 1) -> str | None:
         """Why the stored measurement cannot be used (`problem`), or None when it can or none is stored."""
@@ -178,21 +179,21 @@ class CellStore:
             return []
         return confined.files(self.dir, "*/*/*.json")
 
-    def replicates(self, preset: str, workload: str, mode: str) -> list[dict[str, Any]]:
+    def replicates(self, preset: str, workload: str, mode: str) -> list[CellResult]:
         """Every stored measurement of a cell, replicate 1 first; it stops at the first one missing."""
         out = []
         while (cell := self.replicate(preset, workload, mode, len(out) + 1)) is not None:
             out.append(cell)
         return out
 
-    def get(self, preset: str, workload: str, mode: str) -> dict[str, Any] | None:
+    def get(self, preset: str, workload: str, mode: str) -> CellResult | None:
         """The cell as the results record it: its replicates combined (`combine`); None when none is stored."""
         reps = self.replicates(preset, workload, mode)
         return combine(reps) if reps else None
 
-    def put(self, cell: dict[str, Any]) -> None:
-        path = self.path(cell["preset"], cell["workload"], cell["mode"], int(cell.get("replicate") or 1))
-        atomic.write_json(confined.check(self.root, path.parent) / path.name, cell)
+    def put(self, cell: CellResult) -> None:
+        path = self.path(cell.preset, cell.workload, cell.mode, int(cell.replicate_number))
+        atomic.write_json(confined.check(self.root, path.parent) / path.name, cell.to_json())
 
     def remove(self, preset: str, workload: str, mode: str, replicate: int | None = None) -> None:
         """Forget one replicate of a cell, or all of them (None), so that the next run measures it again."""
@@ -217,24 +218,29 @@ class CellStore:
             atomic.write_json(self.dir / LAUNCH_FLOOR, {"launch_us": launch_us})
             return launch_us
 
-    def all(self) -> list[dict[str, Any]]:
-        """Every stored measurement, replicates each on its own (a record says which in `replicate`)."""
+    def all(self) -> list[CellResult]:
+        """Every stored measurement that is a JSON object, damaged ones included (`problem` tells them), replicates
+        each on its own (a record says which in `replicate`)."""
         out = []
         for p in self._records():
             try:
-                out.append(confined.read_json(self.root, p))
+                out.append(CellResult.from_json(confined.read_json(self.root, p)))
             except (OSError, ValueError):
                 continue
         return out
 
-    def cells(self) -> list[dict[str, Any]]:
+    def cells(self) -> list[CellResult]:
         """Every stored cell, its replicates combined."""
-        keys = dict.fromkeys((c["preset"], c["workload"], c["mode"]) for c in self.all()
-                             if isinstance(c, dict) and {"preset", "workload", "mode"} <= c.keys())
+        keys = dict.fromkeys((c.preset, c.workload, c.mode) for c in self.all() if names_its_cell(c))
         return [cell for k in keys if (cell := self.get(*k)) is not None]
 
 
-def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
+def names_its_cell(record: CellResult) -> bool:
+    """Whether a stored record names its cell: a preset, a workload and a mode, each a text (a damaged one may not)."""
+    return all(record.has(k) and isinstance(record.value(k), str) for k in ("preset", "workload", "mode"))
+
+
+def combine(replicates: list[CellResult]) -> CellResult:
     """A cell measured in several fresh processes (each compiling anew) as the results record it: the replicate
     with the lowest median stands for the cell (the baseline to beat is the best compile torch.compile gave;
     its samples, fingerprint and figures are that replicate's), among those whose samples are not too noisy to
@@ -249,35 +255,35 @@ def combine(replicates: list[dict[str, Any]]) -> dict[str, Any]:
     samples that are not numbers) never stands for the cell, nor counts among its compiles: it is left out like a
     failed one, and said in `rejected` ("replicate 2: median_ms -1.0 is not ..."). When none is usable, the cell is
     failed with that reason."""
-    whys = [problem(c) for c in replicates]
-    rejected = [f"replicate {c.get('replicate') or 1 if isinstance(c, dict) else i + 1}: {why}"
-                for i, (c, why) in enumerate(zip(replicates, whys, strict=True)) if why]
+    whys = [problem(c.to_json()) for c in replicates]
+    rejected = [f"replicate {c.replicate_number}: {why}" for c, why in zip(replicates, whys, strict=True) if why]
     usable = [c for c, why in zip(replicates, whys, strict=True) if not why]
-    ok = [c for c in usable if c["status"] == "ok"]
+    ok = [c for c in usable if c.status == OK]
     if not ok:
-        out = dict(usable[0]) if usable else _failed(replicates[0], rejected[0])
+        out = replace(usable[0]) if usable else _failed(replicates[0], rejected[0])
         if rejected:
-            out["rejected"] = rejected
+            out.rejected = rejected
         return out
     clean = [c for c in ok if not _too_noisy(c)] or ok
-    best = min(clean, key=lambda c: c["median_ms"])
-    out = dict(best)
-    out["compiles_ms"] = [c["median_ms"] for c in ok]
-    out["compiles_kept_ms"] = set_aside(out["compiles_ms"])[0]
-    first = next((i for i, c in enumerate(replicates) if (c.get("replicate") or 1) == 1), None)
-    if first is not None and replicates[first].get("status") == "ok" and not whys[first]:
-        out["compile_s"] = replicates[first].get("compile_s")
-    out["replicates_failed"] = len(replicates) - len(ok)
+    best = min(clean, key=lambda c: c.median_ms or 0.0)  # an ok one's is a latency (`problem`)
+    compiles = [c.median_ms for c in ok if c.median_ms is not None]
+    out = replace(best, compiles_ms=compiles, compiles_kept_ms=set_aside(compiles)[0])
+    first = next((i for i, c in enumerate(replicates) if c.replicate_number == 1), None)
+    if first is not None and replicates[first].status == OK and not whys[first]:
+        out.compile_s = replicates[first].compile_s
+    out.replicates_failed = len(replicates) - len(ok)
     if rejected:
-        out["rejected"] = rejected
+        out.rejected = rejected
     return out
 
 
-def _failed(record: Any, why: str) -> dict[str, Any]:
-    """A damaged measurement as the failed cell it stands for."""
-    keys = ("preset", "workload", "mode", "device", "replicate")
-    out = {k: record[k] for k in keys if isinstance(record, dict) and k in record}
-    return {**out, "status": "failed", "reason": f"damaged record: {why}", "samples_ms": []}
+def _failed(record: CellResult, why: str) -> CellResult:
+    """A damaged measurement as the failed cell it stands for: its names, device and replicate, as far as it has
+    them."""
+    keys = tuple(k for k in ("preset", "workload", "mode", "device", "replicate") if record.has(k))
+    return CellResult(record.preset, record.workload, record.mode, record.device, "failed",
+                      reason=f"damaged record: {why}", replicate=record.replicate,
+                      json_keys=(*keys, "status", "reason", "samples_ms"))
 
 
 STATUSES = ("ok", "failed", "skipped")  # tracker.measure.harness's
@@ -333,17 +339,14 @@ def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str 
     return None
 
 
-def _too_noisy(cell: dict[str, Any]) -> bool:
+def _too_noisy(cell: CellResult) -> bool:
     """Its samples' IQR over TOO_NOISY_SPREAD of its median (the cell store keeps no upper quartile: the samples)."""
-    return relative_spread(cell["median_ms"], None, None, cell.get("samples_ms")) > TOO_NOISY_SPREAD
+    return relative_spread(cell.median_ms, None, None, cell.samples_ms) > TOO_NOISY_SPREAD
 
 
-def stored_form(cell: dict[str, Any]) -> dict[str, Any]:
+def stored_form(cell: CellResult) -> CellResult:
     """A measured cell as stored: samples thinned (its median/p25/p99 were computed from all of them)."""
-    out = dict(cell)
-    out["n_samples"] = len(cell.get("samples_ms") or [])
-    out["samples_ms"] = thin(cell.get("samples_ms") or [])
-    return out
+    return replace(cell, n_samples=len(cell.samples_ms or []), samples_ms=thin(cell.samples_ms or []))
 
 
 class CellSkipped(NotImplementedError):
@@ -354,15 +357,15 @@ class CellFailed(RuntimeError):
     pass
 
 
-def check_measured(cell: dict[str, Any]) -> None:
+def check_measured(cell: CellResult) -> None:
     """Raise as asv should record a cell that was not measured: CellSkipped or CellFailed, with its reason."""
-    if cell["status"] == "skipped":
-        raise CellSkipped(cell["reason"])
-    if cell["status"] != "ok":
-        raise CellFailed(cell["reason"])
+    if cell.status == "skipped":
+        raise CellSkipped(cell.reason)
+    if cell.status != OK:
+        raise CellFailed(cell.reason)
 
 
-def metric_value(cell: dict[str, Any], metric: str) -> Any:
+def metric_value(cell: CellResult, metric: str) -> Any:
     """A stored cell's value for one metric of tracker.metrics, as asv takes it (samples as {"samples", "number"});
     raises CellSkipped/CellFailed as asv should record it."""
     check_measured(cell)

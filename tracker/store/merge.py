@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError, UsageError
+from tracker.measure.cellresult import OK, CellResult
 from tracker.store import asvfiles, atomic, confined
 from tracker.store.cells import (
     CellStore,
@@ -30,6 +31,7 @@ from tracker.store.cells import (
     check_commit,
     check_machine_name,
     default_cells_dir,
+    names_its_cell,
     problem,
 )
 
@@ -188,7 +190,7 @@ def _read_sources(sources: list[Path]) -> list[_Group]:
 
 
 def _cells_to_carry(groups: list[_Group], cells_dirs: list[Path], dest_cells: Path
-                    ) -> list[tuple[CellStore, dict[str, Any]]]:
+                    ) -> list[tuple[CellStore, CellResult]]:
     """The shards' cell store records (failure reasons, and what lets the destination resume) of the merged runs
     that the destination's store takes, with the store: a record the destination lacks, or an ok one over a failed
     one."""
@@ -197,21 +199,21 @@ def _cells_to_carry(groups: list[_Group], cells_dirs: list[Path], dest_cells: Pa
         return []
     keys = {RunKey(str(r.params.get("machine")), r.commit_hash, str(r.params.get("torch")))
             for g in groups for r in g.loaded}
-    taken: dict[Path, tuple[CellStore, dict[str, Any]]] = {}
+    taken: dict[Path, tuple[CellStore, CellResult]] = {}
     for key in sorted(keys, key=lambda k: (k.machine, k.commit, k.torch)):
         dest = CellStore(dest_cells, key)
         for root in sources:
             source = CellStore.of_run(root, key)
             for cell in source.all() if source is not None else []:
-                if problem(cell) or not all(isinstance(cell.get(k), str) for k in ("preset", "workload", "mode")):
+                if problem(cell.to_json()) or not names_its_cell(cell):
                     continue  # a damaged record stays behind: the destination measures its cell again
-                replicate = cell.get("replicate") or 1
+                replicate = cell.replicate_number
                 if not isinstance(replicate, int) or replicate < 1:
                     continue
-                path = dest.path(cell["preset"], cell["workload"], cell["mode"], replicate)
-                have = taken[path][1] if path in taken else dest.replicate(cell["preset"], cell["workload"],
-                                                                            cell["mode"], replicate)
-                if have is None or (have.get("status") != "ok" and cell["status"] == "ok"):
+                path = dest.path(cell.preset, cell.workload, cell.mode, replicate)
+                have = taken[path][1] if path in taken else dest.replicate(cell.preset, cell.workload, cell.mode,
+                                                                            replicate)
+                if have is None or (have.status != OK and cell.status == OK):
                     taken[path] = (dest, cell)
     return list(taken.values())
 
@@ -241,8 +243,8 @@ def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None
     cells = _cells_to_carry(groups, cells_dirs if cells_dirs is not None else [default_cells_dir(s) for s in sources],
                             dest_cells)
     # Every folder written into, checked before anything is: a merge never stops half-way (as rm checks first)
-    targets = [dest / g.rel for g in groups] + [store.path(c["preset"], c["workload"], c["mode"],
-                                                           c.get("replicate") or 1) for store, c in cells]
+    targets = [dest / g.rel for g in groups] + [store.path(c.preset, c.workload, c.mode, c.replicate_number)
+                                                for store, c in cells]
     blocked = atomic.unwritable([*targets, dest / "benchmarks.json"])
     if blocked is not None and (blocked.exists() or blocked.is_symlink()) and not blocked.is_dir():
         raise MergeError(f"cannot write results into {dest}: {blocked.name} there is a file where the machine's "

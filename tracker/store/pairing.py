@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ToolError
+from tracker.measure.cellresult import CellResult
 from tracker.store import atomic, confined
 from tracker.store.cells import CellStore, RunKey, check_commit, is_latency
 
@@ -182,17 +183,16 @@ def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head
     out: dict[str, tuple[Pair, ...]] = {}
     for cell in cells:
         sides = [s.replicates(*cell) if s else [] for s in stores]
-        pairs = tuple(Pair(r, b["median_ms"], h["median_ms"], _gpu(b), _gpu(h))
+        pairs = tuple(Pair(r, b.median_ms, h.median_ms, _gpu(b), _gpu(h))
                       for r, (b, h) in enumerate(zip(*sides, strict=False), 1)
-                      if b.get("status") == "ok" == h.get("status"))
+                      if b.ok and h.ok and b.median_ms is not None and h.median_ms is not None)
         if pairs:
             out["/".join(cell)] = pairs
     return PairedRecord(machine, torch, base, head, cells=out, **asked)
 
 
-def _gpu(record: Mapping[str, Any]) -> str | None:
-    value = record.get("gpu_index")
-    return None if value is None else str(value)
+def _gpu(record: CellResult) -> str | None:
+    return None if record.gpu_index is None else str(record.gpu_index)
 
 
 __all__ = ["FORMAT", "Pair", "PairedRecord", "PairingError", "SharedBaseline", "find", "from_json", "from_stores",

@@ -30,6 +30,7 @@ import pandas as pd
 
 from tracker import metrics
 from tracker.errors import ToolError, UsageError
+from tracker.measure.cellresult import CellResult
 from tracker.stats import LATENCY_MS
 from tracker.store import confined
 from tracker.store.asvfiles import CANDIDATE_CLASSES, HOST_BENCHMARK, MODE_CLASSES
@@ -431,12 +432,12 @@ def _check_benchmarks(data: dict[str, Any], path: Path, stale: dict[str, list[Pa
             stale[name].append(path)
 
 
-def _stored_cells(table: pd.DataFrame, rows: np.ndarray, cells_dir: Path | None) -> list[dict[str, Any] | None]:
+def _stored_cells(table: pd.DataFrame, rows: np.ndarray, cells_dir: Path | None) -> list[CellResult | None]:
     """The cell store's record of each of `rows` (positions in `table`), or None where it has none."""
     # Python strings, not numpy's fixed width: one machine name of a megabyte would cost megabytes a row
     cols = {c: [str(v) for v in table[c].to_numpy()[rows]] for c in [*RUN_KEYS, *CELL_KEYS]}
     stores: dict[tuple[str, str, str], CellStore | None] = {}
-    out: list[dict[str, Any] | None] = []
+    out: list[CellResult | None] = []
     for j in range(len(rows)):
         key = (cols["machine"][j], cols["commit"][j], cols["torch"][j])
         if key not in stores:  # one directory check per run: most runs have no store here
@@ -452,7 +453,7 @@ def _reasons(table: pd.DataFrame, cells_dir: Path | None) -> pd.Series:
     todo = np.flatnonzero((table["status"] != "ok").to_numpy())
     status = table["status"].to_numpy()[todo].astype(str)
     for j, (i, cell) in enumerate(zip(todo, _stored_cells(table, todo, cells_dir), strict=True)):
-        text = str(cell.get("reason") or "") if cell else ""
+        text = str(cell.reason or "") if cell else ""
         reason[i] = text or (NO_REASON if status[j] == "failed" else NOT_RUN)
     return pd.Series(reason, index=table.index, dtype=object)
 
@@ -463,7 +464,7 @@ def fingerprints(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None) 
     out = np.full(len(table), None, dtype=object)
     todo = np.flatnonzero((table["status"] == "ok").to_numpy())
     for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
-        fp = cell.get("fingerprint") if cell else None
+        fp = cell.fingerprint if cell else None
         out[i] = fp if isinstance(fp, dict) and isinstance(fp.get("code"), str) else None
     return pd.Series(out, index=table.index, dtype=object)
 
@@ -473,7 +474,7 @@ def _stored_values(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None
     """(row position, what its record in the cell store holds under `key`, or None) for each ok cell of `table`."""
     todo = np.flatnonzero((table["status"] == "ok").to_numpy())
     for i, cell in zip(todo, _stored_cells(table, todo, Path(cells_dir) if cells_dir else None), strict=True):
-        yield i, (cell.get(key) if cell else None)
+        yield i, (cell.value(key) if cell else None)
 
 
 def stored_numbers(table: pd.DataFrame, cells_dir: str | os.PathLike[str] | None, key: str) -> pd.Series:

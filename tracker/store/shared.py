@@ -12,6 +12,7 @@ at. The paired record (tracker.store.pairing) names the cells shared and where t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from tracker.store import asvfiles, merge
@@ -42,7 +43,7 @@ def share_records(cells_dir: str | Path, source: RunKey, target: RunKey, cells: 
         if not replicates or mine.replicate(*cell) is not None:
             continue
         for record in replicates:
-            mine.put({**record, SHARED_FROM: source.commit})
+            mine.put(replace(record, shared_from=source.commit))
         copied.append(cell)
     return copied
 

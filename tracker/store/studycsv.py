@@ -38,6 +38,7 @@ from typing import Any
 
 from tracker import metrics
 from tracker.errors import ToolError, UsageError
+from tracker.measure.cellresult import FAILED, CellResult
 from tracker.paths import REPO_ROOT
 from tracker.store import asvfiles, asvjson
 from tracker.store.cells import CellStore, RunKey, check_commit, check_machine_name, default_cells_dir
@@ -45,6 +46,8 @@ from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES, applies
 
 REQUIRED = ("workload", "shape_preset", "domain", "tag", "mode", "status", "elapsed_wall_s", "median_ms", "p25_ms",
             "p99_ms")
+# The keys of a failed cell's record an import keeps (its reason), in the order imports have written them.
+IMPORTED_KEYS = ("preset", "workload", "mode", "device", "status", "reason", "samples_ms", "wall_s", "host", "source")
 STUDY_ENV = SimpleNamespace(name="existing-study-csv", python="study-csv", env_vars={})
 BASELINES_PY = REPO_ROOT / "benchmarks" / "baselines.py"
 
@@ -207,9 +210,8 @@ def import_csv(path: str | os.PathLike[str], results_dir: str | os.PathLike[str]
                       RunKey(machine, commit, torch))
     for c in cells:
         if not c.ok:
-            store.put({"preset": c.preset, "workload": c.workload, "mode": c.mode, "device": "cuda",
-                       "status": "failed", "reason": c.reason, "samples_ms": [], "wall_s": c.wall_s,
-                       "host": host, "source": f"import-csv {path.name}"})
+            store.put(CellResult(c.preset, c.workload, c.mode, "cuda", FAILED, reason=c.reason, wall_s=c.wall_s,
+                                 host=host, source=f"import-csv {path.name}", json_keys=IMPORTED_KEYS))
     return written
 
 
