@@ -19,6 +19,7 @@ from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
 from tracker.runner.remaining import pending
 from tracker.store import asvfiles
+from tracker.measure.cellresult import CellResult
 from tracker.store.cells import CellStore, RunKey, combine, problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,22 +60,30 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE))
+# A record that is no JSON object never becomes a CellResult (the store reads it as damaged, below).
+RECORDS = [d for d in DAMAGE if d != "not an object"]
+
+
+def test_a_record_that_is_no_object_is_no_cell_result() -> None:
+    with pytest.raises(ValueError, match="a list, not a measurement"):
+        CellResult.from_json(DAMAGE["not an object"](real(1)))
+
+
+@pytest.mark.parametrize("damage", RECORDS)
 def test_a_damaged_replicate_never_stands_for_its_cell_and_is_reported(damage: str) -> None:
-    good, bad = real(1), DAMAGE[damage]({**real(2), "median_ms": real(1)["median_ms"] / 2}
-                                        if damage != "not an object" else real(2))
+    good, bad = real(1), DAMAGE[damage]({**real(2), "median_ms": real(1)["median_ms"] / 2})
     assert problem(good) is None and problem(bad)
-    combined = combine([good, bad])
-    assert combined["status"] == "ok" and combined["median_ms"] == good["median_ms"]
-    assert combined["compiles_ms"] == [good["median_ms"]] and combined["replicates_failed"] == 1
-    assert combined["rejected"] == [f"replicate 2: {problem(bad)}"]
+    combined = combine([CellResult.from_json(good), CellResult.from_json(bad)])
+    assert combined.status == "ok" and combined.median_ms == good["median_ms"]
+    assert combined.compiles_ms == [good["median_ms"]] and combined.replicates_failed == 1
+    assert combined.rejected == [f"replicate 2: {problem(bad)}"]
 
 
-@pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.parametrize("damage", RECORDS)
 def test_a_cell_with_only_damaged_replicates_is_failed_saying_why(damage: str) -> None:
     bad = DAMAGE[damage](real(1))
-    combined = combine([bad])
-    assert combined["status"] == "failed" and combined["reason"] == f"damaged record: replicate 1: {problem(bad)}"
+    combined = combine([CellResult.from_json(bad)])
+    assert combined.status == "failed" and combined.reason == f"damaged record: replicate 1: {problem(bad)}"
     with pytest.raises(asvfiles.CellFailed):  # recorded as asv's failure, never as a value
         asvfiles.metric_value(combined, "latency")
 
@@ -82,7 +91,7 @@ def test_a_cell_with_only_damaged_replicates_is_failed_saying_why(damage: str) -
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_the_store_hands_a_damaged_record_to_nobody_and_a_run_measures_it_again(tmp_path: Path, damage: str) -> None:
     store = CellStore(tmp_path, RunKey("h100-c", "7" * 40, "2.11.0+cu130"))
-    store.put(real(1))
+    store.put(CellResult.from_json(real(1)))
     path = store.path(*CELL)
     path.write_text(json.dumps(DAMAGE[damage](real(1)), allow_nan=True))
     assert store.replicate(*CELL) is None and store.get(*CELL) is None
@@ -94,7 +103,7 @@ def test_the_store_hands_a_damaged_record_to_nobody_and_a_run_measures_it_again(
 
 def test_a_record_filed_under_another_cell_s_path_is_not_that_cell(tmp_path: Path) -> None:
     store = CellStore(tmp_path, RunKey("h100-c", "7" * 40, "2.11.0+cu130"))
-    store.put(real(1))
+    store.put(CellResult.from_json(real(1)))
     store.path(*CELL).write_text(json.dumps({**real(1), "workload": "llm_rmsnorm"}))
     assert store.replicate(*CELL) is None
     assert "not the cell its path names" in store.unusable(*CELL)
