@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tracker import cli
+from tracker.measure.cellresult import CellResult
 from tracker.store import asvfiles, atomic, confined, merge, results
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 
@@ -170,8 +171,8 @@ def test_a_cell_record_that_is_a_link_reads_as_damaged_and_is_measured_again(tmp
     os.symlink(outside / "cell.json", link)
     assert store.get("tiny", "llm_rmsnorm", "eager") is None
     assert store.unusable("tiny", "llm_rmsnorm", "eager") == "a symlink, which is never followed"
-    store.put(CELL)  # measured again: the record replaces the link, the file outside is unchanged
-    assert not link.is_symlink() and store.get("tiny", "llm_rmsnorm", "eager")["reason"] == "a test"
+    store.put(CellResult.from_json(CELL))  # measured again: the record replaces the link, the file outside is unchanged
+    assert not link.is_symlink() and store.get("tiny", "llm_rmsnorm", "eager").reason == "a test"
     assert json.loads((outside / "cell.json").read_text()) == CELL
 
 
@@ -181,7 +182,7 @@ def test_a_cell_store_whose_folder_is_a_link_is_never_written_through(tmp_path: 
     os.symlink(outside, root / "cpu-laptop")
     store = CellStore(root, KEY)
     with pytest.raises(OSError, match="is a symlink"):
-        store.put(CELL)
+        store.put(CellResult.from_json(CELL))
     with pytest.raises(OSError, match="is a symlink"):
         store.set_launch_floor(3.0)
     assert store.all() == [] and list(outside.rglob("*.json")) == [outside / RUN_B]
@@ -190,12 +191,12 @@ def test_a_cell_store_whose_folder_is_a_link_is_never_written_through(tmp_path: 
 def test_merge_never_carries_a_cell_record_whose_names_climb_out_of_the_store(tmp_path: Path) -> None:
     src = one_run(tmp_path, "src")
     source = CellStore(default_cells_dir(src), KEY)
-    source.put(CELL)
+    source.put(CellResult.from_json(CELL))
     hostile = source.dir / "tiny" / "llm_rmsnorm" / "default.json"
     hostile.write_text(json.dumps({**CELL, "preset": "../../../../escaped", "mode": "default"}))
     merge.merge_results([src], tmp_path / "dest" / "results")
     carried = CellStore(tmp_path / "dest" / "cells", KEY)
-    assert [c["mode"] for c in carried.all()] == ["eager"]  # the well-named record came along, the other did not
+    assert [c.mode for c in carried.all()] == ["eager"]  # the well-named record came along, the other did not
     assert not list(tmp_path.rglob("escaped*"))
     with pytest.raises(ValueError, match="does not name a folder"):
         CellStore(tmp_path / "c", KEY).path("..", "x", "eager")

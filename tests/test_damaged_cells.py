@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from tracker.measure.cellresult import CellResult
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
 from tracker.runner.remaining import pending
 from tracker.store import asvfiles
-from tracker.measure.cellresult import CellResult
 from tracker.store.cells import CellStore, RunKey, combine, problem
 
 ROOT = Path(__file__).resolve().parent.parent

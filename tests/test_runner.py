@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tracker.measure import gpulock
+from tracker.measure.cellresult import CellResult
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import expected_cost
 from tracker.runner.plan import CellId, Job, plan
@@ -61,9 +62,9 @@ def test_a_cell_re_run_alone_replaces_its_first_result_in_the_progress_counts() 
     out = io.StringIO()
     progress = Progress(2, out)
     a, b = CellId("prefill", "llm_rmsnorm", MODES[0]), CellId("prefill", "llm_rmsnorm", MODES[1])
-    progress.cell_done(a, {"status": "failed", "reason": "out of memory: CUDA out of memory"})
-    progress.cell_done(b, {"status": "ok", "median_ms": 0.1, "compile_s": 1.0})
-    progress.cell_done(a, {"status": "ok", "median_ms": 0.5, "compile_s": 0.0})
+    progress.cell_done(a, CellResult.from_json({"status": "failed", "reason": "out of memory: CUDA out of memory"}))
+    progress.cell_done(b, CellResult.from_json({"status": "ok", "median_ms": 0.1, "compile_s": 1.0}))
+    progress.cell_done(a, CellResult.from_json({"status": "ok", "median_ms": 0.5, "compile_s": 0.0}))
     assert (progress.done, progress.failed) == (2, 0)
     assert out.getvalue().splitlines()[-1].startswith("[2/2]")
 
@@ -89,10 +90,10 @@ def test_the_gpu_lock_excludes_a_second_holder_and_counts_held_and_waited_time(t
 def test_a_run_reports_how_much_of_its_wall_time_the_gpu_lock_was_held() -> None:
     progress = Progress(2, io.StringIO())
     progress.start -= 10.0
-    progress.cell_done(CellId("decode", "llm_rmsnorm", "eager"), {"status": "ok", "median_ms": 0.1, "compile_s": 0.0,
-                                                                  "lock_held_s": 3.0})
-    progress.cell_done(CellId("decode", "llm_rmsnorm", "default"), {"status": "ok", "median_ms": 0.1, "compile_s": 1.0,
-                                                                    "lock_held_s": 4.0})
+    progress.cell_done(CellId("decode", "llm_rmsnorm", "eager"), CellResult.from_json(
+        {"status": "ok", "median_ms": 0.1, "compile_s": 0.0, "lock_held_s": 3.0}))
+    progress.cell_done(CellId("decode", "llm_rmsnorm", "default"), CellResult.from_json(
+        {"status": "ok", "median_ms": 0.1, "compile_s": 1.0, "lock_held_s": 4.0}))
     assert progress.lock_share().startswith("GPU lock held 7 s of 10 s (70%), 3.50 s a cell")
     assert Progress(1, io.StringIO()).lock_share() == ""  # serial or CPU runs hold no lock
 
@@ -107,20 +108,23 @@ def test_the_launch_floor_is_kept_once_per_run_beside_its_cells(tmp_path: Path) 
 
 
 def test_cells_that_shared_the_gpu_short_of_memory_run_again_alone() -> None:
-    assert needs_gpu_alone({"status": "failed", "reason": "out of memory: CUDA out of memory. Tried ..."})
-    assert needs_gpu_alone({"status": "ok", "flush_capped": True})  # its timing may include host time
-    assert not needs_gpu_alone({"status": "ok", "flush_capped": False})
-    assert not needs_gpu_alone({"status": "failed", "reason": "incorrect: output 0 differs"})
+    assert needs_gpu_alone(CellResult.from_json(
+        {"status": "failed", "reason": "out of memory: CUDA out of memory. Tried ..."}))
+    # its timing may include host time
+    assert needs_gpu_alone(CellResult.from_json({"status": "ok", "flush_capped": True}))
+    assert not needs_gpu_alone(CellResult.from_json({"status": "ok", "flush_capped": False}))
+    assert not needs_gpu_alone(CellResult.from_json({"status": "failed", "reason": "incorrect: output 0 differs"}))
 
 
 def test_a_timing_spread_like_a_disturbed_one_runs_again_alone() -> None:
     fixture = Path(__file__).resolve().parent / "fixtures" / "h100-runner"
     cold, warm = (json.loads((fixture / "logs" / f"h200x2-{run}-prefill-diff_cfg_blend-default.json").read_text())
                   for run in ("cold", "warm"))
-    assert needs_gpu_alone(warm)  # 2-GPU warm run: p25 8.7 us, median 16.1 us (cold: 5.9 and 6.2 us)
-    assert not needs_gpu_alone(cold)
+    # 2-GPU warm run: p25 8.7 us, median 16.1 us (cold: 5.9 and 6.2 us)
+    assert needs_gpu_alone(CellResult.from_json(warm))
+    assert not needs_gpu_alone(CellResult.from_json(cold))
     widest_clean = json.loads((fixture / "warm" / "decode" / "rl_ppo_clipped_loss" / "default.json").read_text())
-    assert not needs_gpu_alone(widest_clean)  # p25 10.7% under the median
+    assert not needs_gpu_alone(CellResult.from_json(widest_clean))  # p25 10.7% under the median
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tracker.measure.cellresult import CellResult
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import PRIOR_RESERVE, Cost, Costs, expected_cost, from_record, prior
 from tracker.runner.plan import CellId, Job, plan
@@ -155,18 +156,18 @@ def test_a_cell_s_further_compiles_run_together_once_its_first_is_in(tmp_path: P
           "median_ms": 0.1, "compile_s": 1.0}
     one_at_a_time = RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=4)
     two_at_once = RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=4, together=2)
-    store.put({**ok, "replicate": 1})
-    assert next_replicate(Job(c, 1), ok, one_at_a_time, store) == [Job(c, 2)]
-    assert next_replicate(Job(c, 1), ok, two_at_once, store) == [Job(c, 2), Job(c, 3)]
-    store.put({**ok, "replicate": 2})  # 2 is in while 3 still runs: 4 follows, not 3 again
-    assert next_replicate(Job(c, 2), ok, two_at_once, store) == [Job(c, 4)]
-    assert next_replicate(Job(c, 2), ok, one_at_a_time, store) == [Job(c, 3)]
+    store.put(CellResult.from_json({**ok, "replicate": 1}))
+    assert next_replicate(Job(c, 1), CellResult.from_json(ok), one_at_a_time, store) == [Job(c, 2)]
+    assert next_replicate(Job(c, 1), CellResult.from_json(ok), two_at_once, store) == [Job(c, 2), Job(c, 3)]
+    store.put(CellResult.from_json({**ok, "replicate": 2}))  # 2 is in while 3 still runs: 4 follows, not 3 again
+    assert next_replicate(Job(c, 2), CellResult.from_json(ok), two_at_once, store) == [Job(c, 4)]
+    assert next_replicate(Job(c, 2), CellResult.from_json(ok), one_at_a_time, store) == [Job(c, 3)]
 
 
 def test_a_cell_s_cost_is_what_the_store_recorded_without_its_run_s_waits() -> None:
     path = next(FIXTURE.glob("*/*/torch-*/prefill/diff_unet_resblock/max-autotune.json"))
     record = json.loads(path.read_text())
-    cost = from_record(record)
+    cost = from_record(CellResult.from_json(record))
     assert cost.recorded and cost.lock_s == record["lock_held_s"] and cost.peak_bytes == record["peak_mem_bytes"]
     assert cost.wall_s == pytest.approx(record["wall_s"] - record["lock_wait_s"])
     assert 0 < cost.compile_s < record["compile_s"]  # autotuning waited for the lock inside its compile

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tracker import cli
+from tracker.measure.cellresult import CellResult
 from tracker.runner import pool, worker
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Cost
@@ -53,8 +54,7 @@ def test_a_worker_that_cannot_keep_its_measurement_says_so_and_exits_not_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     measured = {"preset": CELL.preset, "workload": CELL.workload, "mode": CELL.mode, "device": "cpu",
                 "status": "ok", "median_ms": 0.05, "samples_ms": [0.05] * 10, "compile_s": 0.0}
-    monkeypatch.setattr(worker, "measure_cell", lambda *a, **k: SimpleNamespace(as_dict=lambda: measured,
-                                                                                launch_us=4.2))
+    monkeypatch.setattr(worker, "measure_cell", lambda *a, **k: CellResult.from_json({**measured, "launch_us": 4.2}))
     monkeypatch.setenv("COMPILE_BASELINES_CELLS", str(tmp_path))
     monkeypatch.setenv("ASV_COMMIT", COMMIT)
     monkeypatch.setattr(atomic, "write_text", disk_full)
@@ -98,7 +98,7 @@ def test_a_failure_the_store_cannot_keep_stops_the_run_too(tmp_path: Path, monke
 
 def test_a_cell_that_failed_is_still_a_failed_cell(tmp_path: Path) -> None:
     result, store = _run_one(tmp_path, Workers(1, "Traceback\nRuntimeError: boom"))
-    assert result is not None and result["status"] == "failed" and result["reason"].endswith("RuntimeError: boom")
+    assert result is not None and result.status == "failed" and result.reason.endswith("RuntimeError: boom")
     assert store.replicate(*CELL.__dict__.values()) == result
 
 
@@ -138,7 +138,7 @@ def test_a_real_full_disk_stops_the_run_and_keeps_what_was_measured(tmp_path: Pa
         store = CellStore(full, RunKey("m", COMMIT, torch_version()))
         kept = {"preset": "tiny", "workload": "diff_cfg_blend", "mode": "eager", "status": "skipped",
                 "reason": "measured before"}
-        store.put(kept)
+        store.put(CellResult.from_json(kept))
         free = os.statvfs(full)
         (full / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize))  # no measurement fits any more
         with pytest.raises(NotKept, match="No space left on device"):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from test_results import write_result_file
 
+from tracker.measure.cellresult import CellResult
 from tracker.measure.hostinfo import host_info
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
@@ -116,7 +117,8 @@ def test_merge_carries_failure_reasons_from_the_shards_cell_stores(tmp_path: Pat
     _shard(tmp_path / "s2" / "results", math.nan)
     torch = "2.9.1"
     CellStore(default_cells_dir(tmp_path / "s1" / "results"), RunKey("box", COMMIT, torch)).put(
-        {"preset": CELL[0], "workload": CELL[1], "mode": CELL[2], "status": "failed", "reason": "out of memory: 3 GiB"})
+        CellResult.from_json({"preset": CELL[0], "workload": CELL[1], "mode": CELL[2], "status": "failed",
+                              "reason": "out of memory: 3 GiB"}))
     merge.merge_results([tmp_path / "s1" / "results", tmp_path / "s2" / "results"], tmp_path / "m" / "results")
     t = results.load_results(tmp_path / "m" / "results").table
     row = t[(t["workload"] == CELL[1]) & (t["mode"] == CELL[2])].iloc[0]
@@ -295,10 +297,10 @@ def test_cell_store_paths_stay_inside_the_store_whatever_the_names(tmp_path: Pat
     if "/" in preset + workload or not preset.strip(".") or not workload.strip("."):
         # a preset or workload that is not one folder's name is no cell's: refused, nothing written
         with pytest.raises(ValueError, match="does not name a folder of the cell store"):
-            store.put(record)
+            store.put(CellResult.from_json(record))
         assert not [p for p in tmp_path.rglob("*") if p.is_file()]
         return
-    store.put(record)
+    store.put(CellResult.from_json(record))
     store.set_launch_floor(3.0)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(root in p.parents for p in written)
@@ -364,7 +366,7 @@ def test_the_cell_store_is_named_by_torch_s_own_version_string(tmp_path, monkeyp
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
     assert cells.torch_version() == "2.11.0+cu130"
     older = cells.CellStore(tmp_path / "cells", cells.RunKey("m", "a" * 40, "2.11.0"))
-    older.put({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "eager", "status": "ok"})
+    older.put(CellResult.from_json({"preset": "tiny", "workload": "llm_rmsnorm", "mode": "eager", "status": "ok"}))
     found = cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "a" * 40, "2.11.0+cu130"))
     assert found is not None and found.dir == older.dir  # a store written under the metadata's name
     assert cells.CellStore.of_run(tmp_path / "cells", cells.RunKey("m", "b" * 40, "2.11.0+cu130")) is None
@@ -404,9 +406,9 @@ def test_points_a_grown_grid_adds_are_recorded_as_not_run_never_as_failed() -> N
                 "samples_ms": [1.0, 1.1, 0.9], "compile_s": 0.01, "wall_s": 1.0}
 
     run = Results({"machine": "box"}, {}, COMMIT, 0, "python", "existing-python", {})
-    asvfiles.record_cells(run, benchmarks(["tiny"]), [cell("eager")])
+    asvfiles.record_cells(run, benchmarks(["tiny"]), [CellResult.from_json(cell("eager"))])
     grown = benchmarks(["tiny", "seq=128"])
-    asvfiles.record_cells(run, grown, [cell("default")])
+    asvfiles.record_cells(run, grown, [CellResult.from_json(cell("default"))])
     latency = metrics.benchmark_names(asvfiles.PLUGIN_CLASS)["latency"]
     values = run.get_result_value(latency, grown[latency]["params"])
     assert values[:2] == [1.0, 1.0] and all(math.isnan(v) for v in values[2:]), values

@@ -23,6 +23,7 @@ import pytest
 from tracker.analyse import confirm
 from tracker.analyse.compare import ChangeRule, compare_runs
 from tracker.analyse.verdicts import SAME, SLOWER, UNCONFIRMED, UNDECIDED
+from tracker.measure.cellresult import CellResult
 from tracker.publish.prcomment import render_comment
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId, Job
@@ -163,7 +164,7 @@ def test_a_step_of_a_fraction_of_a_launch_is_not_a_change_of_a_host_bound_cell()
     [t3] = [x for x in calibrated("t3").cells if (x.preset, x.workload, x.mode) == key]
     assert t3.verdict in QUIET and t3.compiles == (3, 3)
     base_t3 = CellStore.of_run(CALIBRATED.parent / "cells", RunKey("h100-t3", T3_BASE, "2.11.0+cu130"))
-    assert max(r["median_ms"] for r in base_t3.replicates(*key)) >= loose[key].head_ms - 5e-5
+    assert max(r.median_ms for r in base_t3.replicates(*key)) >= loose[key].head_ms - 5e-5
 
 
 def runs(tmp: Path, *fixtures: Path) -> Path:
@@ -194,7 +195,7 @@ def test_a_third_run_against_the_second_pair_s_reports_no_change_once_its_candid
             "regressions 0, improvements 0, unconfirmed 0") in out
     conv = CellStore.of_run(AA3.parent / "cells", RunKey("h100-e", AA3_COMMIT, "2.11.0+cu130")).replicates(
         "prefill", "diff_unet_resblock", "max-autotune-no-cudagraphs")
-    own, fresh = ({r["fingerprint"]["code"] for r in conv if (r["replicate"] <= 3) == run} for run in (True, False))
+    own, fresh = ({r.fingerprint["code"] for r in conv if (r.replicate_number <= 3) == run} for run in (True, False))
     assert len(own) == 1 and fresh - own
 
 
@@ -217,7 +218,7 @@ def test_runs_of_the_forking_runner_against_each_other_and_two_earlier_runs_repo
 def test_the_forking_runners_candidates_were_measured_again_at_head() -> None:
     # each comparison's candidates were measured again at head, in three fresh compiles each
     f = CellStore.of_run(AA4.parent / "cells", RunKey("h100-f", AA4_COMMIT, "2.11.0+cu130"))
-    assert max(r["replicate"] for r in f.replicates("decode", "llm_label_smoothed_ce_loss", "max-autotune")) == 6
+    assert max(r.replicate for r in f.replicates("decode", "llm_label_smoothed_ce_loss", "max-autotune")) == 6
 
 
 HOST_BASE = "941f185d415393a7991d851ddaa3cf6465cbd48b"
@@ -274,7 +275,7 @@ def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> N
     c = host_trial("t5")
     [cell] = [x for x in c.cells if (x.preset, x.workload, x.mode) == key]
     base = CellStore.of_run(HOST.parent / "cells", RunKey("h100-t5", HOST_BASE, "2.11.0+cu130"))
-    slowest = max(r["median_ms"] for r in base.replicates(*key))
+    slowest = max(r.median_ms for r in base.replicates(*key))
     assert cell.compiles == (3, 3) and cell.head_ms / slowest > 1 + c.rule.replicated_change
     assert (cell.head_ms - slowest) * 1000 < c.rule.launch_jitter * c.head.launch_us
     assert cell.verdict in QUIET
@@ -284,9 +285,9 @@ def test_a_compile_whose_samples_are_too_noisy_does_not_stand_for_its_cell() -> 
     # trial 5's base GRPO eager: its second process drew 39.0 us with its upper quartile at 72 us (IQR 85%)
     base = CellStore.of_run(HOST.parent / "cells", RunKey("h100-t5", HOST_BASE, "2.11.0+cu130"))
     replicates = base.replicates("prefill", "rl_grpo_loss", "eager")
-    noisy = min(replicates, key=lambda r: r["median_ms"])
+    noisy = min(replicates, key=lambda r: r.median_ms)
     cell = combine(replicates)
-    assert cell["median_ms"] > noisy["median_ms"] and noisy["median_ms"] in cell["compiles_ms"]
+    assert cell.median_ms > noisy.median_ms and noisy.median_ms in cell.compiles_ms
     assert [x.verdict for x in host_trial("t5").cells if (x.workload, x.mode) == ("rl_grpo_loss", "eager")] == [
         SLOWER]
 
@@ -372,11 +373,11 @@ def test_a_cell_records_its_best_compile_and_every_compiles_median() -> None:
     # a further compile reuses the first's Triton binaries: its compile is not cold, the first's stands
     faster = {**first, "median_ms": first["median_ms"] * 0.9, "compile_s": first["compile_s"] / 3, "replicate": 2}
     failed = {**first, "status": "failed", "reason": "out of memory", "replicate": 3}
-    combined = combine([faster, first, failed])
-    assert combined["median_ms"] == faster["median_ms"] and combined["compile_s"] == first["compile_s"]
-    assert combined["compiles_ms"] == [faster["median_ms"], first["median_ms"]]
-    assert combined["replicates_failed"] == 1
-    assert combine([failed])["status"] == "failed"
+    combined = combine([CellResult.from_json(faster), CellResult.from_json(first), CellResult.from_json(failed)])
+    assert combined.median_ms == faster["median_ms"] and combined.compile_s == first["compile_s"]
+    assert combined.compiles_ms == [faster["median_ms"], first["median_ms"]]
+    assert combined.replicates_failed == 1
+    assert combine([CellResult.from_json(failed)]).status == "failed"
 
 
 def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_path: Path) -> None:
@@ -386,20 +387,22 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
     host_bound = _cell("llm_rmsnorm", "decode", "max-autotune-no-cudagraphs")
     fresh = _cell("llm_layernorm", "prefill", "max-autotune")
     for c in (gpu_bound, host_bound):
-        store.put({**c, "replicate": 1})
-    store.put({**gpu_bound, "replicate": 2})
+        store.put(CellResult.from_json({**c, "replicate": 1}))
+    store.put(CellResult.from_json({**gpu_bound, "replicate": 2}))
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, replicates=3)
     g, h, f = (CellId(c["preset"], c["workload"], c["mode"]) for c in (gpu_bound, host_bound, fresh))
     # what a cell lacks: the first compile of one not yet measured (its further ones follow once it is in), the
     # next further compile of one whose first is in, host-bound or not: one at a time, each the next one's cue
     assert sorted(pending([g, h, f], cfg, store)) == sorted([Job(g, 3), Job(h, 2), Job(f, 1)])
     assert planned([g, h, f], cfg, store) == 1 + 2 + 3  # progress counts the compiles that will follow them
-    assert next_replicate(Job(h, 2), {**host_bound, "replicate": 2}, cfg, store) == [Job(h, 3)]
-    assert next_replicate(Job(g, 3), {**gpu_bound, "replicate": 3}, cfg, store) == []  # the cell has its three
-    assert next_replicate(Job(f, 1), {**fresh, "status": "failed"}, cfg, store) == []  # a failed first: none
-    assert [r["replicate"] for r in store.replicates(*g.__dict__.values())] == [1, 2]
+    assert next_replicate(Job(h, 2), CellResult.from_json({**host_bound, "replicate": 2}), cfg, store) == [Job(h, 3)]
+    # the cell has its three; a failed first asks for none
+    assert next_replicate(Job(g, 3), CellResult.from_json({**gpu_bound, "replicate": 3}), cfg, store) == []
+    assert next_replicate(Job(f, 1), CellResult.from_json({**fresh, "status": "failed"}), cfg, store) == []
+    assert [r.replicate for r in store.replicates(*g.__dict__.values())] == [1, 2]
     # a further compile that failed (seen on the H100: cut short by an interrupt) is measured again
-    store.put({**gpu_bound, "replicate": 3, "status": "failed", "reason": "InductorError: ldconfig died"})
+    store.put(CellResult.from_json({**gpu_bound, "replicate": 3, "status": "failed",
+                                    "reason": "InductorError: ldconfig died"}))
     assert pending([g], cfg, store) == [Job(g, 3)]
     assert cfg.settings_of(g).rep_ms == pytest.approx(1000 / 3)  # the timing budget is shared by the compiles
     assert RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=3).replicates_of(
@@ -408,7 +411,8 @@ def test_replicates_are_stored_apart_and_a_run_measures_only_what_it_lacks(tmp_p
     confirming = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, replicates=1,
                            replicates_per_cell={g: 6, h: 4})
     assert sorted(pending([g, h], confirming, store)) == sorted([Job(g, 3), Job(h, 2)])
-    assert next_replicate(Job(g, 5), {**gpu_bound, "replicate": 5}, confirming, store) == [Job(g, 6)]
+    fifth = CellResult.from_json({**gpu_bound, "replicate": 5})
+    assert next_replicate(Job(g, 5), fifth, confirming, store) == [Job(g, 6)]
 
 
 def test_small_cells_of_the_autotuned_modes_need_a_wider_floor_than_their_three_compiles_show() -> None:
@@ -418,8 +422,8 @@ def test_small_cells_of_the_autotuned_modes_need_a_wider_floor_than_their_three_
     d = CellStore.of_run(AA2.parent / "cells", RunKey("h100-d", AA2_COMMIT, "2.11.0+cu130")).replicates(*key)
     e_store = CellStore.of_run(AA3.parent / "cells", RunKey("h100-e", AA3_COMMIT, "2.11.0+cu130"))
     e, launch = e_store.replicates(*key), e_store.launch_floor()
-    base = [r["median_ms"] for r in d]
-    head = [r["median_ms"] for r in e if r["replicate"] <= 3]
+    base = [r.median_ms for r in d]
+    head = [r.median_ms for r in e if r.replicate_number <= 3]
     beyond = min(head) / max(base) - 1  # the head's best beyond the base's slowest compile
     rule = ChangeRule()
     floor = rule.threshold(key[2], min(base), launch_us=launch, replicated=True)
