@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.flows.sides import Command
+from tracker.measure.cellresult import CellResult
 from tracker.store import asvfiles
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
 from workloads.modes import AUTOTUNED_MODES
@@ -75,7 +76,7 @@ class PairedFake:
         for cell in cells:
             have = len(store.replicates(*cell))
             for r in range(have + 1, _replicates(argv, cell) + 1):
-                store.put(self._compile(cell, commit, r, c.env.get("CUDA_VISIBLE_DEVICES")))
+                store.put(CellResult.from_json(self._compile(cell, commit, r, c.env.get("CUDA_VISIBLE_DEVICES"))))
         if self.rc == 0:
             self._record(results, commit, store)
         return self.rc
@@ -84,15 +85,15 @@ class PairedFake:
         if "--cell" in argv:
             return [tuple(x.split("/")) for x in _values(argv, "--cell")]  # type: ignore[misc]
         workloads, presets = set(_values(argv, "--workload")), set(_values(argv, "--preset")) or None
-        return sorted((c["preset"], c["workload"], c["mode"]) for c in SOURCE_STORE.all()
-                      if "mode" in c and c.get("replicate", 1) == 1 and c["workload"] in workloads
-                      and (presets is None or c["preset"] in presets))
+        return sorted((c.preset, c.workload, c.mode) for c in SOURCE_STORE.all()
+                      if c.has("mode") and c.replicate_number == 1 and c.workload in workloads
+                      and (presets is None or c.preset in presets))
 
     def _compile(self, cell: Cell, commit: str, r: int, gpu: str | None) -> dict[str, Any]:
         source = SOURCE_STORE.replicate(*cell)
         assert source is not None, cell
         factor = self.changes.get(commit, {}).get(cell, 1.0) * math.exp(self.sd(cell) * _draw(*cell, commit, r))
-        out = {**source, "replicate": r}
+        out = {**source.to_json(), "replicate": r}
         if out["status"] == "ok":
             for key in ("median_ms", "p25_ms", "p99_ms"):
                 if out.get(key) is not None:

@@ -11,6 +11,7 @@ from test_compare import BASE, MACHINE, SCENARIOS, fake_commit, write_run
 
 from tracker.analyse.compare import compare_runs, compiled_change
 from tracker.analyse.verdicts import COMPILED_CODE, COMPILED_CONFIGS, COMPILED_SAME
+from tracker.measure.cellresult import CellResult
 from tracker.publish.comparison import comparison_json
 from tracker.publish.prcomment import headline, render_comment
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
@@ -34,8 +35,9 @@ def _store_fingerprints(results: Path, commit: str, prints: dict[tuple[str, str,
     store = CellStore(default_cells_dir(results), RunKey(run.machine, run.commit, run.torch))
     for (preset, workload, mode), fp in prints.items():
         # a stored cell as the harness writes one (a record without its latency is damaged, and unused)
-        store.put({"preset": preset, "workload": workload, "mode": mode, "status": "ok", "median_ms": 0.3,
-                   "samples_ms": [0.29, 0.3, 0.31], "compile_s": 20.0, "fingerprint": fp})
+        store.put(CellResult.from_json(
+            {"preset": preset, "workload": workload, "mode": mode, "status": "ok", "median_ms": 0.3,
+                   "samples_ms": [0.29, 0.3, 0.31], "compile_s": 20.0, "fingerprint": fp}))
 
 
 @pytest.fixture

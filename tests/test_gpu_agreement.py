@@ -38,7 +38,7 @@ def _ok_cells(machine: str) -> dict[tuple[str, str, str], dict]:
     (run,) = [r for r in list_runs(AA / "results")[0] if r.machine == machine]
     store = CellStore.of_run(AA / "cells", RunKey(machine, COMMIT, run.torch))
     assert store is not None
-    return {(c["preset"], c["workload"], c["mode"]): c for c in store.cells() if c["status"] == "ok"}
+    return {(c.preset, c.workload, c.mode): c.to_json() for c in store.cells() if c.status == "ok"}
 
 
 def _medians(machine: str) -> dict[tuple[str, str, str], float]:

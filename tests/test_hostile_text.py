@@ -26,6 +26,7 @@ import pytest
 from tracker.analyse.compare import compare_runs
 from tracker.analyse.nightsteps import BEST, Step
 from tracker.cli import main
+from tracker.measure.cellresult import CellResult
 from tracker.publish import escape, nightly, prcomment, summary
 from tracker.publish.markdown import MARKER
 from tracker.publish.report import build_page, machine_files
@@ -82,8 +83,9 @@ def hostile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 _set(row, data["result_columns"], ("decode", f"llm_rmsnorm:{CANDIDATE_NAME}"), None)
         path.write_text(json.dumps(data))
     store = CellStore(root / "cells", RunKey(FIELDS["machine"], HEAD, FIELDS["torch"]))
-    store.put({"preset": "decode", "workload": "llm_rmsnorm", "mode": f"kernel:{CANDIDATE_NAME}", "device": "cuda",
-               "status": "failed", "reason": REASON, "samples_ms": []})
+    store.put(CellResult.from_json(
+        {"preset": "decode", "workload": "llm_rmsnorm", "mode": f"kernel:{CANDIDATE_NAME}", "device": "cuda",
+               "status": "failed", "reason": REASON, "samples_ms": []}))
     return root / "results"
 
 

@@ -17,6 +17,7 @@ import pytest
 from test_results import write_result_file
 
 from tracker import cli
+from tracker.measure.cellresult import CellResult
 from tracker.store import asvfiles, merge, results
 from tracker.store.cells import CellStore, RunKey, default_cells_dir
 
@@ -113,12 +114,13 @@ def test_every_replicate_of_a_shard_s_cells_comes_along(tmp_path: Path) -> None:
     write_result_file(src, {X: 0.5}, machine="box", commit=COMMIT)
     store = CellStore(default_cells_dir(src), RunKey("box", COMMIT, "2.9.1"))
     for r in (1, 2, 3):
-        store.put({"preset": X[0], "workload": X[1], "mode": X[2], "status": "failed", "reason": f"compile {r}",
-                   "replicate": r})
+        store.put(CellResult.from_json(
+            {"preset": X[0], "workload": X[1], "mode": X[2], "status": "failed", "reason": f"compile {r}",
+                   "replicate": r}))
     for _ in range(2):
         merge.merge_results([src], tmp_path / "m" / "results")
     dest = CellStore(default_cells_dir(tmp_path / "m" / "results"), RunKey("box", COMMIT, "2.9.1"))
-    assert [c["reason"] for c in dest.replicates(*X)] == ["compile 1", "compile 2", "compile 3"]
+    assert [c.reason for c in dest.replicates(*X)] == ["compile 1", "compile 2", "compile 3"]
 
 
 _KILLED_SAVE = """

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tracker.measure.cellresult import CellResult
 from tracker.runner import memledger, remeasure
 from tracker.runner.config import RunConfig
 from tracker.runner.forkserver import Child
@@ -43,7 +44,7 @@ class StandIn:
                        "reason": "out of memory: CUDA out of memory. Tried to allocate 3.80 GiB"}
         else:
             record |= {"status": "ok", "samples_ms": [0.1], "median_ms": 0.1, "p25_ms": 0.1, "compile_s": 1.0}
-        self.store.put(record)
+        self.store.put(CellResult.from_json(record))
         child = Child(len(self.launches), pid=1, status=0)
         child.forked.set()
         child.exited.set()
@@ -65,7 +66,7 @@ def test_what_ran_out_of_memory_beside_others_is_measured_again_alone_reserving_
     store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
     server = StandIn(store)
     measured = measure_cells(CELLS, cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
-    assert {c: r["status"] for c, r in measured.items()} == dict.fromkeys(CELLS, "ok")
+    assert {c: r.status for c, r in measured.items()} == dict.fromkeys(CELLS, "ok")
     again = [env for argv, env in server.launches if argv[1] == BIG.workload]
     assert len(again) == 2 and server.launches[-1][0][1] == BIG.workload  # once more, at the end
     assert int(again[0][memledger.ENV_RESERVE]) < cfg.memory_budget  # its share, beside the others

@@ -18,6 +18,7 @@ import pytest
 
 from tracker import metrics
 from tracker.errors import ToolError
+from tracker.measure.cellresult import CellResult
 from tracker.publish import preflight
 from tracker.publish import site as publish
 from tracker.store import asvfiles
@@ -101,14 +102,14 @@ def make_results(root: Path, machine: str = "h100-test") -> Path:
         # asv keys a result file by environment: another torch version is another virtualenv
         env = SimpleNamespace(name=f"existing-py-torch{torch}", python=sys.executable, env_vars={})
         results = asvfiles.open_results(conf, env, entry, commit, date_ms)
-        asvfiles.record_cells(results, benchmarks, cells)
+        asvfiles.record_cells(results, benchmarks, [CellResult.from_json(r) for r in cells])
         results.add_result(benchmarks[asvfiles.HOST_BENCHMARK],
                            BenchmarkResult(result=[6.5], samples=[None], number=[None], errcode=0, stderr="",
                                            profile=None))
         asvfiles.save_results(conf, results, entry)
         store = CellStore(root / "cells", RunKey(machine, commit, torch))
         for cell in cells:
-            store.put(cell)
+            store.put(CellResult.from_json(cell))
     return results_dir
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tracker.errors import ToolError
+from tracker.measure.cellresult import CellResult
 from tracker.store import asvjson, results
 from workloads.names import MODES, PRESET_NAMES, WORKLOAD_NAMES
 
@@ -164,8 +165,9 @@ def test_failed_cell_takes_its_reason_from_the_cell_store(tmp_path: Path) -> Non
     rd = tmp_path / "results"
     write_result_file(rd, instance("decode", "llm_rmsnorm", {"eager": 0.03, "default": None, "max-autotune": None}))
     store = CellStore(tmp_path / "cells", RunKey("h100", "a" * 40, "2.9.1"))
-    store.put({"preset": "decode", "workload": "llm_rmsnorm", "mode": "default", "status": "failed",
-               "reason": "InductorError: out of resource: shared memory"})
+    store.put(CellResult.from_json(
+        {"preset": "decode", "workload": "llm_rmsnorm", "mode": "default", "status": "failed",
+               "reason": "InductorError: out of resource: shared memory"}))
     t = results.load_results(rd).table  # the cell store beside the results dir is the default
     by_mode = t.set_index(t["mode"].astype(str))
     assert by_mode.loc["default", "status"] == "failed"
@@ -229,11 +231,11 @@ def test_a_metric_added_to_the_registry_reaches_the_table(tmp_path: Path, monkey
     from tracker.store import asvfiles
 
     monkeypatch.setitem(metrics.METRICS, "wall_time",
-                        metrics.Metric("wall_time", "s", "wall_s", lambda cell: cell["wall_s"]))
+                        metrics.Metric("wall_time", "s", "wall_s", lambda cell: cell.wall_s))
 
     @with_metric_tracks
     class Suite:
-        cell = {"status": "ok", "wall_s": 4.5}
+        cell = CellResult("tiny", "llm_rmsnorm", "eager", "cpu", "ok", wall_s=4.5)
 
     assert Suite.track_wall_time.unit == "s" and Suite().track_wall_time("tiny") == 4.5
 
@@ -250,7 +252,7 @@ def test_a_metric_added_to_the_registry_reaches_the_table(tmp_path: Path, monkey
              "gpu": "NVIDIA H100 80GB HBM3", "driver": "580.1", "cuda": "13.0", "torch": "2.9.1", "triton": "3.5.1"}
     env = SimpleNamespace(name="existing-py", python=sys.executable, env_vars={})
     run = asvfiles.open_results(conf, env, entry, "a" * 40, 1_767_225_600_000)
-    asvfiles.record_cells(run, benchmarks, cells)
+    asvfiles.record_cells(run, benchmarks, [CellResult.from_json(r) for r in cells])
     written = asvfiles.save_results(conf, run, entry)
     assert "baselines.Baseline.track_wall_time" in json.loads(written.read_text())["results"]
 

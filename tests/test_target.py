@@ -22,6 +22,7 @@ import pytest
 from test_publish import _benchmark
 
 from tracker import metrics
+from tracker.measure.cellresult import CellResult
 from tracker.publish import report, summary
 from tracker.publish.target import Target, target_text
 from tracker.store import asvfiles
@@ -56,7 +57,7 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = CellStore(root / "cells", RunKey(MACHINE, COMMIT, first[0]["host"]["torch"]))
     for r, rep in enumerate(REPS, start=1):
         for cell in stored_cells(rep):
-            store.put({**cell, "replicate": r})
+            store.put(CellResult.from_json({**cell, "replicate": r}))
     cells = store.cells()  # replicates combined: the best compile stands for the cell
     entry = {"machine": MACHINE, "os": "Linux", "arch": "x86_64", "cpu": "test CPU", "num_cpu": "16", "ram": "1",
              **{k: first[0]["host"][k] for k in ("gpu", "driver", "cuda", "torch", "triton")}}

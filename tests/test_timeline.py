@@ -4,6 +4,7 @@ constructed (their times made up to make each figure easy to check), in the form
 
 from __future__ import annotations
 
+from tracker.measure.cellresult import CellResult
 from tracker.runner import timeline
 
 T0 = 1_800_000_000.0  # seconds since the epoch
@@ -32,7 +33,7 @@ RECORDS = [
 
 
 def test_each_gpu_s_lock_share_over_the_run_and_its_middle() -> None:
-    ms = timeline.measurements(RECORDS)
+    ms = timeline.measurements([CellResult.from_json(r) for r in RECORDS])
     assert [m.compiled for m in ms] == [False, True, True, False]  # by mode: eager compiles nothing
     zero, one = timeline.per_gpu(ms)
     assert (zero.start, zero.end) == (0.0, 12.0) and zero.lock_held_s == 6.0 and zero.busy == 0.5
@@ -41,7 +42,8 @@ def test_each_gpu_s_lock_share_over_the_run_and_its_middle() -> None:
 
 
 def test_the_bins_show_waiting_and_compiling_processes() -> None:
-    bins = {(b.gpu, b.start): b for b in timeline.bins(timeline.measurements(RECORDS), 4.0)}
+    bins = {(b.gpu, b.start): b for b in timeline.bins(timeline.measurements([CellResult.from_json(
+        r) for r in RECORDS]), 4.0)}
     assert bins[("0", 0.0)].lock_busy == 0.5  # held 1-3 of 0-4
     assert bins[("0", 4.0)].waiting == 0.75  # c waited 5-8: 3 s of the 4
     assert bins[("0", 4.0)].compiling == 1.0  # b compiled 1-10
@@ -49,8 +51,9 @@ def test_the_bins_show_waiting_and_compiling_processes() -> None:
 
 
 def test_a_store_without_timeline_says_so() -> None:
-    assert timeline.report(timeline.measurements([{"preset": "prefill", "workload": "w", "mode": "eager"}])) == [
+    untimed = CellResult.from_json({"preset": "prefill", "workload": "w", "mode": "eager"})
+    assert timeline.report(timeline.measurements([untimed])) == [
         "no timeline: these measurements were stored before the runner recorded when they ran"]
-    lines = timeline.report(timeline.measurements(RECORDS), width=4.0)
+    lines = timeline.report(timeline.measurements([CellResult.from_json(r) for r in RECORDS]), width=4.0)
     assert lines[0].startswith("timeline: 4 measurements over 12 s")
     assert lines[1].startswith("  GPU 0: 3 measurements, lock held 6 s = 50% of the run; ramp to 10 s")

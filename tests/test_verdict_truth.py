@@ -104,7 +104,7 @@ def test_the_constructed_trials_truth_is_the_committed_runs_own_compiles_paired_
     cell = ("prefill", "vlm_vit_mlp_block", "eager")
     sides = [CellStore(T7_CELLS, RunKey("h100-t7", c, "2.11.0+cu130")).replicates(*cell)
              for c in (trial.base, trial.head)]
-    ratios = [h["median_ms"] / b["median_ms"] for b, h in zip(*sides, strict=True)]
+    ratios = [h.median_ms / b.median_ms for b, h in zip(*sides, strict=True)]
     assert len(ratios) == 3
     truth = tool.Truth.of(trial.truth.pairs(cell))
     assert truth.change == pytest.approx(math.prod(ratios) ** (1 / 3))
