@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from tracker.analyse import breakeven
 from tracker.analyse.best import analyse
 from tracker.errors import UsageError
 from tracker.publish import escape
@@ -41,9 +42,7 @@ from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.kernels.registry import MODE_PREFIX
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
-# What the results can say about the compile times behind the break-even
-BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as this run measured them (the "
-                   "results do not record whether the compile cache was cold or warm)")
+BREAK_EVEN_NOTE = f"break-even: {breakeven.LIMITS}"
 
 WIDTH = 100
 WORKLOAD_COLUMN = 51  # where the winning workloads start in the text table
@@ -88,7 +87,7 @@ TEXT = """\
 {% endfor %}
 {% endif %}
 {% if p.break_even %}
-  compile break-even: calls until the time saved vs eager repays the compile time (first call)
+  compile break-even: {{ break_even_meaning }}
   {{ "%-32s" % "workload" }}{% for m in compiled %}{{ "%8s" % short(m) }}{% endfor %}
 
 {% for row in p.break_even %}
@@ -153,7 +152,7 @@ Kernels vs best baseline:
 {% endif %}
 {% if p.break_even %}
 
-Compile break-even: calls until the time saved per call vs eager repays the compile time (first call).
+Compile break-even: {{ break_even_meaning }}.
 
 | Workload |{% for m in compiled %} {{ m }} |{% endfor %}
 
@@ -325,7 +324,7 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
     note = _noise_note(noise or NoiseModel(), host or HostBound(), fmt == "table")
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
                            noise_note=escape.ours(note),
-                           break_even_note=BREAK_EVEN_NOTE)
+                           break_even_note=BREAK_EVEN_NOTE, break_even_meaning=breakeven.MEANING)
 
 
 def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
