@@ -1,8 +1,9 @@
-"""`compile-baselines list`: its options and its handler."""
+"""`compile-baselines list`: what can be measured here (tracker.publish.listing), on stdout."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tracker.commands._options import Commands, command
 
@@ -14,6 +15,7 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.publish.listing import list_main
+    from tracker.publish import listing
 
-    return list_main()
+    sys.stdout.write(listing.render())
+    return 0

@@ -1,4 +1,5 @@
-"""`compile-baselines merge`: its options and its handler."""
+"""`compile-baselines merge`: shards' results directories combined into one (tracker.store.merge), a line for each
+file written."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.store.merge import merge_main
+    from tracker.store.merge import merge_results
 
-    return merge_main([Path(s) for s in args.sources], Path(results_dir(args)),
-                      cells_dirs=[Path(c) for c in args.cells_dir] if args.cells_dir else None,
-                      dest_cells=Path(args.dest_cells_dir) if args.dest_cells_dir else None)
+    written = merge_results([Path(s) for s in args.sources], Path(results_dir(args)),
+                            cells_dirs=[Path(c) for c in args.cells_dir] if args.cells_dir else None,
+                            dest_cells=Path(args.dest_cells_dir) if args.dest_cells_dir else None)
+    for path in written:
+        print(f"merged into {path}")
+    return 0

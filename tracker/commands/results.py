@@ -1,9 +1,11 @@
-"""`compile-baselines results`: its options and its handler."""
+"""`compile-baselines results fetch|store|previous`: results on a git branch (tracker.store.resultsbranch), one
+line of what became of them."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +67,55 @@ def _results_previous(actions: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.store import resultsbranch
-
     if args.action == "fetch":
-        return resultsbranch.fetch_main(_remote(args), args.branch, Path(results_dir(args)), args.machine,
-                                        args.commit, project_repo())
+        return _fetch(args)
     if args.action == "store":
-        return resultsbranch.store_main(_remote(args), args.branch, [Path(s) for s in args.sources], args.note)
+        return _store(args)
+    return _previous(args)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    """One line, what was fetched; exit 0, also when the branch does not exist."""
+    from tracker.store.resultsbranch import fetch_results
+
+    remote, dest = _remote(args), Path(results_dir(args))
+    written = fetch_results(remote, args.branch, dest, args.machine, args.commit, project_repo())
+    if written is None:
+        print(f"{remote.name} has no branch {args.branch} yet: nothing fetched")
+    else:
+        print(f"fetched {len(written)} file{'s' if len(written) != 1 else ''} from {args.branch} into {dest}")
+    return 0
+
+
+def _store(args: argparse.Namespace) -> int:
+    from tracker.store.resultsbranch import store_results
+
+    remote = _remote(args)
+    pushed = store_results(remote, args.branch, [Path(s) for s in args.sources], args.note)
+    if pushed is None:
+        print(f"no new results to store: {args.branch} has them all")
+    else:
+        print(f"stored on {args.branch} of {remote.name} as {pushed.commit[:12]}")
+    return 0
+
+
+def _previous(args: argparse.Namespace) -> int:
+    """The commit's full hash on stdout, or nothing (and why on stderr): from the branch's runs with --branch, else
+    the results directory's."""
+    from tracker.store.resultsbranch import previous_run
+
     if args.branch is not None:
-        return resultsbranch.previous_main(args.machine, args.commit, project_repo(), remote=_remote(args),
-                                           branch=args.branch)
-    return resultsbranch.previous_main(args.machine, args.commit, project_repo(), results_dir=Path(results_dir(args)))
+        found = previous_run(args.machine, args.commit, project_repo(), remote=_remote(args), branch=args.branch)
+        where = f"branch {args.branch}"
+    else:
+        results = Path(results_dir(args))
+        found = previous_run(args.machine, args.commit, project_repo(), results_dir=results)
+        where = str(results)
+    if found is None:
+        print(f"{args.machine}: no earlier measured commit than {args.commit} in {where}", file=sys.stderr)
+    else:
+        print(found)
+    return 0
 
 
 def _remote(args: argparse.Namespace) -> Any:
