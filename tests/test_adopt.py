@@ -17,8 +17,8 @@ from plugin_fixture import EXAMPLE_REPO, installed
 from test_workflows import cli_invocations, evaluate, pr_event
 
 from tracker import cli
-from tracker.commands._options import results_dir
 from tracker.adopt.scaffold import WORKFLOW, Scaffold, init, render
+from tracker.commands._options import results_dir
 from tracker.measure import harness
 from tracker.measure.harness import Settings, measure_cell
 from workloads import catalog

@@ -1,4 +1,5 @@
-"""`compile-baselines import-csv`: its options and its handler."""
+"""`compile-baselines import-csv`: the study's CSV recorded as an asv run (tracker.store.studycsv), and one line of
+what became of it."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.store.studycsv import import_main
+    from tracker.store.studycsv import import_study
 
-    return import_main(args.file, results_dir(args), args.machine, args.torch, args.gpu, args.commit, args.date,
-                       triton=args.triton, driver=args.driver, cuda=args.cuda, launch_us=args.launch_us)
+    done = import_study(args.file, results_dir(args), args.machine, args.torch, args.gpu, args.commit, args.date,
+                        triton=args.triton, driver=args.driver, cuda=args.cuda, launch_us=args.launch_us)
+    skipped = f", {done.left_out} decode cells of decode-invariant workloads left out" if done.left_out else ""
+    print(f"imported {done.cells} cells ({done.failed} failed{skipped}) from {args.file} as commit {done.commit[:12]} "
+          f"on machine {args.machine} (torch {args.torch}): {done.written}")
+    return 0
