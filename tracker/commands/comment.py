@@ -1,4 +1,5 @@
-"""`compile-baselines comment`: its options and its handler."""
+"""`compile-baselines comment`: a body file posted as the one PR comment through GitHub's forge
+(tracker.github.forge), and one line of what happened."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.github.comment import comment_main
+    """Post or update the PR comment, through the forge; one line of outcome, exit 0 (also when printed or
+    skipped). Whether the best baselines changed is read from the body (the renderer's marker)."""
+    from tracker.github.comment import changed_in_body, ensure_marker
+    from tracker.github.forge import GitHubForge
+    from tracker.github.upsert import read_body
 
-    return comment_main(args.repo, args.pr, args.body_file, args.only_on_change, None, os.environ)
+    forge = GitHubForge.for_pr(args.repo, args.pr, os.environ, only_on_change=args.only_on_change)
+    body = read_body(args.body_file, "comment")
+    outcome = forge.post_comment(body, changed_in_body(body))
+    if outcome.action == "printed":
+        print(ensure_marker(body))
+        print(f"not posted to {forge.where}: GITHUB_TOKEN is not set (the comment body is printed above)")
+    elif outcome.action == "skipped":
+        print(f"skipped {forge.where}: best baselines unchanged and no earlier comment (--only-on-change)")
+    else:
+        note = f" ({outcome.note})" if outcome.note else ""
+        print(f"{outcome.action} comment {outcome.comment_id} on {forge.where}: {outcome.url}{note}")
+    return 0

@@ -1,4 +1,5 @@
-"""`compile-baselines issue`: its options and its handler."""
+"""`compile-baselines issue`: a body file posted as the one tracking issue through GitHub's forge
+(tracker.github.forge), and one line of what happened."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 
 from tracker.commands._options import Commands, command
+from tracker.errors import UsageError
 
 
 def add(commands: Commands) -> None:
@@ -17,6 +19,12 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.github.tracking import issue_main
+    """Open or update the tracking issue, through the forge; one line of outcome, exit 0 (also when printed)."""
+    from tracker.github.forge import GitHubForge
+    from tracker.github.upsert import read_body
 
-    return issue_main(args.repo, args.title, args.body_file, os.environ)
+    forge = GitHubForge.for_repo(args.repo, os.environ)
+    if not args.title.strip():
+        raise UsageError("must not be empty", parameter="title")
+    print(forge.tracking_issue(args.title, read_body(args.body_file, "issue")))
+    return 0
