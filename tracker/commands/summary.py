@@ -1,8 +1,10 @@
-"""`compile-baselines summary`: its options and its handler."""
+"""`compile-baselines summary`: a run's wins, geomeans, margins and ties (tracker.publish.summary) as a table,
+markdown or JSON."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tracker.commands._options import Commands, command, results_dir, results_dir_option
 from tracker.paths import project_repo
@@ -24,8 +26,13 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.publish.summary import summary_main
+    """The run's tables on stdout; warnings about skipped files on stderr."""
+    from tracker.publish.summary import render, summary_for
     from workloads import catalog
 
-    return summary_main(results_dir(args), args.commit, args.machine, args.format, repo_dir=project_repo(),
-                        workloads=catalog.expand(args.workload) if args.workload else None)
+    summary, warnings = summary_for(results_dir(args), args.commit, args.machine, repo_dir=project_repo(),
+                                    workloads=catalog.expand(args.workload) if args.workload else None)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    sys.stdout.write(render(summary, args.format))
+    return 0
