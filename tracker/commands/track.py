@@ -1,4 +1,5 @@
-"""`compile-baselines track`: its options and its handler."""
+"""`compile-baselines track`: the nightly's tracking issue body (tracker.publish.nightly), written only when a best
+baseline changed."""
 
 from __future__ import annotations
 
@@ -38,8 +39,16 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.publish.nightly import NightOptions, track_main
+    """One line: the body written, or none. Exit 0, or 3 with --fail-on best-change when a best baseline changed."""
+    from tracker.analyse.compare import EXIT_FAIL_ON, EXIT_OK
+    from tracker.publish.nightly import NightOptions, write_body
+    from tracker.publish.units import count
 
     options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
-    return track_main(results_dir(args), args.commit, args.out, args.machine, options, project_repo(), args.fail_on,
-                      Path(args.bisections) if args.bisections else None)
+    sections = write_body(results_dir(args), args.commit, args.out, args.machine, options, project_repo(),
+                          Path(args.bisections) if args.bisections else None)
+    if sections:
+        print(f"{count(len(sections), 'comparison')} with a changed best baseline: wrote {args.out}")
+    else:
+        print(f"no best baseline changed: no {args.out}")
+    return EXIT_FAIL_ON if sections and args.fail_on == "best-change" else EXIT_OK
