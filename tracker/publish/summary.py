@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 from collections.abc import Collection
 from pathlib import Path
@@ -388,17 +387,4 @@ def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, 
     return render(summary, "table", warnings)
 
 
-def summary_main(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
-                 fmt: str = "table", repo_dir: Path | None = None, workloads: Collection[str] | None = None) -> int:
-    """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr. `commit`: a
-    hash prefix or a git ref resolved in `repo_dir`; `workloads`: only these (what to beat for them)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
-    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir, workloads=workloads)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    sys.stdout.write(render(summary, fmt))
-    return 0
-
-
-__all__ = ["FORMATS", "render", "render_text", "summary_for", "summary_json", "summary_main"]
+__all__ = ["FORMATS", "render", "render_text", "summary_for", "summary_json"]
