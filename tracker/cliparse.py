@@ -12,7 +12,7 @@ from tracker.commands import COMMANDS
 from tracker.paths import REPO_ROOT
 
 DESCRIPTION = """\
-Measure eager and the four torch.compile modes on the study's 23 workloads, record them as asv results, and
+Measure eager and the four torch.compile modes on the study's workloads, record them as asv results, and
 track which mode is the baseline your kernel has to beat: per run (summary), between two runs (compare), as a
 PR comment (pr) and as an HTML report (report, publish)."""
 

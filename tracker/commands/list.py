@@ -10,7 +10,7 @@ from tracker.commands._options import Commands, command
 
 def add(commands: Commands) -> None:
     command(commands, "list",
-            "the workloads (the study's 23 and the plugins'), the modes, the presets and the kernels under test",
+            "the workloads (the study's and the plugins'), the modes, the presets and the kernels under test",
             "compile-baselines list")
 
 
