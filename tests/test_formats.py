@@ -22,7 +22,7 @@ from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
 from tracker.runner.remaining import pending
 from tracker.store import formats, pairing
-from tracker.store.cells import CellStore, RunKey, problem
+from tracker.store.cells import LAUNCH_FLOOR, CellStore, RunKey, problem
 from tracker.store.merge import merge_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +92,8 @@ def test_a_measurement_that_names_no_replicate_is_stored_as_the_first() -> None:
 def _newer(path: Path) -> bytes:
     """Mark the stored document in `path` as written by a newer version of the tool; its bytes as they now are."""
     data = json.loads(path.read_text())
-    fmt = formats.PAIRED if path.name.startswith("paired-") else formats.CELL
+    fmt = formats.PAIRED if path.name.startswith("paired-") else formats.LAUNCH_FLOOR if path.name == LAUNCH_FLOOR \
+        else formats.CELL
     path.write_text(json.dumps({**data, formats.KEY: fmt.current + 1}))
     return path.read_bytes()
 
@@ -128,6 +129,24 @@ def test_summary_over_a_cell_of_a_newer_format_is_one_error_line_and_exit_1(
     assert cli_run(["summary", "--results-dir", str(run / "results")]) == EXIT_FAILED
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "newer than this tool reads" in err and str(path) in err
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("fixture", ["h100-aa", "h100x4-a"])
+def test_a_generation_1_launch_floor_reads_and_one_written_now_carries_its_version(fixture: str,
+                                                                                  tmp_path: Path) -> None:
+    store, _, _ = _records(CELL_STORES[fixture], 1)[0]
+    stored = json.loads((store.dir / LAUNCH_FLOOR).read_text())
+    assert formats.KEY not in stored and store.launch_floor() == stored["launch_us"]
+    mine = CellStore(tmp_path, store.key)
+    assert mine.set_launch_floor(stored["launch_us"]) == stored["launch_us"] == mine.launch_floor()
+    assert json.loads((mine.dir / LAUNCH_FLOOR).read_text()) == {formats.KEY: formats.LAUNCH_FLOOR.current,
+                                                                  "launch_us": stored["launch_us"]}
+    path = mine.dir / LAUNCH_FLOOR
+    before = _newer(path)
+    for read in (mine.launch_floor, lambda: mine.set_launch_floor(1.0)):
+        with pytest.raises(formats.FormatTooNew, match="launch floor format"):
+            read()
     assert path.read_bytes() == before
 
 

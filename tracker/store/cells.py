@@ -28,7 +28,7 @@ from tracker.store import atomic, confined, formats
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
 ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset
-LAUNCH_FLOOR = "launch-floor.json"  # beside the cells: {"launch_us": ...}
+LAUNCH_FLOOR = "launch-floor.json"  # beside the cells: {"format": 1, "launch_us": ...}
 
 
 def torch_version() -> str:
@@ -205,10 +205,14 @@ class CellStore:
             (confined.check(self.root, path.parent) / path.name).unlink(missing_ok=True)
 
     def launch_floor(self) -> float | None:
-        """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
+        """This run's launch floor (us), once a cell has measured it: a host property, measured once a run.
+        FormatTooNew where a newer version of the tool wrote it (so that it is not measured and written again)."""
+        path = self.dir / LAUNCH_FLOOR
         try:
-            value = confined.read_json(self.root, self.dir / LAUNCH_FLOOR)["launch_us"]
-        except (OSError, ValueError, KeyError, TypeError):
+            value = formats.LAUNCH_FLOOR.read(confined.read_json(self.root, path), str(path))["launch_us"]
+        except formats.FormatTooNew:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, formats.FormatError):
             return None
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
@@ -218,7 +222,7 @@ class CellStore:
             first = self.launch_floor()
             if first is not None:
                 return first
-            atomic.write_json(self.dir / LAUNCH_FLOOR, {"launch_us": launch_us})
+            atomic.write_json(self.dir / LAUNCH_FLOOR, formats.LAUNCH_FLOOR.stamp({"launch_us": launch_us}))
             return launch_us
 
     def all(self) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@ versioned from its start, must carry it). To change a format's shape: write the 
 to the format's migrations below (its current version is then N), and keep a fixture of the old generation read by
 tests/test_formats.py.
 
-The formats: `CELL`, one measurement in the cell store (tracker.store.cells); `SUMMARY`, `compile-baselines summary
+The formats: `CELL`, one measurement in the cell store, and `LAUNCH_FLOOR`, its run's launch floor beside them
+(tracker.store.cells); `SUMMARY`, `compile-baselines summary
 --format json` (tracker.publish.summary_json); `COMPARISON`, `compile-baselines compare --format json`
 (tracker.publish.comparison); `PAIRED`, how two runs were measured against each other (tracker.store.pairing).
 
@@ -94,11 +95,12 @@ def update_paired_to_2(record: Document) -> Document:
 
 
 CELL = Format("cell record", (update_cell_to_2,))
+LAUNCH_FLOOR = Format("launch floor")
 SUMMARY = Format("summary JSON")
 COMPARISON = Format("comparison JSON")
 PAIRED = Format("paired record", (update_paired_to_2,), unversioned=False)
 
-FORMATS: dict[str, Format] = {f.name: f for f in (CELL, SUMMARY, COMPARISON, PAIRED)}
+FORMATS: dict[str, Format] = {f.name: f for f in (CELL, LAUNCH_FLOOR, SUMMARY, COMPARISON, PAIRED)}
 
-__all__ = ["CELL", "COMPARISON", "FORMATS", "KEY", "PAIRED", "SUMMARY", "Format", "FormatError", "FormatTooNew",
-           "update_cell_to_2", "update_paired_to_2"]
+__all__ = ["CELL", "COMPARISON", "FORMATS", "KEY", "LAUNCH_FLOOR", "PAIRED", "SUMMARY", "Format", "FormatError",
+           "FormatTooNew", "update_cell_to_2", "update_paired_to_2"]
