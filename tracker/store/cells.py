@@ -3,7 +3,8 @@
 It is what makes a run resumable (a finished cell is never measured again for the same commit, machine
 and torch version) and what lets every asv metric of a cell (tracker.metrics) come from one measurement,
 although asv runs each in its own process. It is a cache beside the asv results, never published; the asv
-result files are the record.
+result files are the record. Each record carries its format version and is read through the format's migrations
+(tracker.store.formats.CELL), so that a store of any earlier version reads in today's shape.
 
 Imports neither torch nor pandas: asv imports the benchmark suite in every benchmark process.
 """
