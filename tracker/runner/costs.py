@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.runner.plan import CellId
+from tracker.store import formats
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
 from workloads.modes import BY_NAME
@@ -152,7 +153,9 @@ class Costs:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A stored measurement in today's format; nothing where it is unreadable or of a format this tool does not read
+    (a cost is a guess: the run's own cells are read, and refused, through the store)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return formats.CELL.read(json.loads(path.read_text(encoding="utf-8")), str(path))
+    except (OSError, ValueError, formats.FormatError):
         return {}
