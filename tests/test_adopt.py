@@ -18,6 +18,7 @@ from test_workflows import cli_invocations, evaluate, pr_event
 
 from tracker import cli
 from tracker.adopt.scaffold import WORKFLOW, Scaffold, init, render
+from tracker.commands._options import results_dir
 from tracker.measure import harness
 from tracker.measure.harness import Settings, measure_cell
 from workloads import catalog
@@ -202,7 +203,7 @@ def test_the_commands_work_for_the_kernel_repository_they_run_in(tmp_path: Path,
     assert paths.project_repo(cwd=tmp_path / "other") == paths.REPO_ROOT
     assert paths.project_repo({paths.ENV_PROJECT_REPO: str(repo)}, cwd=tmp_path) == repo.resolve()
     monkeypatch.chdir(repo)
-    assert cli._results_dir(cli.build_parser().parse_args(["summary"])) == str(repo.resolve() / ".asv" / "results")
+    assert results_dir(cli.build_parser().parse_args(["summary"])) == str(repo.resolve() / ".asv" / "results")
 
 
 def test_run_in_a_kernel_repository_without_a_commit_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -61,6 +61,6 @@ def test_a_measured_cell_is_written_as_the_runner_has_always_written_it(tmp_path
     store = CellStore(tmp_path, RunKey("m", "a" * 40, "2.9.1"))
     store.put(record)
     data = json.loads(store.path("tiny", "llm_rmsnorm", "eager").read_text())
-    assert list(data) == [*MEASURED, "n_samples", "replicate", "ended_at", "gpu_index"]
+    assert list(data) == ["format", *MEASURED, "n_samples", "replicate", "ended_at", "gpu_index"]
     assert data["n_samples"] == 3 and data["lock_held_s"] is None
     assert store.replicate("tiny", "llm_rmsnorm", "eager") == record

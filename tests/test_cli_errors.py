@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,10 +28,11 @@ def _one_error_line(err: str, command: str) -> str:
 @pytest.mark.slow
 def test_a_closed_pipe_ends_list_quietly_with_the_status_of_sigpipe() -> None:
     script = "import sys\nfrom tracker import cli\nsys.exit(cli.main(['list']))"
-    p = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None and p.stderr is not None
-    p.stdout.readline()
-    p.stdout.close()  # `| head -1`
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -1` gone before list writes (its 2.5 KB would otherwise fit the pipe's buffer)
+    p = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=write_end, stderr=subprocess.PIPE)
+    os.close(write_end)
+    assert p.stderr is not None
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 141  # 128 + SIGPIPE, as a shell reports `yes | head -1`'s yes
     assert err == "", err

@@ -43,6 +43,7 @@ from tracker.github.comment import changed_in_body
 from tracker.publish.comparison import compare_main, comparison_json
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 from tracker.publish.prcomment import headline, render_comment
+from tracker.store import formats
 from tracker.store.asvfiles import CANDIDATE_METRIC_BENCHMARKS, METRIC_BENCHMARKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -411,8 +412,9 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     assert compare_main(results_dir, BASE[:8], reg, None, "md", "best-change", out) == 0
     assert compare_main(results_dir, BASE[:8], reg, None, "json", "regression", None) == 3
     data = json.loads(capsys.readouterr().out)
-    assert list(data) == ["base", "head", "summary", "rule", "instances", "cells", "kernels", "figures", "added",
-                          "removed", "notes", "warnings", "scope"]
+    assert list(data) == ["format", "base", "head", "summary", "rule", "instances", "cells", "kernels", "figures",
+                          "added", "removed", "notes", "warnings", "scope"]
+    assert data["format"] == formats.COMPARISON.current
     assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
                                "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,
                                "instances": 41, "unjudged": 0, "method": 0, "unconfirmed": 0,

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
-from tracker import cli, cliparse
+from tracker import cli
 from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, UNDECIDED, ChangeRule, compare_runs
+from tracker.commands import compare as compare_command
 from tracker.errors import UsageError
 from tracker.publish.comparison import FORMATS, compare_main, comparison_json
 from tracker.publish.markdown import MARKER
@@ -289,7 +290,7 @@ def test_cli_picks_a_table_on_a_terminal_and_markdown_into_a_pipe(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     _, (first, second, _) = repo
-    assert cliparse.FORMATS == FORMATS  # one constant (tracker.publish.units), named in the CLI without loading pandas
+    assert compare_command.FORMATS == FORMATS  # one constant (tracker.publish.units), named in the CLI without pandas
     args = ["compare", "--results-dir", str(results), "--base", first[:8], "--head", second[:8]]
     assert cli.main(args) == 0
     assert capsys.readouterr().out.startswith(MARKER)  # captured: not a terminal

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from fake_github import OUTSIDER, FakeGitHub, Fault
 
+from tracker import cli
 from tracker.github.client import DEFAULT_API_URL, GitHubClient, GitHubError, from_env
 from tracker.github.comment import (
     MARKER,
     MAX_BODY_CHARS,
     BodyTooLargeError,
     changed_in_body,
-    comment_main,
     ensure_marker,
     upsert_comment,
 )
@@ -34,6 +34,14 @@ def upsert(client: GitHubClient | None, body: str, only_on_change: bool = False,
 
 def env_for(fake: FakeGitHub, token: str | None = None) -> dict[str, str]:
     return {"GITHUB_TOKEN": token or fake.token, "GITHUB_API_URL": fake.url}
+
+
+def comment_command(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], body: Path, *options: str) -> int:
+    """`compile-baselines comment` on the PR, with `env` as the environment's GitHub variables."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return cli.main(["comment", "--repo", f"{OWNER}/{REPO}", "--pr", str(PR), "--body-file", str(body), *options])
 
 
 # -- posting and editing in place ---------------------------------------------------------------------------
@@ -153,14 +161,14 @@ def test_the_renderers_changed_marker_decides_and_its_absence_means_changed():
     assert changed_in_body("hand-written body") is True
 
 
-def test_comment_command_reads_changed_from_the_body(fake, tmp_path, capsys):
+def test_comment_command_reads_changed_from_the_body(fake, tmp_path, capsys, monkeypatch):
     body = tmp_path / "comment.md"
     body.write_text("same as base\n<!-- compile-baselines:changed=false -->\n")
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), True, None, env_for(fake)) == 0
+    assert comment_command(monkeypatch, env_for(fake), body, "--only-on-change") == 0
     assert fake.comments() == []
     assert "skipped" in capsys.readouterr().out
     body.write_text("best mode changed\n<!-- compile-baselines:changed=true -->\n")
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), True, None, env_for(fake)) == 0
+    assert comment_command(monkeypatch, env_for(fake), body, "--only-on-change") == 0
     assert len(fake.comments()) == 1
     assert capsys.readouterr().out.startswith("created comment ")
 
@@ -168,11 +176,11 @@ def test_comment_command_reads_changed_from_the_body(fake, tmp_path, capsys):
 # -- no token -------------------------------------------------------------------------------------------------
 
 
-def test_without_a_token_the_body_is_printed_and_nothing_is_posted(fake, tmp_path, capsys):
+def test_without_a_token_the_body_is_printed_and_nothing_is_posted(fake, tmp_path, capsys, monkeypatch):
     body = tmp_path / "comment.md"
     body.write_text("the numbers")
     assert upsert(None, "the numbers").action == "printed"
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, {"GITHUB_API_URL": fake.url}) == 0
+    assert comment_command(monkeypatch, {"GITHUB_API_URL": fake.url}, body) == 0
     out = capsys.readouterr().out
     assert "the numbers" in out and "not posted" in out and "GITHUB_TOKEN" in out
     assert fake.requests == []
@@ -369,11 +377,11 @@ def test_the_token_is_never_sent_to_another_host(fake, client):
 # -- the comment command --------------------------------------------------------------------------------------
 
 
-def test_comment_command_prints_one_line_of_outcome(fake, tmp_path, capsys):
+def test_comment_command_prints_one_line_of_outcome(fake, tmp_path, capsys, monkeypatch):
     body = tmp_path / "comment.md"
     body.write_text("numbers")
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env_for(fake)) == 0
-    assert comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env_for(fake)) == 0
+    assert comment_command(monkeypatch, env_for(fake), body) == 0
+    assert comment_command(monkeypatch, env_for(fake), body) == 0
     lines = capsys.readouterr().out.splitlines()
     comment_id = fake.comments()[0]["id"]
     assert lines[0].startswith(f"created comment {comment_id} on octo/widgets#7: https://github.com/")

@@ -197,17 +197,16 @@ BAD_TOKENS = {"a line break inside": "ghp_abc\nghp_def", "a space": "ghp_abc def
 @pytest.mark.parametrize("command", ["comment", "issue"])
 def test_a_token_no_github_token_looks_like_is_refused_naming_github_token(fake, tmp_path, how, command):
     from tracker.errors import UsageError
-    from tracker.github.comment import comment_main
-    from tracker.github.tracking import issue_main
+    from tracker.github.forge import GitHubForge
 
     body = tmp_path / "c.md"
     body.write_text("hi")
     env = {"GITHUB_TOKEN": BAD_TOKENS[how], "GITHUB_API_URL": fake.url}  # some cannot be put in os.environ
     with pytest.raises(UsageError, match=r"^GITHUB_TOKEN holds") as refused:  # exit 2, in one line
-        if command == "comment":
-            comment_main(f"{OWNER}/{REPO}", PR, str(body), False, None, env)
+        if command == "comment":  # the forge each command posts through, as it makes it from the environment
+            GitHubForge.for_pr(f"{OWNER}/{REPO}", PR, env).comment(body.read_text(), True)
         else:
-            issue_main(f"{OWNER}/{REPO}", "title", str(body), env)
+            GitHubForge.for_repo(f"{OWNER}/{REPO}", env).tracking_issue("title", body.read_text())
     assert "\n" not in str(refused.value) and BAD_TOKENS[how] not in str(refused.value) and fake.requests == []
 
 

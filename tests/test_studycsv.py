@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tracker import cli
 from tracker.analyse import best as analysis
 from tracker.errors import ToolError, UsageError
 from tracker.publish.summary_json import summary_json
@@ -189,11 +190,11 @@ def test_the_fixture_is_the_published_file_and_its_decode_invariant_rows_are_lef
     assert not any(c.preset == "decode" and c.workload in DECODE_INVARIANT for c in cells)
 
 
-def test_import_main_says_what_became_of_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_csv_says_what_became_of_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "llm_rmsnorm,prefill,llm,all,eager,ok,5,0.5,0.5,0.6,\n"
                             "llm_rmsnorm,prefill,llm,all,default,error,20,,,,boom\n")
-    assert studycsv.import_main(path, tmp_path / "r", "study", "2.9.1", commit="abcdef1234",
-                                date_ms=1_767_225_600_005) == 0
+    assert cli.main(["import-csv", str(path), "--results-dir", str(tmp_path / "r"), "--machine", "study", "--torch",
+                     "2.9.1", "--commit", "abcdef1234", "--date", "1767225600005"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"imported 2 cells (1 failed) from {path} as commit abcdef1234 on machine study")
     assert "abcdef12-existing-study-csv.json" in out
@@ -228,9 +229,10 @@ def test_an_implausible_date_is_refused_and_nothing_is_written(tmp_path: Path, d
     assert not (tmp_path / "r").exists()
 
 
-def test_import_main_says_how_many_decode_invariant_cells_were_left_out(
+def test_import_csv_says_how_many_decode_invariant_cells_were_left_out(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert studycsv.import_main(STUDY_CSV, tmp_path / "r", "study", "2.9.1", date_ms=1_767_225_600_006) == 0
+    assert cli.main(["import-csv", str(STUDY_CSV), "--results-dir", str(tmp_path / "r"), "--machine", "study",
+                     "--torch", "2.9.1", "--date", "1767225600006"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"imported 205 cells (0 failed, 25 decode cells of decode-invariant workloads left out) "
                           f"from {STUDY_CSV}")

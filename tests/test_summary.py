@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from test_results import instance, write_result_file
 
+from tracker import cli
 from tracker.errors import ToolError
 from tracker.publish import summary
 from tracker.store import results, studycsv
@@ -31,8 +32,12 @@ def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return rd
 
 
+def summary_command(results_dir: Path, fmt: str) -> int:
+    return cli.main(["summary", "--results-dir", str(results_dir), "--format", fmt])
+
+
 def test_summary_json_has_the_stable_shape(study_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert summary.summary_main(study_dir, fmt="json") == 0
+    assert summary_command(study_dir, "json") == 0
     data = json.loads(capsys.readouterr().out)
     (run,) = data["runs"]
     assert {"commit", "machine", "gpu", "torch", "presets"} <= set(run)
@@ -74,7 +79,7 @@ def test_text_summary_reads_well_in_100_columns(study_dir: Path) -> None:
 
 
 def test_markdown_summary_has_the_study_tables(study_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    summary.summary_main(study_dir, fmt="md")
+    summary_command(study_dir, "md")
     md = capsys.readouterr().out
     assert "| Mode | Wins | Of them tied | Geomean vs eager | Winning workloads |" in md
     tied = {p: summary.summary_for(study_dir)[0]["runs"][0]["presets"][p]["tied_wins"] for p in ("prefill", "decode")}
@@ -149,7 +154,7 @@ def test_nothing_to_summarise_is_a_clear_error(tmp_path: Path, setup: str, kwarg
     elif setup == "cpu":
         shutil.copytree(CPU_TINY, rd)
     with pytest.raises(results.ResultsError, match=message) as e:
-        summary.summary_main(rd, fmt="table", **kwargs)
+        summary.summary_for(rd, **kwargs)
     assert isinstance(e.value, ToolError)
 
 
@@ -157,7 +162,7 @@ def test_warnings_about_bad_files_go_to_stderr_one_line_each(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     shutil.copytree(CPU_TINY, tmp_path / "results")
     (tmp_path / "results" / "cpu-laptop" / "00000000-broken.json").write_text('{"version": 2, "res')
-    assert summary.summary_main(tmp_path / "results", fmt="json") == 0
+    assert summary_command(tmp_path / "results", "json") == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["runs"][0]["commit"].startswith("bc844535")
     (line,) = out.err.splitlines()
@@ -174,7 +179,7 @@ def test_failures_and_excluded_instances_are_shown(tmp_path: Path) -> None:
 
 def test_an_unknown_format_is_refused(study_dir: Path) -> None:
     with pytest.raises(ValueError, match="unknown summary format"):
-        summary.summary_main(study_dir, fmt="csv")
+        summary.render(summary.summary_for(study_dir)[0], "csv")
 
 
 def test_head_to_head_only_where_both_modes_were_measured() -> None:

@@ -15,7 +15,7 @@ from gitrepos import commit_all, origin_and_clone
 from tracker import cli
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
-from tracker.publish.nightly import NightOptions, Section, TrackError, body, track, track_main
+from tracker.publish.nightly import NightOptions, Section, TrackError, body, track
 
 ROOT = Path(__file__).resolve().parent.parent
 # a PR's base and head on an H100, the head with changes planted in workloads/vlm.py that move best baselines
@@ -93,25 +93,32 @@ def test_one_machine_of_a_kernel_repository_against_its_previous_run_only(tmp_pa
                               "attribute_changes": False}]
 
 
-def test_the_body_is_written_when_a_best_baseline_changed_and_removed_when_none_did(tmp_path: Path) -> None:
+def track_command(monkeypatch: pytest.MonkeyPatch, results: Path, out: Path, work: Path, *options: str) -> int:
+    """`compile-baselines track` of HEAD in the clone `work`."""
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(work))
+    return cli.main(["track", "--results-dir", str(results), "--out", str(out), *options])
+
+
+def test_the_body_is_written_when_a_best_baseline_changed_and_removed_when_none_did(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, work, (c0, _, c2) = origin_and_clone(tmp_path, touch="workloads/vlm.py")
     results = tmp_path / "results"
     refile(PLANT / PLANT_BASE, results, c0)
     refile(PLANT / PLANT_HEAD, results, c2)
     out = tmp_path / "issue.md"
-    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, fail_on="best-change") == 3
+    assert track_command(monkeypatch, results, out, work, "--fail-on", "best-change") == 3
     direct = tmp_path / "direct.md"
     assert compare_main(results, c0, c2, "h100-p", "md", "best-change", direct, repo_dir=work) == 3
     assert out.read_text() == f"## h100-p\n\n{direct.read_text()}\n"
     assert "Best baselines changed: " in out.read_text()
     # the next night measures the same code again: nothing changed, and no stale body is left to post
     refile(PLANT / PLANT_HEAD, results, next_commit(work))
-    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, fail_on="best-change") == 0
+    assert track_command(monkeypatch, results, out, work, "--fail-on", "best-change") == 0
     assert not out.exists()
 
 
 def test_the_bisections_the_gpu_jobs_wrote_follow_the_comparisons_and_never_make_a_body_alone(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, work, (c0, _, c2) = origin_and_clone(tmp_path, touch="workloads/vlm.py")
     results, bisections, out = tmp_path / "results", tmp_path / "bisections", tmp_path / "issue.md"
     refile(PLANT / PLANT_BASE, results, c0)
@@ -119,14 +126,14 @@ def test_the_bisections_the_gpu_jobs_wrote_follow_the_comparisons_and_never_make
     bisections.mkdir()
     (bisections / "stable.md").write_text("## h100-p-bisect: bisection of a..b\n\nfirst bad: `c` 'd'\n")
     (bisections / "nightly.md").write_text("## h100-n-bisect: bisection of e..f\n\nno change\n")
-    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, more=bisections) == 0
+    assert track_command(monkeypatch, results, out, work, "--bisections", str(bisections)) == 0
     text = out.read_text()
     assert text.startswith("## h100-p\n\n") and text.endswith(
         "## h100-n-bisect: bisection of e..f\n\nno change\n\n## h100-p-bisect: bisection of a..b\n\n"
         "first bad: `c` 'd'\n\n")
     # no best baseline changed: no body, whatever a bisection wrote; a folder no job wrote: nothing added
     refile(PLANT / PLANT_HEAD, results, next_commit(work))
-    assert track_main(results, "HEAD", str(out), None, NightOptions(), work, more=bisections) == 0
+    assert track_command(monkeypatch, results, out, work, "--bisections", str(bisections)) == 0
     assert not out.exists()
     assert cli.main(["track", "--results-dir", str(results), "--out", str(out), "--bisections",
                      str(tmp_path / "none")]) == 0

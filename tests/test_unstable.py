@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tracker import cli
 from tracker.analyse.unstable import unstable_cells
 from tracker.publish import report, summary
 from tracker.stats import TOO_NOISY_SPREAD
@@ -34,10 +35,10 @@ def test_cells_whose_samples_spread_beyond_the_bound_are_flagged():
 
 
 def test_the_summary_names_them_in_text_and_json(capsys: pytest.CaptureFixture[str]):
-    assert summary.summary_main(CPU_TINY, fmt="table") == 0
+    assert cli.main(["summary", "--results-dir", str(CPU_TINY), "--format", "table"]) == 0
     text = capsys.readouterr().out
     assert "TOO NOISY TO JUDGE (2 cells" in text
-    assert summary.summary_main(CPU_TINY, fmt="json") == 0
+    assert cli.main(["summary", "--results-dir", str(CPU_TINY), "--format", "json"]) == 0
     (run,) = json.loads(capsys.readouterr().out)["runs"]
     noisy = run["presets"]["tiny"]["too_noisy"]
     assert {(u["workload"], u["mode"]) for u in noisy} == NOISY and all(u["spread"] > 0.2 for u in noisy)

@@ -247,7 +247,8 @@ def test_the_worked_example_in_docs_versions_md_is_what_the_cli_prints(tmp_path:
         shutil.copytree(fixture / "results", rd)
         if (fixture / "cells").is_dir():
             shutil.copytree(fixture / "cells", tmp_path / name / "cells")
-        assert studycsv.import_main(STUDY_CSV, rd, machine, "2.9.1", GPU, date_ms=STUDY_DATE, cuda="13.0") == 0
+        imported = studycsv.import_study(STUDY_CSV, rd, machine, "2.9.1", GPU, date_ms=STUDY_DATE, cuda="13.0")
+        assert imported.written.is_file()
         out = tmp_path / name / "table.txt"
         compare_main(rd, None, None, fmt="table", out=out, base_torch="2.9.1", head_torch="2.11")
         lines = out.read_text().splitlines()

@@ -63,7 +63,8 @@ def _compiles(cell: StoredCell) -> list[float]:
 
 def _kept(cell: StoredCell) -> list[float]:
     """The compiles a cell's noise is read from: all of them but a gross outlier (tracker.stats.set_aside, applied
-    by tracker.store.cells.combine); a cell stored before that rule: all of them."""
+    by tracker.store.cells.combine to every cell read from the store, whatever its format); a measurement not
+    combined (benchmarks/baselines.py hands asv one just measured): its one compile."""
     return list(cell.compiles_kept_ms) if cell.compiles_kept_ms else _compiles(cell)
 
 

@@ -1,4 +1,4 @@
-"""The 23 workloads of the torch.compile mode study: pure PyTorch, no timing, no asv.
+"""The workloads of the torch.compile mode study: pure PyTorch, no timing, no asv.
 
 Import what you need from the submodules: `workloads.names` (torch-free), `workloads.registry`,
 `workloads.presets`. This package imports nothing itself, so the names stay cheap to import."""

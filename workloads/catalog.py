@@ -2,7 +2,7 @@
 
 The study's names need no import; a plugin's come from its entry point (workloads.plugins), loaded on first use.
 Everything that lists, checks or orders names (the asv suite's grid, the command line, the runner, the results
-reader, the reports) asks here, so a plugin workload is measured, stored and reported like the study's 23. With
+reader, the reports) asks here, so a plugin workload is measured, stored and reported like the study's. With
 no plugin installed, this is workloads.names plus one scan of the installed entry points.
 """
 
@@ -28,7 +28,7 @@ def plugin_workloads() -> list[Workload]:
 
 
 def workload_names() -> tuple[str, ...]:
-    """The study's 23 in the study's order, then the plugins' in declaration order."""
+    """The study's workloads in the study's order, then the plugins' in declaration order."""
     return (*WORKLOAD_NAMES, *(w.name for w in plugin_workloads()))
 
 

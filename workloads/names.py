@@ -58,7 +58,7 @@ def plugin_enabled(name: str, environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def is_plugin_workload(workload: str) -> bool:
-    """Whether `workload` is a plugin's name (namespaced), not one of the study's 23."""
+    """Whether `workload` is a plugin's name (namespaced), not one of the study's."""
     return NAMESPACE_SEP in workload
 
 
@@ -107,5 +107,6 @@ def check_workload(workload: str) -> str:
 
 
 def applies(preset: str, workload: str) -> bool:
-    """Whether the study measures `workload` in `preset` (23 in prefill and tiny, 18 in decode)."""
+    """Whether the study measures `workload` in `preset`: every one in prefill and tiny, all but DECODE_INVARIANT's
+    in decode."""
     return not (preset == "decode" and workload in DECODE_INVARIANT)

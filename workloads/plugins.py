@@ -8,7 +8,7 @@ in its pyproject:
     myrepo = "myrepo.workloads"
 
 The entry point's name is the namespace: every workload it declares is named `myrepo.<name>`, so no plugin's
-name can be one of the study's 23 or another plugin's. An entry point may also name a callable that returns the
+name can be one of the study's workloads or another plugin's. An entry point may also name a callable that returns the
 workloads. Like the kernel plugins, entry points load lazily, once per process; a plugin that fails to import
 gives one PluginWarning and is left out. A clash (two plugins with one namespace, a workload named outside its
 namespace, a name declared twice) is not skipped: it is one WorkloadClash naming both sides, raised whenever the

@@ -1,4 +1,4 @@
-"""The one explicit registry of the 23 workloads, in the study's table order, and the plugins' after them."""
+"""The one explicit registry of the study's workloads, in the study's table order, and the plugins' after them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ _BY_NAME: dict[str, Workload] = {w.name: w for m in (llm, vlm, diffusion, rl) fo
 if set(_BY_NAME) != set(WORKLOAD_NAMES):
     raise ImportError(f"workload registry out of sync with names.py: {sorted(set(_BY_NAME) ^ set(WORKLOAD_NAMES))}")
 
-# The study's 23 (a constant: no plugin is loaded by importing this module); `all_workloads` adds the plugins'.
+# The study's workloads (a constant: no plugin is loaded by importing this module); `all_workloads` adds the plugins'.
 WORKLOADS: tuple[Workload, ...] = tuple(_BY_NAME[n] for n in WORKLOAD_NAMES)
 
 
@@ -22,11 +22,12 @@ def get(name: str) -> Workload:
 
 
 def all_workloads() -> list[Workload]:
-    """The study's 23, then every plugin's (workloads.plugins)."""
+    """The study's workloads, then every plugin's (workloads.plugins)."""
     return [*WORKLOADS, *catalog.plugin_workloads()]
 
 
 def instances(preset: str) -> list[Workload]:
-    """The workloads measured in `preset`: 23 in prefill (and tiny), 18 in decode, and the plugins' that declare it."""
+    """The workloads measured in `preset` (workloads.names.applies: the study's in prefill and tiny, all but the
+    decode-invariant ones in decode) and the plugins' that declare it."""
     catalog.check_preset(preset)
     return [w for w in all_workloads() if w.applies_to(preset)]

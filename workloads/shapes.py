@@ -1,6 +1,6 @@
 """Shapes as data: a plugin workload's presets, one named set of dimensions each, and sweeps of them.
 
-The study's presets (workloads.presets) hold every dimension any of the 23 workloads reads. A plugin workload
+The study's presets (workloads.presets) hold every dimension any of the study's workloads reads. A plugin workload
 brings its own: a `Shape` is a preset name and the dimensions its builder reads (`shape.seq`, `shape["seq"]`),
 and `sweep` makes a family of them, one per point of a grid (`seq=128`, `seq=256`, ... or `batch=1,seq=128`).
 A sweep's presets carry its axes, so the report can lay the family out as one table.

@@ -1,6 +1,6 @@
 """The contract every workload follows: a name, a domain, tags, and a builder of (fn, args, kwargs).
 
-The study's 23 read the study's presets (workloads.presets). A plugin's workload (`namespace.name`,
+The study's workloads read the study's presets (workloads.presets). A plugin's workload (`namespace.name`,
 workloads.plugins) declares its own presets (workloads.shapes) and is otherwise the same contract: the harness,
 the store, the analysis and the reports treat both alike."""
 
@@ -34,7 +34,7 @@ class Workload:
     flops: Callable[[Preset], float] = field(repr=False)
     # Same shapes in decode as in prefill: the study measures these in prefill only.
     decode_invariant: bool = False
-    # A plugin workload's own presets (the study's 23 leave it empty: they read workloads.presets).
+    # A plugin workload's own presets (the study's workloads leave it empty: they read workloads.presets).
     presets: tuple[Shape, ...] = ()
     # bytes(preset) -> bytes a perfect kernel must move, where the meta-device count (min_bytes) is not the
     # right one (inputs read twice, say); None: counted from the builder's tensors.

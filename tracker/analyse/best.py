@@ -1,6 +1,7 @@
 """The study's figures from the results table, per run (commit, machine, torch) and preset, and their history.
 
-Over the instances the study analyses (23 prefill, 18 decode; `tiny` like prefill), from ok cells only:
+Over the instances the study analyses (workloads.names.applies: every workload in prefill and tiny, all but the
+decode-invariant ones in decode), from ok cells only:
 - best mode: the fastest median (the study's definition; failed or incorrect cells never win, nor do cells too
   noisy to judge, whose medians rank nothing while their instance has a cell that is not; equal medians go to the
   earlier mode of MODES, eager first); an instance gets a winner whenever a mode measured ok;

@@ -21,6 +21,11 @@ import pandas as pd
 from tracker.analyse.best import INSTANCE_KEYS, baseline_rows, study_instances
 from workloads.modes import COMPILED, REFERENCE
 
+# The figure's meaning and its limits, in the words every report (text, markdown, HTML) shows beside it
+MEANING = "calls until the time saved vs eager repays the compile time (first call)"
+LIMITS = ("never = not faster than eager; compile times as this run measured them (the results do not record "
+          "whether the compile cache was cold or warm)")
+
 BREAK_EVEN_COLUMNS = [*INSTANCE_KEYS, "mode", "compile_s", "eager_ms", "mode_ms", "saved_ms", "calls"]
 
 
@@ -47,4 +52,4 @@ def break_even(table: pd.DataFrame) -> pd.DataFrame:
     return out[BREAK_EVEN_COLUMNS].reset_index(drop=True)
 
 
-__all__ = ["BREAK_EVEN_COLUMNS", "break_even"]
+__all__ = ["BREAK_EVEN_COLUMNS", "LIMITS", "MEANING", "break_even"]

@@ -282,20 +282,22 @@ def _unjudged(key: tuple[str, str, str], b: Any, h: Any, verdict: str) -> CellCh
     return CellChange(*key, base_ms, head_ms, None, None, None, None, verdict)
 
 
-def _latency(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, judged: Judged, rule: ChangeRule,
+def _latency(key: tuple[str, str], b: Any, h: Any, base_cells: dict, head_cells: dict, judged: Judged, rule: ChangeRule,
              launch_us: float) -> tuple[Verdict, str | None]:
     """The change of an instance's best latency (`b`, `h`: its instance rows), and the mode whose own cell it was
     judged on. The winning mode's own verdict when it still wins, or when the other winner is within noise of it (in
     the tie set: modes that tie are one baseline, and the one judged on both sides carries it); else (mode None) the
     base winner's best compile against the head winner's, with their own uncertainty (or the bands where unknown)."""
-    bw, hw = b.winner, h.winner
-    for mode, ties in ((bw, h.ties), (hw, b.ties)):
-        if (bw == hw or mode in ties) and (*key, mode) in judged.verdicts:
+    base_winner, head_winner = b.winner, h.winner
+    for mode, ties in ((base_winner, h.ties), (head_winner, b.ties)):
+        if (base_winner == head_winner or mode in ties) and (*key, mode) in judged.verdicts:
             return judged.verdicts[(*key, mode)], mode
-    eb, eh = judged.evidence.get((*key, bw)), judged.evidence.get((*key, hw))
-    if eb is None or eh is None:
-        return judge_bands(bc[(*key, bw)], hc[(*key, hw)], {bw, hw}, rule, launch_us), None
-    e = best_evidence(eb, eh, bc[(*key, bw)], hc[(*key, hw)], rule, launch_us, judged.together)
+    base_evidence, head_evidence = judged.evidence.get((*key, base_winner)), judged.evidence.get((*key, head_winner))
+    if base_evidence is None or head_evidence is None:
+        return judge_bands(base_cells[(*key, base_winner)], head_cells[(*key, head_winner)],
+                           {base_winner, head_winner}, rule, launch_us), None
+    e = best_evidence(base_evidence, head_evidence, base_cells[(*key, base_winner)], head_cells[(*key, head_winner)],
+                      rule, launch_us, judged.together)
     return verdict_of(e, e.p_value <= judged.selection.cutoff, judged.selection.families, rule), None
 
 
@@ -354,23 +356,25 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
         base = base[base["workload"].astype(str).isin(workloads)]
         head = head[head["workload"].astype(str).isin(workloads)]
     launch = launch_floor(base_info, head_info)
-    bc, hc = _measured(base), _measured(head)
-    keys = sorted(bc.keys() | hc.keys(), key=_order)
-    unjudged = {k: v for k in keys if (v := _status_verdict(bc.get(k), hc.get(k))) is not None}
-    judged = test_for(rule, context).judge({k: (bc[k], hc[k]) for k in keys if k not in unjudged}, rule, launch,
-                                           context)
-    cells = {k: _unjudged(k, bc.get(k), hc.get(k), unjudged[k]) if k in unjudged else
-             _change(k, bc[k], hc[k], judged.verdicts[k]) for k in keys}
-    (bi, b_ms), (hi, h_ms) = _instances_of(base, rule), _instances_of(head, rule)
-    common = sorted(bi.keys() & hi.keys(), key=_order)
-    instances = [_instance(k, bi[k], hi[k], bc, hc, cells, judged, rule, launch) for k in common]
-    kernels = [_kernel(k, cells[k], bi.get(k[:2]), hi.get(k[:2]), bc, hc, judged, rule, launch)
-               for k in cells if k[2].startswith(MODE_PREFIX)]
+    base_cells, head_cells = _measured(base), _measured(head)
+    keys = sorted(base_cells.keys() | head_cells.keys(), key=_order)
+    unjudged = {k: v for k in keys if (v := _status_verdict(base_cells.get(k), head_cells.get(k))) is not None}
+    pairs_to_judge = {k: (base_cells[k], head_cells[k]) for k in keys if k not in unjudged}
+    judged = test_for(rule, context).judge(pairs_to_judge, rule, launch, context)
+    cells = {k: _unjudged(k, base_cells.get(k), head_cells.get(k), unjudged[k]) if k in unjudged else
+             _change(k, base_cells[k], head_cells[k], judged.verdicts[k]) for k in keys}
+    (base_instances, b_ms), (head_instances, h_ms) = _instances_of(base, rule), _instances_of(head, rule)
+    common = sorted(base_instances.keys() & head_instances.keys(), key=_order)
+    instances = [_instance(k, base_instances[k], head_instances[k], base_cells, head_cells, cells, judged, rule, launch)
+                 for k in common]
+    kernels = [_kernel(k, cells[k], base_instances.get(k[:2]), head_instances.get(k[:2]), base_cells, head_cells,
+                       judged, rule, launch) for k in cells if k[2].startswith(MODE_PREFIX)]
     notes = _version_notes(base_info, head_info) + _mark_method(cells, base, head, base_info, head_info, rule, launch)
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
                       _figures(b_ms, h_ms, instances, {(x.preset, x.workload, x.mode): x for x in cells_list}),
-                      sorted(hi.keys() - bi.keys(), key=_order), sorted(bi.keys() - hi.keys(), key=_order), notes)
+                      sorted(head_instances.keys() - base_instances.keys(), key=_order),
+                      sorted(base_instances.keys() - head_instances.keys(), key=_order), notes)
 
 
 def _mark_method(cells: dict[tuple[str, str, str], CellChange], base: pd.DataFrame, head: pd.DataFrame,
@@ -421,39 +425,41 @@ def _unranked(key: tuple[str, str], side: dict) -> bool:
     return any(k[:2] == key and k[2] in MODES and r.status == "ok" for k, r in side.items())
 
 
-def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: dict, judged: Judged,
-              rule: ChangeRule, launch: float) -> InstanceChange:
-    bw, hw = b.winner if isinstance(b.winner, str) else None, h.winner if isinstance(h.winner, str) else None
-    base_ms, head_ms = (float(b.winner_ms) if bw else None), (float(h.winner_ms) if hw else None)
+def _instance(key: tuple[str, str], b: Any, h: Any, base_cells: dict, head_cells: dict, cells: dict,
+              judged: Judged, rule: ChangeRule, launch: float) -> InstanceChange:
+    base_winner = b.winner if isinstance(b.winner, str) else None
+    head_winner = h.winner if isinstance(h.winner, str) else None
+    base_ms, head_ms = (float(b.winner_ms) if base_winner else None), (float(h.winner_ms) if head_winner else None)
     common = {"base_ties": tuple(b.ties), "head_ties": tuple(h.ties), "base_ms": base_ms, "head_ms": head_ms,
-              "host_bound": bool(h.host_bound if hw else b.host_bound)}
-    if bw is None or hw is None:
-        noisy = (bw is None and _unranked(key, bc)) or (hw is None and _unranked(key, hc))
-        changed = bw != hw and not noisy
-        reason = ("its cells are too noisy to rank at " + ("base" if bw is None else "head") if noisy else
-                  "no mode measured ok at " + ("base" if bw is None else "head") if changed else
+              "host_bound": bool(h.host_bound if head_winner else b.host_bound)}
+    if base_winner is None or head_winner is None:
+        noisy = ((base_winner is None and _unranked(key, base_cells))
+                 or (head_winner is None and _unranked(key, head_cells)))
+        changed = base_winner != head_winner and not noisy
+        reason = ("its cells are too noisy to rank at " + ("base" if base_winner is None else "head") if noisy else
+                  "no mode measured ok at " + ("base" if base_winner is None else "head") if changed else
                   "no mode measured ok")
-        return InstanceChange(*key, bw, hw, ratio=None, p_value=None, threshold=None,
+        return InstanceChange(*key, base_winner, head_winner, ratio=None, p_value=None, threshold=None,
                               latency_verdict=NOISY if noisy else UNKNOWN, mode_changed=changed,
                               best_changed=changed, reason=reason, **common)
-    old, new = cells[(*key, bw)], cells.get((*key, hw))
-    v, judged_on = _latency(key, b, h, bc, hc, judged, rule, launch)
+    old, new = cells[(*key, base_winner)], cells.get((*key, head_winner))
+    v, judged_on = _latency(key, b, h, base_cells, head_cells, judged, rule, launch)
     latency = {"ratio": v.ratio, "p_value": v.p_value, "threshold": v.threshold, "verdict": v.verdict, "ci": v.ci}
-    if bw != hw and _disturbed(rule, old, new) and v.verdict in (SLOWER, FASTER):
+    if base_winner != head_winner and _disturbed(rule, old, new) and v.verdict in (SLOWER, FASTER):
         # A disturbed measurement of either winner decides which mode wins, and so the best latency.
         latency["verdict"] = NOISY
-    mode_changed = bw != hw and bw not in h.ties
+    mode_changed = base_winner != head_winner and base_winner not in h.ties
     backed = old.verdict in (SLOWER, NOW_FAILS) or (new is not None and new.verdict in (FASTER, ADDED, NOW_OK))
     reasons = []
     if mode_changed and backed:
-        why = [f"{bw} {old.verdict}"] if old.verdict in (SLOWER, NOW_FAILS) else []
-        why += [f"{hw} {new.verdict}"] if new is not None and new.verdict in (FASTER, ADDED, NOW_OK) else []
-        reasons.append(f"{hw} now wins beyond noise ({', '.join(why)})")
+        why = [f"{base_winner} {old.verdict}"] if old.verdict in (SLOWER, NOW_FAILS) else []
+        why += [f"{head_winner} {new.verdict}"] if new is not None and new.verdict in (FASTER, ADDED, NOW_OK) else []
+        reasons.append(f"{head_winner} now wins beyond noise ({', '.join(why)})")
     if latency["verdict"] in (SLOWER, FASTER):
         reasons.append(f"best latency {latency['verdict']}")
     if not reasons and mode_changed:
         verdicts = (old.verdict, new.verdict if new else None, latency["verdict"])
-        reasons.append(f"{hw} now wins, but " + ("the cells are too noisy to judge" if NOISY in verdicts else
+        reasons.append(f"{head_winner} now wins, but " + ("the cells are too noisy to judge" if NOISY in verdicts else
                                                   "the change is undecided" if UNDECIDED in verdicts else
                                                   "the change is unconfirmed" if UNCONFIRMED in verdicts else
                                                   "no cell changed beyond noise"))
@@ -461,15 +467,15 @@ def _instance(key: tuple[str, str], b: Any, h: Any, bc: dict, hc: dict, cells: d
         reasons.append("best latency moved, unconfirmed")
     best_changed = (mode_changed and backed) or latency["verdict"] in (SLOWER, FASTER)
     verdicts = (old.verdict, new.verdict if new else None, latency["verdict"])
-    return InstanceChange(*key, bw, hw, ratio=latency["ratio"], p_value=latency["p_value"],
+    return InstanceChange(*key, base_winner, head_winner, ratio=latency["ratio"], p_value=latency["p_value"],
                           threshold=latency["threshold"], latency_verdict=latency["verdict"], mode_changed=mode_changed,
                           best_changed=best_changed, reason="; ".join(reasons), **common,
                           unconfirmed=not best_changed and UNCONFIRMED in verdicts, ci=latency["ci"],
                           judged_on=judged_on)
 
 
-def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dict, hc: dict, judged: Judged,
-            rule: ChangeRule, launch: float) -> KernelChange:
+def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, base_cells: dict, head_cells: dict,
+            judged: Judged, rule: ChangeRule, launch: float) -> KernelChange:
     name = key[2].removeprefix(MODE_PREFIX)
 
     def speedup(inst: Any, ms: float | None) -> float | None:
@@ -477,14 +483,14 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
             return None
         return float(inst.winner_ms) / ms
 
-    sb, sh = speedup(b, cell.base_ms), speedup(h, cell.head_ms)
-    change = sh / sb if sb and sh else None
+    base_speedup, head_speedup = speedup(b, cell.base_ms), speedup(h, cell.head_ms)
+    change = head_speedup / base_speedup if base_speedup and head_speedup else None
     if cell.verdict in (ADDED, REMOVED, NOW_FAILS, NOW_OK, FAILS):
-        return KernelChange(*key[:2], name, sb, sh, change, cell.verdict)
+        return KernelChange(*key[:2], name, base_speedup, head_speedup, change, cell.verdict)
     if change is None:
-        return KernelChange(*key[:2], name, sb, sh, None, UNKNOWN)
+        return KernelChange(*key[:2], name, base_speedup, head_speedup, None, UNKNOWN)
     # The speedup moves when the kernel or the best baseline moves: judge both, each with its own noise.
-    best, _ = _latency(key[:2], b, h, bc, hc, judged, rule, launch)
+    best, _ = _latency(key[:2], b, h, base_cells, head_cells, judged, rule, launch)
     threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
     why = None
     if abs(math.log(change)) < math.log1p(threshold):
@@ -498,7 +504,7 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, bc: dic
         verdict = UNDECIDED
     else:
         verdict = SAME
-    return KernelChange(*key[:2], name, sb, sh, change, verdict, why)
+    return KernelChange(*key[:2], name, base_speedup, head_speedup, change, verdict, why)
 
 
 def _held(i: InstanceChange) -> tuple[str | None, bool]:
@@ -602,28 +608,29 @@ def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head:
     the source differences between the commits decide what is attributed to them. `together`: base and head were
     measured at once; `joint`: workloads whose source changed, where the repository is not at hand (the PR flow)."""
     if isinstance(source, pd.DataFrame):
-        tb, th, bi, hi = pairs.split_pair(source, base, head, machine, head_machine)
+        base_table, head_table, base_run, head_run = pairs.split_pair(source, base, head, machine, head_machine)
         warnings: list[str] = []
         tables = [source]
     else:
         b, h, warnings = pairs.pick_pair(source, base, head, machine, head_machine, repo_dir)
         check_versions(pairs.header_info(b), pairs.header_info(h), allow_cross_versions)  # before any parsing
-        tb, th, bi, hi, loading = pairs.load_pair(source, b, h)
+        base_table, head_table, base_run, head_run, loading = pairs.load_pair(source, b, h)
         warnings = warnings + loading
-        tables = _history_tables(source, history, hi.machine)
-    if bi.machine != hi.machine and head_machine is None:
-        raise CompareError(f"base ran on {bi.machine} and head on {hi.machine}: compare runs of one machine "
-                           "(pass --machine)")
-    check_versions(bi, hi, allow_cross_versions)
-    record = None if isinstance(source, pd.DataFrame) or bi.machine != hi.machine else \
-        pairing.find(default_cells_dir(source), hi.machine, hi.torch, bi.commit, hi.commit)
+        tables = _history_tables(source, history, head_run.machine)
+    if base_run.machine != head_run.machine and head_machine is None:
+        raise CompareError(f"base ran on {base_run.machine} and head on {head_run.machine}: compare runs of one "
+                           "machine (pass --machine)")
+    check_versions(base_run, head_run, allow_cross_versions)
+    record = None if isinstance(source, pd.DataFrame) or base_run.machine != head_run.machine else \
+        pairing.find(default_cells_dir(source), head_run.machine, head_run.torch, base_run.commit, head_run.commit)
     if record is not None:  # judged as the paired measurement was: its scope, its rule, its families
         rule, workloads = as_recorded(rule or ChangeRule(), record), workloads or record.scope or None
         repo_dir, together, joint = None, True, (*joint, *record.joint)
-    unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th), workloads)
-    context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule), together,
+    unaffected, note, reach = _unaffected(base_run, head_run, repo_dir, (base_table, head_table), workloads)
+    runs = [_run_key(base_run), _run_key(head_run)]
+    context = Context(history_of(tables, head_run.gpu, head_run.torch, runs, rule), together,
                       frozenset(joint) | frozenset(reach), record)
-    comparison = compare_tables(tb, th, bi, hi, rule, workloads, unaffected, context)
+    comparison = compare_tables(base_table, head_table, base_run, head_run, rule, workloads, unaffected, context)
     comparison.warnings = warnings
     comparison.notes += [note] if note else []
     comparison.scope = record.scope_text if record is not None else ""
@@ -712,12 +719,13 @@ def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, r
     runs and the `history` directories for the cells' history), whatever versions they were measured with: the
     caller decided that they are worth comparing. With `repo_dir`, cells the source differences cannot reach are
     reported as SOURCE_UNCHANGED (same versions only)."""
-    tb, th, bi, hi, loading = pairs.load_pair(results_dir, b, h)
-    unaffected, note, reach = _unaffected(bi, hi, repo_dir, (tb, th))
-    tables = _history_tables(results_dir, history, hi.machine)
-    context = Context(history_of(tables, hi.gpu, hi.torch, [_run_key(bi), _run_key(hi)], rule),
-                      joint=frozenset(reach))
-    comparison = compare_tables(tb, th, bi, hi, rule, unaffected=unaffected, context=context)
+    base_table, head_table, base_run, head_run, loading = pairs.load_pair(results_dir, b, h)
+    unaffected, note, reach = _unaffected(base_run, head_run, repo_dir, (base_table, head_table))
+    tables = _history_tables(results_dir, history, head_run.machine)
+    runs = [_run_key(base_run), _run_key(head_run)]
+    context = Context(history_of(tables, head_run.gpu, head_run.torch, runs, rule), joint=frozenset(reach))
+    comparison = compare_tables(base_table, head_table, base_run, head_run, rule, unaffected=unaffected,
+                                context=context)
     comparison.notes += [note] if note else []
     comparison.warnings = loading
     return comparison

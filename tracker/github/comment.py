@@ -16,13 +16,12 @@ Without a token nothing is posted: the body is printed and the command succeeds,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from tracker.errors import UsageError
-from tracker.github.client import GitHubClient, check_pr, from_env, repository
-from tracker.github.upsert import PrComments, Upserted, read_body, upsert, with_marker
+from tracker.github.client import GitHubClient
+from tracker.github.upsert import PrComments, Upserted, upsert, with_marker
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 
 _CHANGED = re.compile(r"<!--\s*compile-baselines:changed=(true|false)\s*-->")
@@ -75,27 +74,3 @@ def _note(done: Upserted) -> str:
     if done.found > 1:
         return f"{done.found} comments carry the marker; updated the oldest, removed duplicate(s) {removed}"
     return f"kept the oldest marked comment; removed duplicate(s) {removed}" if done.removed else ""
-
-
-def comment_main(
-    repo: str, pr: int, body_file: str, only_on_change: bool, changed: bool | None, env: Mapping[str, str]
-) -> int:
-    """`compile-baselines comment`: post or update the PR comment; one line of outcome, exit 0 (also when printed
-    or skipped). UsageError for a repository, PR number, body file or token that cannot be right (a body too
-    large included), GitHubError when the GitHub API failed."""
-    owner, name = repository(repo)
-    check_pr(pr)
-    body = read_body(body_file, "comment")
-    if changed is None:
-        changed = changed_in_body(body)
-    outcome = upsert_comment(from_env(env), owner, name, pr, body, only_on_change, changed)
-    where = f"{owner}/{name}#{pr}"
-    if outcome.action == "printed":
-        print(ensure_marker(body))
-        print(f"not posted to {where}: GITHUB_TOKEN is not set (the comment body is printed above)")
-    elif outcome.action == "skipped":
-        print(f"skipped {where}: best baselines unchanged and no earlier comment (--only-on-change)")
-    else:
-        note = f" ({outcome.note})" if outcome.note else ""
-        print(f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}{note}")
-    return 0

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from tracker.errors import ToolError, UsageError
 from tracker.github.client import GitHubError, check_pr, from_env, repository
-from tracker.github.comment import upsert_comment
+from tracker.github.comment import Outcome, upsert_comment
 from tracker.github.tracking import tracking_body, upsert_issue
 from tracker.publish.markdown import MAX_BODY_CHARS
 
@@ -47,6 +47,13 @@ class GitHubForge:
         from_env(env)
         return cls(env, owner, name, check_pr(pr), only_on_change)
 
+    @classmethod
+    def for_repo(cls, repo: str, env: Mapping[str, str]) -> GitHubForge:
+        """The forge of a repository (its tracking issue), checked as for_pr checks a PR's."""
+        owner, name = repository(repo)
+        from_env(env)
+        return cls(env, owner, name)
+
     def job_summary(self, body: str) -> None:
         summary = self.env.get("GITHUB_STEP_SUMMARY")
         if summary:
@@ -57,18 +64,27 @@ class GitHubForge:
         if self.owner is None or self.name is None:
             self.out.write(body)
             return ""
-        where = f"{self.owner}/{self.name}#{self.pr}"
         try:
-            outcome = upsert_comment(from_env(self.env), self.owner, self.name, int(self.pr or 0), body,
-                                     self.only_on_change, changed)
+            outcome = self.post_comment(body, changed)
         except GitHubError as e:
-            raise PostError(f"could not comment on {where}: {e}") from None
+            raise PostError(f"could not comment on {self.where}: {e}") from None
         if outcome.action == "printed":
             self.out.write(body)
-            return f"not posted to {where}: GITHUB_TOKEN is not set (the comment body is printed on stdout)"
+            return f"not posted to {self.where}: GITHUB_TOKEN is not set (the comment body is printed on stdout)"
         if outcome.action == "skipped":
-            return f"no comment on {where}: nothing changed and there is no earlier comment to update"
-        return f"{outcome.action} comment {outcome.comment_id} on {where}: {outcome.url}"
+            return f"no comment on {self.where}: nothing changed and there is no earlier comment to update"
+        return f"{outcome.action} comment {outcome.comment_id} on {self.where}: {outcome.url}"
+
+    def post_comment(self, body: str, changed: bool) -> Outcome:
+        """The PR comment created, updated, skipped (nothing changed, none to update) or, without a token, printed by
+        the caller: what happened, for the caller to word. GitHubError when the GitHub API failed."""
+        return upsert_comment(from_env(self.env), str(self.owner), str(self.name), int(self.pr or 0), body,
+                              self.only_on_change, changed)
+
+    @property
+    def where(self) -> str:
+        """The PR (OWNER/NAME#N) or the repository, as the lines of outcome name it."""
+        return f"{self.owner}/{self.name}" + (f"#{self.pr}" if self.pr is not None else "")
 
     def tracking_issue(self, title: str, body: str) -> str:
         if self.owner is None or self.name is None:

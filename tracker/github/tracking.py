@@ -13,13 +13,11 @@ of them moved each best baseline and significant cell (tracker.publish.attributi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from tracker.errors import UsageError
-from tracker.github.client import GitHubClient, from_env, repository
-from tracker.github.upsert import OpenIssues, read_body, upsert, with_marker
+from tracker.github.client import GitHubClient
+from tracker.github.upsert import OpenIssues, upsert, with_marker
 from tracker.publish.markdown import MAX_BODY_CHARS, fit
 
 TRACKING_MARKER = "<!-- compile-baselines:tracking-issue -->"
@@ -49,21 +47,3 @@ def upsert_issue(client: GitHubClient | None, owner: str, repo: str, title: str,
     closed = ", ".join(f"#{n}" for n in done.removed)
     note = f"closed duplicate tracking issue(s) {closed}" if closed else ""
     return Outcome(done.action, done.post.key, done.post.url, note)
-
-
-def issue_main(repo: str, title: str, body_file: str, env: Mapping[str, str]) -> int:
-    """`compile-baselines issue`: open or update the tracking issue; one line of outcome, exit 0 (also when
-    printed). UsageError for a repository, title, body file or token that cannot be right, GitHubError when the
-    GitHub API failed."""
-    owner, name = repository(repo)
-    if not title.strip():
-        raise UsageError("must not be empty", parameter="title")
-    body = read_body(body_file, "issue")
-    outcome = upsert_issue(from_env(env), owner, name, title, body)
-    if outcome.action == "printed":
-        print(f"# {title}\n\n{tracking_body(body)}")
-        print(f"not posted to {owner}/{name}: GITHUB_TOKEN is not set (the issue is printed above)")
-    else:
-        note = f" ({outcome.note})" if outcome.note else ""
-        print(f"{outcome.action} tracking issue #{outcome.number} of {owner}/{name}: {outcome.url}{note}")
-    return 0

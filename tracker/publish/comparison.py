@@ -34,7 +34,7 @@ from tracker.publish.escape import shown
 from tracker.publish.evidence import kernel_noisy_words, noisy_words
 from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.publish.units import FORMATS
-from tracker.store import atomic
+from tracker.store import atomic, formats
 from tracker.store.asvjson import RunFile
 
 
@@ -49,7 +49,8 @@ def _round(x: Any) -> Any:
 
 
 def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]:
-    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none). The rule has a
+    """The stable JSON shape of a comparison (keys fixed; floats to 6 significant digits; null for none), its version
+    first ("format": tracker.store.formats.COMPARISON, which reads a stored one back, migrated). The rule has a
     "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.changetest):
     "alpha", "floor", "prior_df", "run_floor", "resolve" and "ci_level" are the noise test's, "p_value" to
     "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "same_within" and "max_compiles"
@@ -70,7 +71,7 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     instances, cells, kernels = c.instances, c.cells, c.kernels
     if only_changed:
         instances, cells, kernels = c.best_changes, listed_cells(c, only_changed), c.kernel_changes
-    return _round({
+    return _round(formats.COMPARISON.stamp({
         "base": asdict(c.base), "head": asdict(c.head),
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
                     "improvements": len(c.improvements), "noisy": len(c.noisy),
@@ -91,7 +92,7 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
         "figures": [asdict(f) for f in c.figures],
         "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
         "notes": c.notes, "warnings": c.warnings, "scope": c.scope,
-    })
+    }))
 
 
 def _when(r: RunFile) -> str:

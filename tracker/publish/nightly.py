@@ -26,7 +26,7 @@ from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
 from tracker.publish.comparison import compare_main
 from tracker.publish.escape import code, md
-from tracker.publish.units import change, count, ms, p_value
+from tracker.publish.units import change, ms, p_value
 from tracker.store import atomic, confined
 from tracker.store.commits import resolve_ref
 from tracker.store.resultsbranch import previous_run, stored_in_dir
@@ -149,24 +149,21 @@ def written_sections(folder: Path | None) -> list[str]:
     return [confined.read_text(folder, p).rstrip("\n") + "\n\n" for p in confined.files(folder, "*.md")]
 
 
-def track_main(results_dir: str | os.PathLike[str], commit: str, out: str, machines: list[str] | None,
-               options: NightOptions, repo_dir: Path, fail_on: str = "never", more: Path | None = None) -> int:
-    """`compile-baselines track`: `out` holds the tracking issue's body when a best baseline changed, and does not
-    exist when none did (so that its presence says so); `more`: a folder of sections other steps wrote, appended to
-    the body (never a body of their own). Exit 0, or 3 with --fail-on best-change when one changed."""
+def write_body(results_dir: str | os.PathLike[str], commit: str, out: str, machines: list[str] | None,
+               options: NightOptions, repo_dir: Path, more: Path | None = None) -> list[Section]:
+    """`out` holds the tracking issue's body when a best baseline changed, and does not exist when none did (so that
+    its presence says so); `more`: a folder of sections other steps wrote, appended to the body (never a body of
+    their own). The comparisons written, one section each (none: `out` removed)."""
     root = Path(results_dir)
     if not root.is_dir():
         raise TrackError(f"results directory {root} does not exist: fetch the results first, or pass --results-dir")
     sections = track(root, commit, repo_dir, machines, options)
     if sections:
         atomic.write_text(out, body(sections) + "".join(written_sections(more)))
-        print(f"{count(len(sections), 'comparison')} with a changed best baseline: "
-              f"wrote {out}")
     else:
         Path(out).unlink(missing_ok=True)
-        print(f"no best baseline changed: no {out}")
-    return EXIT_FAIL_ON if sections and fail_on == "best-change" else EXIT_OK
+    return sections
 
 
 __all__ = ["NightOptions", "Section", "TrackError", "body", "measured_at", "steps_markdown", "steps_section", "track",
-           "track_main", "written_sections"]
+           "write_body", "written_sections"]

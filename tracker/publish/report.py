@@ -24,6 +24,7 @@ import pandas as pd
 
 from tracker import metrics
 from tracker.analyse import best as analysis
+from tracker.analyse import breakeven
 from tracker.errors import ToolError
 from tracker.publish import plots
 from tracker.publish.escape import finalize_html, visible
@@ -376,7 +377,8 @@ def environment() -> Any:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=finalize_html,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(ms=ms_fixed, pct=percent, x=speedup, geomean=speedup_precise, margin=margin)
-    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD, count=count)
+    env.globals.update(reference=REFERENCE, head_to_head=HEAD_TO_HEAD, count=count,
+                       break_even_meaning=breakeven.MEANING, break_even_limits=breakeven.LIMITS)
     return env
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 from collections.abc import Collection
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from tracker.analyse import breakeven
 from tracker.analyse.best import analyse
 from tracker.errors import UsageError
 from tracker.publish import escape
@@ -41,9 +41,7 @@ from tracker.store.results import RunFile, list_runs, load_runs, select_runs
 from workloads.kernels.registry import MODE_PREFIX
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE, REGISTRY, short
 
-# What the results can say about the compile times behind the break-even
-BREAK_EVEN_NOTE = ("break-even: never = not faster than eager; compile times as this run measured them (the "
-                   "results do not record whether the compile cache was cold or warm)")
+BREAK_EVEN_NOTE = f"break-even: {breakeven.LIMITS}"
 
 WIDTH = 100
 WORKLOAD_COLUMN = 51  # where the winning workloads start in the text table
@@ -88,7 +86,7 @@ TEXT = """\
 {% endfor %}
 {% endif %}
 {% if p.break_even %}
-  compile break-even: calls until the time saved vs eager repays the compile time (first call)
+  compile break-even: {{ break_even_meaning }}
   {{ "%-32s" % "workload" }}{% for m in compiled %}{{ "%8s" % short(m) }}{% endfor %}
 
 {% for row in p.break_even %}
@@ -153,7 +151,7 @@ Kernels vs best baseline:
 {% endif %}
 {% if p.break_even %}
 
-Compile break-even: calls until the time saved per call vs eager repays the compile time (first call).
+Compile break-even: {{ break_even_meaning }}.
 
 | Workload |{% for m in compiled %} {{ m }} |{% endfor %}
 
@@ -325,7 +323,7 @@ def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | No
     note = _noise_note(noise or NoiseModel(), host or HostBound(), fmt == "table")
     return template.render(runs=_view(summary), warnings=warnings or [], modes=MODES, legend=legend, compiled=COMPILED,
                            noise_note=escape.ours(note),
-                           break_even_note=BREAK_EVEN_NOTE)
+                           break_even_note=BREAK_EVEN_NOTE, break_even_meaning=breakeven.MEANING)
 
 
 def pick_runs(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
@@ -389,17 +387,4 @@ def render_text(results_dir: str | os.PathLike[str], commit: str | None = None, 
     return render(summary, "table", warnings)
 
 
-def summary_main(results_dir: str | os.PathLike[str], commit: str | None = None, machine: str | None = None,
-                 fmt: str = "table", repo_dir: Path | None = None, workloads: Collection[str] | None = None) -> int:
-    """`compile-baselines summary`: prints the run's tables; warnings about skipped files go to stderr. `commit`: a
-    hash prefix or a git ref resolved in `repo_dir`; `workloads`: only these (what to beat for them)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown summary format {fmt!r}; choose from {', '.join(FORMATS)}")
-    summary, warnings = summary_for(results_dir, commit, machine, repo_dir=repo_dir, workloads=workloads)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    sys.stdout.write(render(summary, fmt))
-    return 0
-
-
-__all__ = ["FORMATS", "render", "render_text", "summary_for", "summary_json", "summary_main"]
+__all__ = ["FORMATS", "render", "render_text", "summary_for", "summary_json"]

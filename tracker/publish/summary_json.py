@@ -19,6 +19,9 @@ default and max-autotune-no-cudagraphs measured ok (0: the head-to-head was not 
 null). `break_even` (tracker.analyse.breakeven) lists, per instance and compiled mode with eager and the mode ok,
 `{"workload", "mode", "compile_s", "eager_ms", "mode_ms", "calls"}`: the calls after which the mode's first-call compile
 time is repaid by its time saved per call against eager; `calls` null: never (not faster than eager).
+
+The document starts with "format", the shape's version (tracker.store.formats.SUMMARY): a stored summary is read back
+through `formats.SUMMARY.read`, which migrates an older one and refuses a newer one.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tracker.analyse.breakeven import break_even
 from tracker.analyse.unstable import unstable_cells
 from tracker.publish.target import Target
 from tracker.stats import float_or_none
+from tracker.store import formats
 from tracker.store.results import RUN_KEYS
 from workloads.catalog import domains
 from workloads.modes import COMPILED, HEAD_TO_HEAD, MODES, REFERENCE
@@ -192,7 +196,7 @@ def summary_json(table: pd.DataFrame, commit: str | None = None, machine: str | 
         run["presets"][r["preset"]] = _preset_dict(figures.get(preset_key), inst.get(preset_key, []),
                                                    kernels.get(preset_key, []), be.get(preset_key, []),
                                                    noisy.get(preset_key, []))
-    return {"runs": list(runs.values())}
+    return formats.SUMMARY.stamp({"runs": list(runs.values())})
 
 
 __all__ = ["break_even_json", "kernel_json", "preset_summary", "summary_json"]

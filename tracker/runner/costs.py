@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tracker.measure.cellresult import OK, SKIPPED, CellResult
 from tracker.runner.plan import CellId
+from tracker.store import formats
 from tracker.store.cells import names_its_cell
 from workloads import registry as workload_registry
 from workloads.kernels import registry as kernel_registry
@@ -152,7 +153,9 @@ class Costs:
 
 
 def _read(path: Path) -> CellResult | None:
+    """A stored measurement in today's format; None where it is unreadable or of a format this tool does not read
+    (a cost is a guess: the run's own cells are read, and refused, through the store)."""
     try:
-        return CellResult.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        return CellResult.from_json(formats.CELL.read(json.loads(path.read_text(encoding="utf-8")), str(path)))
+    except (OSError, ValueError, formats.FormatError):
         return None

@@ -3,7 +3,8 @@
 It is what makes a run resumable (a finished cell is never measured again for the same commit, machine
 and torch version) and what lets every asv metric of a cell (tracker.metrics) come from one measurement,
 although asv runs each in its own process. It is a cache beside the asv results, never published; the asv
-result files are the record.
+result files are the record. Each record carries its format version and is read through the format's migrations
+(tracker.store.formats.CELL), so that a store of any earlier version reads in today's shape.
 
 Imports neither torch nor pandas: asv imports the benchmark suite in every benchmark process.
 """
@@ -25,11 +26,11 @@ from tracker import metrics
 from tracker.errors import UsageError
 from tracker.measure.cellresult import OK, CellResult
 from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
-from tracker.store import atomic, confined
+from tracker.store import atomic, confined, formats
 
 ENV_ROOT = "COMPILE_BASELINES_CELLS"  # root directory of the store
 ENV_MACHINE = "COMPILE_BASELINES_MACHINE"  # asv machine name; hostname when unset
-LAUNCH_FLOOR = "launch-floor.json"  # beside the cells: {"launch_us": ...}
+LAUNCH_FLOOR = "launch-floor.json"  # beside the cells: {"format": 1, "launch_us": ...}
 
 
 def torch_version() -> str:
@@ -192,8 +193,12 @@ class CellStore:
         return combine(reps) if reps else None
 
     def put(self, cell: CellResult) -> None:
-        path = self.path(cell.preset, cell.workload, cell.mode, int(cell.replicate_number))
-        atomic.write_json(confined.check(self.root, path.parent) / path.name, cell.to_json())
+        """Store one measurement, in the current format (tracker.store.formats.CELL); one that names no replicate is
+        the cell's first."""
+        replicate = int(cell.replicate_number)
+        path = self.path(cell.preset, cell.workload, cell.mode, replicate)
+        record = formats.CELL.stamp({**cell.to_json(), "replicate": replicate})
+        atomic.write_json(confined.check(self.root, path.parent) / path.name, record)
 
     def remove(self, preset: str, workload: str, mode: str, replicate: int | None = None) -> None:
         """Forget one replicate of a cell, or all of them (None), so that the next run measures it again."""
@@ -202,10 +207,14 @@ class CellStore:
             (confined.check(self.root, path.parent) / path.name).unlink(missing_ok=True)
 
     def launch_floor(self) -> float | None:
-        """This run's launch floor (us), once a cell has measured it: a host property, measured once a run."""
+        """This run's launch floor (us), once a cell has measured it: a host property, measured once a run.
+        FormatTooNew where a newer version of the tool wrote it (so that it is not measured and written again)."""
+        path = self.dir / LAUNCH_FLOOR
         try:
-            value = confined.read_json(self.root, self.dir / LAUNCH_FLOOR)["launch_us"]
-        except (OSError, ValueError, KeyError, TypeError):
+            value = formats.LAUNCH_FLOOR.read(confined.read_json(self.root, path), str(path))["launch_us"]
+        except formats.FormatTooNew:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, formats.FormatError):
             return None
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
@@ -215,17 +224,20 @@ class CellStore:
             first = self.launch_floor()
             if first is not None:
                 return first
-            atomic.write_json(self.dir / LAUNCH_FLOOR, {"launch_us": launch_us})
+            atomic.write_json(self.dir / LAUNCH_FLOOR, formats.LAUNCH_FLOOR.stamp({"launch_us": launch_us}))
             return launch_us
 
     def all(self) -> list[CellResult]:
         """Every stored measurement that is a JSON object, damaged ones included (`problem` tells them), replicates
-        each on its own (a record says which in `replicate`)."""
+        each on its own (a record says which in `replicate`), in the current format; FormatTooNew where one was
+        written by a newer version of the tool."""
         out = []
         for p in self._records():
             try:
-                out.append(CellResult.from_json(confined.read_json(self.root, p)))
-            except (OSError, ValueError):
+                out.append(CellResult.from_json(_load(self.root, p)))
+            except formats.FormatTooNew:
+                raise
+            except (OSError, ValueError, formats.FormatError):
                 continue
         return out
 
@@ -294,9 +306,16 @@ def is_latency(value: Any) -> bool:
     return type(value) in (int, float) and LATENCY_MS[0] <= value <= LATENCY_MS[1]
 
 
+def _load(root: Path, path: Path) -> dict[str, Any]:
+    """The measurement stored in `path`, in the current format (tracker.store.formats.CELL: older ones migrated);
+    FormatTooNew when a newer version of the tool wrote it, FormatError when it is no measurement of any format."""
+    return formats.CELL.read(confined.read_json(root, path), str(path))
+
+
 def _read(root: Path, path: Path, where: tuple[str, str, str, int] | None = None) -> tuple[Any, str | None]:
-    """A stored measurement and why it cannot be used (`problem`, reached through a link, not readable JSON);
-    (None, None) when there is no such file."""
+    """A stored measurement in the current format and why it cannot be used (`problem`, reached through a link, not
+    readable JSON, no format version); (None, None) when there is no such file. A record of a newer format raises
+    FormatTooNew: it is not damaged, and measuring its cell again would overwrite it."""
     try:
         data = confined.read_json(root, path)
     except FileNotFoundError:
@@ -305,6 +324,14 @@ def _read(root: Path, path: Path, where: tuple[str, str, str, int] | None = None
         return None, e.reason
     except (OSError, ValueError, RecursionError) as e:
         return None, f"not readable JSON ({e})"
+    if not isinstance(data, dict):
+        return None, problem(data, where)
+    try:
+        data = formats.CELL.read(data, str(path))
+    except formats.FormatTooNew:
+        raise
+    except formats.FormatError:
+        return None, f"{formats.KEY} {data.get(formats.KEY)!r} is not a format version"
     return data, problem(data, where)
 
 
@@ -319,7 +346,7 @@ def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str 
     if bad := [k for k in ("preset", "workload") if k in record and not _one_name(record[k])]:  # the mode is _safe'd
         return f"{bad[0]} {record[bad[0]]!r} is not a name"
     if where is not None:
-        named = (record.get("preset"), record.get("workload"), record.get("mode"), record.get("replicate") or 1)
+        named = (record.get("preset"), record.get("workload"), record.get("mode"), record.get("replicate"))
         if named != where:
             return f"it records {'/'.join(map(str, named))}, not the cell its path names"
     status = record.get("status")

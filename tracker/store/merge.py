@@ -218,14 +218,6 @@ def _cells_to_carry(groups: list[_Group], cells_dirs: list[Path], dest_cells: Pa
     return list(taken.values())
 
 
-def merge_main(sources: list[Path], dest: Path, cells_dirs: list[Path] | None = None,
-               dest_cells: Path | None = None) -> int:
-    """`compile-baselines merge`: `merge_results`, then one line for each file written."""
-    for path in merge_results(sources, dest, cells_dirs, dest_cells):
-        print(f"merged into {path}")
-    return 0
-
-
 def merge_results(sources: list[Path], dest: Path, cells_dirs: list[Path] | None = None,
                   dest_cells: Path | None = None) -> list[Path]:
     """Merge the result files of `sources` (and what `dest` already holds) into `dest`; the files written.

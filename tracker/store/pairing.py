@@ -11,8 +11,8 @@ Where only kernels under test changed, the modes' cells (the baseline the kernel
 once for both sides, not in pairs: the record names them and the run they were measured in (`SharedBaseline`).
 
 It lives in the head run's cell store, `paired-<base commit>.json`, beside the cells it summarises. Its format is
-versioned (`FORMAT`); `read` migrates older versions and refuses newer ones. Format 1 (before shared baselines) reads
-as a record with none.
+versioned (`FORMAT`, tracker.store.formats.PAIRED): `read` migrates older versions and refuses newer ones. Format 1
+(before shared baselines) reads as a record with none.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any
 
 from tracker.errors import ToolError
 from tracker.measure.cellresult import CellResult
-from tracker.store import atomic, confined
+from tracker.store import atomic, confined, formats
 from tracker.store.cells import CellStore, RunKey, check_commit, is_latency
 
-FORMAT = 2
+FORMAT = formats.PAIRED.current
 Cell = tuple[str, str, str]  # (preset, workload, mode)
 
 
@@ -99,7 +99,7 @@ class PairedRecord:
         out = asdict(self)
         out["cells"] = {k: [asdict(p) for p in v] for k, v in self.cells.items()}
         out["shared"] = None if self.shared is None else {**asdict(self.shared), "cells": list(self.shared.cells)}
-        return {"format": FORMAT, **out}
+        return formats.PAIRED.stamp(out)
 
 
 def path(cells_dir: str | Path, machine: str, torch: str, base: str, head: str) -> Path:
@@ -134,22 +134,17 @@ def read(cells_dir: str | Path, file: Path) -> PairedRecord:
 
 
 def from_json(data: Any, where: str = "paired record") -> PairedRecord:
-    if not isinstance(data, dict):
-        raise PairingError(f"{where}: a {type(data).__name__}, not a paired record")
-    version = data.get("format")
-    if not isinstance(version, int) or version < 1:
-        raise PairingError(f"{where}: no format version")
-    if version > FORMAT:
-        raise PairingError(f"{where}: format {version} is newer than this tool reads ({FORMAT}): upgrade "
-                           "compile-baselines")
+    try:
+        data = formats.PAIRED.read(data, where)  # older formats migrated (tracker.store.formats)
+    except formats.FormatError as e:
+        raise PairingError(str(e)) from None
     try:
         cells = {str(k): tuple(_pair(p) for p in v) for k, v in data["cells"].items()}
         return PairedRecord(str(data["machine"]), str(data["torch"]), check_commit(str(data["base"])),
                             check_commit(str(data["head"])), tuple(map(str, data.get("scope", ()))),
                             tuple(map(str, data.get("joint", ()))), str(data.get("scope_text", "")),
                             _confirm(data.get("confirm", (3, 3))), float(data.get("same_within", 0.03)),
-                            int(data.get("max_compiles", 10)), cells,
-                            _shared(data.get("shared")) if version >= 2 else None)  # format 1: none shared
+                            int(data.get("max_compiles", 10)), cells, _shared(data.get("shared")))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
 

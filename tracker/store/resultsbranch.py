@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import glob
 import re
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -157,40 +156,5 @@ def store_results(remote: Remote, branch: str, sources: list[Path], note: str | 
                                      say=say, **extra)
 
 
-# ---------------------------------------------------------------------------------------------------- the CLI
-
-
-def fetch_main(remote: Remote, branch: str, dest: Path, machine: str | None, commit: str | None,
-               repo_dir: Path) -> int:
-    """`compile-baselines results fetch`: one line, what was fetched. Exit 0, also when the branch does not exist."""
-    written = fetch_results(remote, branch, dest, machine, commit, repo_dir)
-    if written is None:
-        print(f"{remote.name} has no branch {branch} yet: nothing fetched")
-    else:
-        print(f"fetched {len(written)} file{'s' if len(written) != 1 else ''} from {branch} into {dest}")
-    return 0
-
-
-def store_main(remote: Remote, branch: str, sources: list[Path], note: str | None) -> int:
-    pushed = store_results(remote, branch, sources, note)
-    if pushed is None:
-        print(f"no new results to store: {branch} has them all")
-    else:
-        print(f"stored on {branch} of {remote.name} as {pushed.commit[:12]}")
-    return 0
-
-
-def previous_main(machine: str, commit: str, repo_dir: Path, *, results_dir: Path | None = None,
-                  remote: Remote | None = None, branch: str | None = None) -> int:
-    """`compile-baselines results previous`: the commit's full hash on stdout, or nothing (and why on stderr)."""
-    found = previous_run(machine, commit, repo_dir, results_dir=results_dir, remote=remote, branch=branch)
-    if found is None:
-        where = str(results_dir) if results_dir is not None else f"branch {branch}"
-        print(f"{machine}: no earlier measured commit than {commit} in {where}", file=sys.stderr)
-    else:
-        print(found)
-    return 0
-
-
-__all__ = ["SEARCH_DEPTH", "ResultsBranchError", "fetch_main", "fetch_results", "previous_main", "previous_measured",
-           "previous_run", "store_main", "store_results", "stored_in_dir"]
+__all__ = ["SEARCH_DEPTH", "ResultsBranchError", "fetch_results", "previous_measured",
+           "previous_run", "store_results", "stored_in_dir"]

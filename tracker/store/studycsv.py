@@ -238,17 +238,25 @@ def _fill(results: Any, benchmarks: dict[str, dict[str, Any]], cells: list[Study
     return asvfiles.save_results(conf, results, entry)
 
 
-def import_main(path: str | os.PathLike[str], results_dir: str | os.PathLike[str], machine: str, torch: str,
-                gpu: str | None = None, commit: str | None = None, date_ms: int | None = None, *,
-                triton: str | None = None, driver: str | None = None, cuda: str | None = None,
-                launch_us: float | None = None) -> int:
-    """`compile-baselines import-csv`: import, then say in one line what became of the file."""
+@dataclass(frozen=True)
+class Imported:
+    """What became of a study CSV: its cells (failed among them), the decode cells of decode-invariant workloads left
+    out, and the run it was recorded as."""
+
+    cells: int
+    failed: int
+    left_out: int
+    commit: str
+    written: Path
+
+
+def import_study(path: str | os.PathLike[str], results_dir: str | os.PathLike[str], machine: str, torch: str,
+                 gpu: str | None = None, commit: str | None = None, date_ms: int | None = None, *,
+                 triton: str | None = None, driver: str | None = None, cuda: str | None = None,
+                 launch_us: float | None = None) -> Imported:
+    """`import_csv`, and what became of the file."""
     cells, left_out = _read(path)
     written = import_csv(path, results_dir, machine, torch, gpu, commit, date_ms, triton=triton, driver=driver,
                          cuda=cuda, launch_us=launch_us)
-    failed = sum(not c.ok for c in cells)
     run = json.loads(written.read_text())
-    skipped = f", {left_out} decode cells of decode-invariant workloads left out" if left_out else ""
-    print(f"imported {len(cells)} cells ({failed} failed{skipped}) from {path} as commit {run['commit_hash'][:12]} "
-          f"on machine {machine} (torch {torch}): {written}")
-    return 0
+    return Imported(len(cells), sum(not c.ok for c in cells), left_out, run["commit_hash"], written)

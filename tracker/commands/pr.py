@@ -1,0 +1,68 @@
+"""`compile-baselines pr`: its options and its handler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from tracker.analyse.verdicts import FAIL_ON
+from tracker.commands._options import AT_LEAST_TWO, COUNT, POSITIVE, Commands, command, results_dir, results_dir_option
+from tracker.errors import UsageError
+from tracker.paths import project_repo
+from workloads.names import MODES
+
+
+def add(commands: Commands) -> None:
+    pr = command(commands, "pr", "measure what a PR changed at base and head (at once on a GPU host), compare, "
+                 "comment", "compile-baselines pr --base origin/main --head HEAD --repo OWNER/NAME --pr 42")
+    results_dir_option(pr)
+    pr.add_argument("--base", required=True, help="base ref")
+    pr.add_argument("--head", required=True, help="head ref")
+    pr.add_argument("--repo", help="OWNER/NAME to comment on (with --pr)")
+    pr.add_argument("--pr", type=int, help="pull request number (with --repo)")
+    pr.add_argument("-j", "--jobs", type=COUNT,
+                    help="cells at once, both sides together (default: run's); from 2 on, base and head run at once, "
+                         "half each, their timings alternating on the GPU")
+    pr.add_argument("--machine", help="asv machine name (default: hostname)")
+    pr.add_argument("--preset", nargs="+", help="default: as run's")
+    pr.add_argument("--mode", nargs="+", choices=MODES, help="only these modes (default: all five)")
+    pr.add_argument("--workload", nargs="+", metavar="WORKLOAD",
+                    help="measure only these among what the PR changed: names or NAMESPACE.* (a kernel repository)")
+    pr.add_argument("--fail-on", choices=FAIL_ON, default="never", help="exit 3 when this happens")
+    pr.add_argument("--always-comment", action="store_true", help="create the comment even when nothing changed")
+    pr.add_argument("--history", nargs="+", default=[], metavar="DIR",
+                    help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
+                         "nightly's results branch); where only kernels under test changed, a run there of this "
+                         "machine and torch and of the base's workload code is their baseline")
+    pr.add_argument("--budget", type=POSITIVE, default=240.0, metavar="SECONDS",
+                    help="wall time for measuring (default 240): base and head are measured in pairs, round after "
+                         "round, while cells are undecided; the round after the first starts while time is left, a "
+                         "later one only while the last one's time is still left")
+    pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
+                    help="the most compiles a side a cell gets (default 10)")
+    pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",
+                    help="exactly N paired compiles a side for every cell, whatever the verdicts (a measurement of "
+                         "the real change; no budget)")
+    pr.add_argument("--full", action="store_true",
+                    help="every cell in pairs at base and head even where only kernels under test changed (by "
+                         "default their baseline, the modes' cells, is measured once for both sides, or taken from a "
+                         "--history run of the base's workload code)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if (args.repo is None) != (args.pr is None):
+        raise UsageError("--repo and --pr go together")
+    from tracker.flows.pr import PrRequest, pr_main
+    from tracker.flows.rounds import Budget
+    from tracker.github.forge import GitHubForge
+    from tracker.runner import policy
+    from workloads import catalog
+
+    forge = GitHubForge.for_pr(args.repo, args.pr, os.environ, only_on_change=not args.always_comment)
+    request = PrRequest(args.base, args.head, Path(results_dir(args)),
+                        args.jobs or policy.default_jobs_here(),  # both sides together: at once on a GPU host
+                        args.machine, args.preset, args.mode, catalog.expand(args.workload) if args.workload else None,
+                        args.history, args.fail_on, Budget(args.budget, args.max_compiles, args.compiles),
+                        project_repo(), args.full)
+    return pr_main(request, forge)
