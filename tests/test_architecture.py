@@ -165,18 +165,9 @@ def test_each_command_has_one_module_with_its_parser_and_its_handler():
     assert [n.name for n in cli.body if isinstance(n, ast.FunctionDef) and n.name.startswith("cmd_")] == []
 
 
-# The commands whose printing and exit code still live in a library module, to move into tracker/commands/ (the
-# issue "one home per command"); this list only shrinks.
-LIBRARY_MAINS_TO_MOVE = {
-    "tracker.runner.request.run_main", "tracker.publish.site.publish_main", "tracker.publish.report.report_main",
-    "tracker.publish.comparison.compare_main", "tracker.flows.bisect.bisect_main", "tracker.flows.pr.pr_main",
-    "tracker.adopt.scaffold.init_main", "tracker.store.remove.rm_main", "tracker.measure.onecell.measure_main",
-}
-
-
 def test_library_code_returns_values_and_leaves_printing_and_exit_codes_to_the_commands():
     mains = {f"{module}.{node.name}" for module, path in _modules("tracker").items()
              if not module.startswith("tracker.commands") and module != "tracker.cli"
              for node in ast.parse(path.read_text(encoding="utf-8")).body
              if isinstance(node, ast.FunctionDef) and node.name.endswith("_main")}
-    assert mains == LIBRARY_MAINS_TO_MOVE
+    assert mains == set()  # each command's printing and exit code live in its module of tracker/commands/

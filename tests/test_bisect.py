@@ -19,8 +19,10 @@ from tracker.analyse.bisection import BAD, GOOD, SKIPPED, Commit, Range, change_
 from tracker.analyse.compare import CellChange
 from tracker.analyse.verdicts import FASTER, SAME, SLOWER, UNDECIDED
 from tracker.cli import main
+from tracker.commands.bisect import show
 from tracker.errors import UsageError
-from tracker.flows.bisect import BisectRequest, bisect_main, cells_to_bisect, first_parents
+from tracker.flows import bisect as flow
+from tracker.flows.bisect import BisectRequest, cells_to_bisect, first_parents
 from tracker.flows.rounds import Budget
 from tracker.flows.sides import Command, run_command_line
 from tracker.store import asvfiles
@@ -92,8 +94,8 @@ def bisect(r: Path, shas: list[str], results: Path, fake: Fake, out: Path | None
     stdout = io.StringIO()
     sys_stdout, sys.stdout = sys.stdout, stdout
     try:
-        assert bisect_main(BisectRequest(shas[0], shas[-1], results_dir=results, repo_dir=r, out=out, **kw), fake,
-                           devices=[], clock=fake.clock) == 0
+        request = BisectRequest(shas[0], shas[-1], results_dir=results, repo_dir=r, out=out, **kw)
+        assert show(flow.bisect(request, fake, devices=[], clock=fake.clock), request.from_machine, out) == 0
     finally:
         sys.stdout = sys_stdout
     return stdout.getvalue()
@@ -170,9 +172,9 @@ def test_the_range_is_the_first_parent_history_and_bad_input_is_one_clear_error(
     with pytest.raises(UsageError, match="nothing lies between them"):
         first_parents(shas[3], shas[3], r)
     with pytest.raises(UsageError, match="name what to bisect"):
-        bisect_main(BisectRequest(shas[0], shas[8], repo_dir=r), Fake({}), devices=[])
+        flow.bisect(BisectRequest(shas[0], shas[8], repo_dir=r), Fake({}), devices=[])
     with pytest.raises(UsageError, match="llm_rmsnorm is not a workload at the good end"):
-        bisect_main(BisectRequest(shas[2], shas[8], [CELL_NAME], repo_dir=r, results_dir=tmp_path), Fake({}),
+        flow.bisect(BisectRequest(shas[2], shas[8], [CELL_NAME], repo_dir=r, results_dir=tmp_path), Fake({}),
                     devices=[])
     assert main(["bisect", "--good", "HEAD~1", "--bad", "HEAD", "--cell", "prefill/llm_rmsnorm"]) == 2
     err = capsys.readouterr().err.strip()
@@ -321,9 +323,10 @@ def test_a_real_bisection_on_the_cpu_names_the_planted_commit(real_repo: tuple[P
     stdout = io.StringIO()
     sys_stdout, sys.stdout = sys.stdout, stdout
     try:
-        bisect_main(BisectRequest(shas[0], shas[8], ["tiny/llm_rmsnorm/eager"], results_dir=tmp_path / "results",
-                                  machine="cpu-bisect", jobs=2, budget=Budget(seconds=3600, max_compiles=5),
-                                  out=out, repo_dir=r), devices=[])
+        show(flow.bisect(BisectRequest(shas[0], shas[8], ["tiny/llm_rmsnorm/eager"],
+                                       results_dir=tmp_path / "results", machine="cpu-bisect", jobs=2,
+                                       budget=Budget(seconds=3600, max_compiles=5), out=out, repo_dir=r), devices=[]),
+             None, out)
     finally:
         sys.stdout = sys_stdout
     said = stdout.getvalue()

@@ -34,7 +34,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The H100 fixture published, when it is committed; else the small synthetic results of test_publish."""
     root = tmp_path_factory.mktemp("browser")
     results_dir = h100_results(root) or make_results(root)
-    publish.publish_main(results_dir, None, root / "site")
+    publish.publish(results_dir, None, root / "site", warn=print)
     return root / "site"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from comparecli import run_compare
 
 from tracker.analyse import compare
 from tracker.analyse.compare import (
@@ -40,7 +41,7 @@ from tracker.analyse.compare import (
 )
 from tracker.errors import ToolError
 from tracker.github.comment import changed_in_body
-from tracker.publish.comparison import compare_main, comparison_json
+from tracker.publish.comparison import comparison_json
 from tracker.publish.markdown import MARKER, MAX_BODY_CHARS
 from tracker.publish.prcomment import headline, render_comment
 from tracker.store import formats
@@ -406,11 +407,11 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     best, reg = fake_commit("best_change")[:8], fake_commit("regression")[:8]
     results_dir = results_dirs["regression"]
     out = tmp_path / "cmp.md"
-    assert compare_main(results_dirs["best_change"], BASE[:8], best, MACHINE, "md", "best-change",
+    assert run_compare(results_dirs["best_change"], BASE[:8], best, MACHINE, "md", "best-change",
                         out) == compare.EXIT_FAIL_ON == 3
     assert out.read_text().startswith(MARKER) and "Best baselines changed: 2" in capsys.readouterr().err
-    assert compare_main(results_dir, BASE[:8], reg, None, "md", "best-change", out) == 0
-    assert compare_main(results_dir, BASE[:8], reg, None, "json", "regression", None) == 3
+    assert run_compare(results_dir, BASE[:8], reg, None, "md", "best-change", out) == 0
+    assert run_compare(results_dir, BASE[:8], reg, None, "json", "regression", None) == 3
     data = json.loads(capsys.readouterr().out)
     assert list(data) == ["format", "base", "head", "summary", "rule", "instances", "cells", "kernels", "figures",
                           "added", "removed", "notes", "warnings", "scope"]
@@ -436,6 +437,6 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     assert 0 < tested["threshold"] < tested["resolution"]
     assert data == comparison_json(comparisons["regression"])  # stable: same input, same JSON
     with pytest.raises(ValueError, match="fail_on is one of"):
-        compare_main(results_dir, BASE, reg, fail_on="sometimes")
+        run_compare(results_dir, BASE, reg, fail_on="sometimes")
     with pytest.raises(ValueError, match="fmt is one of"):
-        compare_main(results_dir, BASE, reg, fmt="html")
+        run_compare(results_dir, BASE, reg, fmt="html")

@@ -13,13 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from comparecli import run_compare
 
 from tests.test_compare import BASE, H100, MACHINE, SCENARIOS, fake_commit, write_run
 from tracker import cli
 from tracker.analyse.compare import FASTER, NOISY, NOW_FAILS, SAME, SLOWER, UNDECIDED, ChangeRule, compare_runs
 from tracker.commands import compare as compare_command
 from tracker.errors import UsageError
-from tracker.publish.comparison import FORMATS, compare_main, comparison_json
+from tracker.publish.comparison import FORMATS, comparison_json
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
 
@@ -53,7 +54,7 @@ def results(tmp_path_factory: pytest.TempPathFactory, repo: tuple[Path, list[str
 
 def run_json(results: Path, base: str | None, head: str | None, capsys: pytest.CaptureFixture[str],
              repo_dir: Path | None = None, **kw: object) -> tuple[dict, str]:
-    assert compare_main(results, base, head, MACHINE, "json", repo_dir=repo_dir, **kw) == 0  # type: ignore[arg-type]
+    assert run_compare(results, base, head, MACHINE, "json", repo_dir=repo_dir, **kw) == 0  # type: ignore[arg-type]
     captured = capsys.readouterr()
     return json.loads(captured.out), captured.err
 
@@ -78,9 +79,9 @@ def test_git_refs_and_abbreviated_hashes_name_the_runs(results: Path, repo: tupl
     assert (data["base"]["commit"], data["head"]["commit"]) == (first, second)
     with pytest.raises(Exception, match=rf"no results for 'HEAD' \(commit {third[:12]}\); latest commits with "
                                         rf"results: {second[:8]}, {first[:8]}, {BASE[:8]}$"):  # newest first
-        compare_main(results, "HEAD~1", "HEAD", MACHINE, repo_dir=path)
+        run_compare(results, "HEAD~1", "HEAD", MACHINE, repo_dir=path)
     with pytest.raises(Exception, match="no results for commit 'HEAD~1'"):  # no repository: not resolved
-        compare_main(results, "HEAD~1", second, MACHINE)
+        run_compare(results, "HEAD~1", second, MACHINE)
 
 
 def test_without_base_and_head_the_machines_latest_two_runs(results: Path, repo: tuple[Path, list[str]],
@@ -105,12 +106,12 @@ def test_the_latest_two_runs_need_two_runs_and_one_machine(tmp_path: Path) -> No
     # the first run of a machine (the quickstart's): nothing to compare with, and what to do about it (exit 2)
     with pytest.raises(UsageError, match=f"no run on {MACHINE} before {BASE[:8]} to compare it with: it is the "
                                          "machine's only commit measured; measure another"):
-        compare_main(rd, None, None)
+        run_compare(rd, None, None)
     write_run(rd, fake_commit("earlier"), hours=-1)
     write_run(rd, BASE, machine="other")
     with pytest.raises(Exception, match=rf"results of several machines \({MACHINE}, other\): pass --machine"):
-        compare_main(rd, None, None)
-    assert compare_main(rd, None, None, MACHINE, "json") == 0
+        run_compare(rd, None, None)
+    assert run_compare(rd, None, None, MACHINE, "json") == 0
 
 
 def test_two_machines_latest_runs_need_only_the_two_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,7 +133,7 @@ def test_two_machines_latest_runs_need_only_the_two_names(tmp_path: Path, capsys
 def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
         results: Path, repo: tuple[Path, list[str]], capsys: pytest.CaptureFixture[str]) -> None:
     _, (first, second, _) = repo
-    assert compare_main(results, first, second, MACHINE, "table") == 0
+    assert run_compare(results, first, second, MACHINE, "table") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"compare {first[:8]} -> {second[:8]} on {MACHINE} · NVIDIA H100 80GB HBM3")
     assert lines[1].startswith("Best baselines changed: 0 · significant regressions: 3 · improvements: 1 · "
@@ -157,9 +158,9 @@ def test_table_has_before_after_ratio_verdict_per_cell_and_the_headline(
 def test_the_table_says_what_the_comment_says(capsys: pytest.CaptureFixture[str]) -> None:
     """The two hosts' runs of one commit (tests/fixtures/h100-aa2): besides the cells, the table has the comment's
     winner changed within noise, every kernel's speedup over the best baseline, and wins and geomeans per mode."""
-    assert compare_main(H100, BASE, BASE, "h100-c", "md", head_machine=MACHINE) == 0
+    assert run_compare(H100, BASE, BASE, "h100-c", "md", head_machine=MACHINE) == 0
     md = capsys.readouterr().out
-    assert compare_main(H100, BASE, BASE, "h100-c", "table", head_machine=MACHINE) == 0
+    assert run_compare(H100, BASE, BASE, "h100-c", "table", head_machine=MACHINE) == 0
     table = capsys.readouterr().out
     assert ("Winner changed within noise (not counted): vlm_vit_mlp_block decode (max-autotune-no-cudagraphs → "
             "default).") in md
@@ -212,7 +213,7 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
     """Every cell the headline counts or names stays listed: the changes, the cell too noisy to judge, and the cells
     whose interval reaches beyond what the rule could call the same (undecided)."""
     _, (first, second, _) = repo
-    assert compare_main(results, first, second, MACHINE, "table", only_changed=True) == 0
+    assert run_compare(results, first, second, MACHINE, "table", only_changed=True) == 0
     lines = capsys.readouterr().out.splitlines()
     end = next(i for i in range(4, len(lines)) if lines[i].startswith("before, after, ratio: "))
     shown, after = lines[4:end], lines[end + 1]
@@ -237,7 +238,7 @@ def test_only_changed_lists_the_changed_cells_in_every_format(
         ("llm_logits_projection_softmax", NOW_FAILS), ("llm_qk_norm", NOISY)]
     assert data["summary"]["cells"] == 213 and data["instances"] == [] and data["kernels"] == []
     assert data["summary"]["undecided"] == len(undecided)
-    assert compare_main(results, first, second, MACHINE, "md", only_changed=True) == 0
+    assert run_compare(results, first, second, MACHINE, "md", only_changed=True) == 0
     md = capsys.readouterr().out
     assert md.startswith(MARKER) and "#### Significant cell changes" in md and "Every cell" not in md
     assert (f"<details><summary>Cells that moved ({len(shown)}): 3 slower or now failing, 1 faster or now ok, 1 too "
@@ -280,7 +281,7 @@ def test_without_the_new_options_md_and_json_are_as_before(results: Path, repo: 
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     _, (first, second, _) = repo
     c = compare_runs(results, first, second, MACHINE)
-    assert compare_main(results, first, second, MACHINE, "md") == 0
+    assert run_compare(results, first, second, MACHINE, "md") == 0
     assert capsys.readouterr().out == render_comment(c)
     data, _ = run_json(results, first, second, capsys)
     assert "factor" not in data["rule"] and data == comparison_json(c)

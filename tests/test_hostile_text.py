@@ -183,10 +183,10 @@ def test_the_skipped_comment_shows_refs_in_code_spans() -> None:
 
 
 def test_the_tracking_issue_shows_every_field_as_text(hostile_dir: Path, tmp_path: Path) -> None:
-    from tracker.publish.comparison import compare_main
+    from comparecli import run_compare
 
     out = tmp_path / "comparison.md"
-    compare_main(hostile_dir, BASE[:8], HEAD[:8], fmt="md", out=out)
+    run_compare(hostile_dir, BASE[:8], HEAD[:8], fmt="md", out=out)
     step = Step(preset="prefill", workload="llm_rmsnorm", mode=BEST, date="2026-11-23T20:00", commit=HEAD,
                 torch=FIELDS["torch"], before_ms=0.1, after_ms=0.12, p_value=0.001, runs_after=3)
     sections = [nightly.Section(FIELDS["machine"], out.read_text()),

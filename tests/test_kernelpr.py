@@ -17,8 +17,9 @@ from pairedfake import PairedFake
 
 from tracker.analyse.attribution import select_workloads
 from tracker.analyse.compare import Comparison, compare_runs
+from tracker.flows import pr as prflow
 from tracker.flows.forge import FileForge
-from tracker.flows.pr import PrRequest, pr_main
+from tracker.flows.pr import PrRequest
 from tracker.flows.rounds import Budget
 from tracker.flows.sides import Condenser
 from tracker.publish.prcomment import render_comment
@@ -76,7 +77,7 @@ def pr(r: Path, c: dict[str, str], plant: str, where: Path, fake: PairedFake, **
     forge = FileForge(out)
     request = PrRequest(c["base"], c[plant], results, jobs=4, machine=MACHINE, presets=PRESETS,
                         budget=Budget(seconds=3600, max_compiles=6), repo_dir=r, **kw)
-    pr_main(request, forge, fake, devices=[])
+    prflow.pr(request, forge, fake, devices=[])
     comparison = compare_runs(results, c["base"], c[plant], MACHINE)
     body = (out / "comment.md").read_text()
     assert render_comment(comparison) == body  # what `pr` posted is what `compare` says of what it stored

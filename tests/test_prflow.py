@@ -15,9 +15,10 @@ from fake_github import FakeGitHub
 from pairedfake import PairedFake
 
 from tracker.analyse.compare import EXIT_FAIL_ON, compare_runs
+from tracker.commands.pr import exit_code
 from tracker.errors import UsageError
 from tracker.flows.forge import FileForge, PrintForge
-from tracker.flows.pr import PrRequest, pr_main
+from tracker.flows.pr import PrRequest, pr
 from tracker.flows.rounds import Budget, balance, groups_of
 from tracker.flows.sides import Command, FlowError, run_command_line, run_commands, workloads_at
 from tracker.github.forge import GitHubForge
@@ -140,8 +141,8 @@ def test_a_planted_change_is_measured_in_pairs_until_decided_and_compare_says_wh
     r, c = repo
     fake = PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08, QK_EAGER: 0.85}))
     forge = FileForge(tmp_path / "forge")
-    assert pr_main(request(r, c, tmp_path / "results", fail_on="regression"), forge, fake, devices=[]) == \
-        EXIT_FAIL_ON
+    assert exit_code(pr(request(r, c, tmp_path / "results", fail_on="regression"), forge, fake, devices=[]),
+                     "regression") == EXIT_FAIL_ON
     body = (tmp_path / "forge" / "comment.md").read_text()
     record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
     assert record is not None and record.scope == ("llm_rmsnorm", "llm_qk_norm")
@@ -167,7 +168,7 @@ def test_a_cell_the_budget_cannot_decide_is_undecided_with_its_interval_never_th
     fake = PairedFake(MACHINE, plant(c, {noisy: 1.04}),
                       sd=lambda cell: 0.15 if cell == noisy else 0.005)
     forge = FileForge(tmp_path / "forge")
-    pr_main(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
+    pr(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
                     budget=Budget(seconds=3600, max_compiles=3)), forge, fake, devices=[])
     comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)
     [cell] = [x for x in comparison.cells if (x.preset, x.workload, x.mode) == noisy]
@@ -181,7 +182,7 @@ def test_a_cell_the_budget_cannot_decide_is_undecided_with_its_interval_never_th
 def test_unchanged_code_measured_in_pairs_reports_nothing(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
     out = io.StringIO()
-    pr_main(request(r, c, tmp_path / "results", budget=Budget(seconds=3600, max_compiles=4)), PrintForge(out),
+    pr(request(r, c, tmp_path / "results", budget=Budget(seconds=3600, max_compiles=4)), PrintForge(out),
             PairedFake(MACHINE), devices=[])
     assert "<!-- compile-baselines:changed=false -->" in out.getvalue()
 
@@ -191,7 +192,7 @@ def test_a_measurement_of_the_real_change_gives_every_cell_its_compiles_in_one_m
         repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
     fake = PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08}))
-    pr_main(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
+    pr(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
                     budget=Budget(compiles=5)), PrintForge(io.StringIO()), fake, devices=[])
     assert len(fake.batches) == 2 and all(cmd.argv[cmd.argv.index("--replicates") + 1] == "5"
                                           for cmd in fake.calls[2:])
@@ -203,7 +204,7 @@ def test_a_measurement_of_the_real_change_gives_every_cell_its_compiles_in_one_m
 def test_on_several_gpus_a_pair_never_straddles_two(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
     fake = PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08}))
-    pr_main(request(r, c, tmp_path / "results", jobs=8), PrintForge(io.StringIO()), fake, devices=["0", "1"])
+    pr(request(r, c, tmp_path / "results", jobs=8), PrintForge(io.StringIO()), fake, devices=["0", "1"])
     assert fake.batches[0] == ["base@0", "head@0", "base@1", "head@1"]  # one workload a GPU, both sides on it
     assert {cmd.env["CUDA_VISIBLE_DEVICES"] for cmd in fake.calls} == {"0", "1"}
     assert all(cmd.argv[cmd.argv.index("-j") + 1] == "2" for cmd in fake.calls[:4])
@@ -224,7 +225,7 @@ def test_github_gets_one_comment_edited_in_place_and_the_job_summary(
     summary = tmp_path / "summary.md"
     env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url, "GITHUB_STEP_SUMMARY": str(summary)}
     forge = GitHubForge.for_pr("octo/widgets", 7, env)
-    pr_main(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"]), forge,
+    pr(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"]), forge,
             PairedFake(MACHINE, plant(c, {RMSNORM_DEFAULT: 1.08})), devices=[])
     [comment] = fake.comments()
     assert comment["body"].startswith(f"{MARKER}\n<!-- compile-baselines:changed=true -->\n")
@@ -234,7 +235,7 @@ def test_github_gets_one_comment_edited_in_place_and_the_job_summary(
     assert git(r, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
     # A later push that changes only docs: nothing is measured, the comment is edited to say so.
     runner = PairedFake(MACHINE)
-    pr_main(request(r, {"base": c["head"], "head": c["docs"]}, tmp_path / "results"), forge, runner, devices=[])
+    pr(request(r, {"base": c["head"], "head": c["docs"]}, tmp_path / "results"), forge, runner, devices=[])
     assert runner.calls == []
     [comment] = fake.comments()
     assert "no workload, kernel or measurement-harness file changed (1 other file)" in comment["body"]
@@ -246,10 +247,10 @@ def test_no_change_creates_no_comment_and_no_token_prints(
     r, c = repo
     docs = {"base": c["head"], "head": c["docs"]}
     env = {"GITHUB_TOKEN": fake.token, "GITHUB_API_URL": fake.url}
-    pr_main(request(r, docs, tmp_path), GitHubForge.for_pr("octo/widgets", 7, env), PairedFake(MACHINE), devices=[])
+    pr(request(r, docs, tmp_path), GitHubForge.for_pr("octo/widgets", 7, env), PairedFake(MACHINE), devices=[])
     out, err = capsys.readouterr()
     assert fake.comments() == [] and out == "" and "no comment on octo/widgets#7" in err
-    pr_main(request(r, docs, tmp_path), GitHubForge.for_pr("octo/widgets", 7, {}), PairedFake(MACHINE), devices=[])
+    pr(request(r, docs, tmp_path), GitHubForge.for_pr("octo/widgets", 7, {}), PairedFake(MACHINE), devices=[])
     out, err = capsys.readouterr()
     assert out.startswith(MARKER) and "GITHUB_TOKEN" not in out  # the body alone
     assert err.rstrip().endswith("GITHUB_TOKEN is not set (the comment body is printed on stdout)")
@@ -258,7 +259,7 @@ def test_no_change_creates_no_comment_and_no_token_prints(
 def test_a_forge_is_a_seam_any_ci_system_can_fill(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
     forge = FileForge(tmp_path / "out")
-    pr_main(request(r, {"base": c["head"], "head": c["docs"]}, tmp_path), forge, PairedFake(MACHINE), devices=[])
+    pr(request(r, {"base": c["head"], "head": c["docs"]}, tmp_path), forge, PairedFake(MACHINE), devices=[])
     assert (tmp_path / "out" / "comment.md").read_text().startswith(MARKER)
     assert (tmp_path / "out" / "summary.md").read_text().startswith(MARKER)
 
@@ -266,9 +267,9 @@ def test_a_forge_is_a_seam_any_ci_system_can_fill(repo: tuple[Path, dict[str, st
 def test_failures_are_one_clear_error(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
     with pytest.raises(UsageError, match=r"'no-such-ref' is not a commit of the repository at .*: fetch it"):
-        pr_main(request(r, {"base": "no-such-ref", "head": c["head"]}, tmp_path), PrintForge(), devices=[])
+        pr(request(r, {"base": "no-such-ref", "head": c["head"]}, tmp_path), PrintForge(), devices=[])
     with pytest.raises(FlowError, match=r"measuring .* failed \(exit 2\)"):
-        pr_main(request(r, c, tmp_path), PrintForge(), PairedFake(MACHINE, rc=2), devices=[])
+        pr(request(r, c, tmp_path), PrintForge(), PairedFake(MACHINE, rc=2), devices=[])
     assert git(r, "worktree", "list").count("\n") == 0
     with pytest.raises(UsageError, match="a repository and a PR number go together"):
         GitHubForge.for_pr("octo/widgets", None, {})

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tracker import metrics
+from tracker import cli, metrics
 from tracker.errors import ToolError
 from tracker.measure.cellresult import CellResult
 from tracker.publish import preflight
@@ -121,7 +121,7 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def site(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site") / "site"
-    assert publish.publish_main(results_dir, None, out) == 0
+    assert publish_command(results_dir, out) == 0
     return out
 
 
@@ -225,9 +225,9 @@ def test_report_and_asv_link_both_ways(site: Path) -> None:
 
 def test_refuses_to_publish_over_or_into_the_results(results_dir: Path) -> None:
     with pytest.raises(preflight.UnusableOutput, match="would replace the results"):
-        publish.publish_main(results_dir, None, results_dir.parent)
+        publish.publish(results_dir, None, results_dir.parent, warn=print)
     with pytest.raises(preflight.UnusableOutput, match="inside the results"):
-        publish.publish_main(results_dir, None, results_dir / "site")
+        publish.publish(results_dir, None, results_dir / "site", warn=print)
 
 
 @pytest.mark.slow
@@ -239,7 +239,7 @@ def test_html_dir_is_relative_to_the_config(results_dir: Path, tmp_path: Path) -
     config.parent.mkdir()
     shutil.copy(ROOT / "asv.conf.json", config)
     (tmp_path / "conf" / "benchmarks").symlink_to(ROOT / "benchmarks")
-    assert publish.publish_main(results_dir, None, None, config=config) == 0
+    assert cli.main(["--config", str(config), "publish", "--results-dir", str(results_dir)]) == 0
     assert (tmp_path / "conf" / ".asv" / "html" / "report" / "index.html").is_file()
 
 
@@ -252,7 +252,7 @@ def test_a_stale_benchmarks_json_leaving_out_graphs_is_warned_about(results_dir:
     listed = json.loads((results / "benchmarks.json").read_text())
     del listed[asvfiles.METRIC_BENCHMARKS["compile_time"]]  # written before the metric was added
     (results / "benchmarks.json").write_text(json.dumps(listed))
-    publish.publish_main(results, None, tmp_path / "site")
+    publish_command(results, tmp_path / "site")
     err = capsys.readouterr().err
     assert "publish: warning: 1 benchmark(s) with results have no graphs" in err
     assert asvfiles.METRIC_BENCHMARKS["compile_time"] in err and "stale?" in err
@@ -272,7 +272,7 @@ def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_
     for name in ("candidates.Candidate.track_latency", new_metric):
         listed[name] = {**listed[latency], "name": name}
     (results / "benchmarks.json").write_text(json.dumps(listed))
-    publish.publish_main(results, None, tmp_path / "site")
+    publish_command(results, tmp_path / "site")
     index = json.loads((tmp_path / "site" / "index.json").read_text())
     assert "candidates.Candidate.track_latency" not in index["benchmarks"] and new_metric not in index["benchmarks"]
     assert latency in index["benchmarks"]
@@ -284,7 +284,7 @@ def test_benchmarks_never_run_are_left_out_of_asvs_index(results_dir: Path, tmp_
 def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
     with pytest.raises(ToolError, match="no asv result files in "):
-        publish.publish_main(tmp_path / "results", None, tmp_path / "site")
+        publish.publish(tmp_path / "results", None, tmp_path / "site", warn=print)
 
 
 def h100_results(tmp: Path) -> Path | None:
@@ -304,7 +304,7 @@ def test_publishes_the_h100_fixture(tmp_path: Path) -> None:
     results_dir = h100_results(tmp_path)
     if results_dir is None:
         pytest.skip(f"no H100 fixture at {H100_FIXTURE}")
-    assert publish.publish_main(results_dir, None, tmp_path / "site") == 0
+    assert publish_command(results_dir, tmp_path / "site") == 0
     assert publish.external_loads((tmp_path / "site" / "index.html").read_text()) == []
     # asv's graph pages open on a measured instance, all five modes (both runs measured them all)
     selection = publish.measured_selection(tmp_path / "site")
@@ -326,7 +326,7 @@ def test_asv_graphs_open_on_what_an_eager_and_default_run_measured(tmp_path: Pat
     # on prefill/decode/tiny x llm_rmsnorm/llm_layernorm x eager, one series of six with data
     results_dir = tmp_path / "results"
     shutil.copytree(ROOT / "tests" / "fixtures" / "cpu-tiny" / "results", results_dir)
-    assert publish.publish_main(results_dir, None, tmp_path / "site") == 0
+    assert publish_command(results_dir, tmp_path / "site") == 0
     selection = publish.measured_selection(tmp_path / "site")
     want = {"p-preset": ["'tiny'"], "p-workload": ["'llm_rmsnorm'"], "p-mode": ["'eager'", "'default'"]}
     assert selection == {"baselines.Baseline.track_latency": want, "baselines.Baseline.track_compile_time": want}
@@ -345,8 +345,13 @@ def test_builds_with_no_network_and_twice(monkeypatch: pytest.MonkeyPatch, resul
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     out = tmp_path / "site"
-    assert publish.publish_main(results_dir, None, out) == 0
-    assert publish.publish_main(results_dir, None, out) == 0
+    assert publish_command(results_dir, out) == 0
+    assert publish_command(results_dir, out) == 0
     assert (out / "index.html").read_text().count("nav-li-baseline-report") == 1
     assert (out / "index.html").read_text().count(publish.SELECTION_SCRIPT_ID) == 1
     assert os.path.isfile(out / "report" / "index.html") and (out / preflight.MARKER).is_file()
+
+
+def publish_command(results_dir: Path, out: Path) -> int:
+    """`compile-baselines publish --results-dir RESULTS_DIR --out OUT`: its exit code."""
+    return cli.main(["publish", "--results-dir", str(results_dir), "--out", str(out)])

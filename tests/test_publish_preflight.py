@@ -61,7 +61,7 @@ def test_a_folder_of_the_user_s_own_files_is_refused_and_left_alone(results: Pat
 def test_a_file_in_place_of_the_output_directory_is_refused(results: Path, tmp_path: Path) -> None:
     (tmp_path / "site").write_text("keep me")
     with pytest.raises(preflight.UnusableOutput, match="is a file, not a directory"):
-        publish.publish_main(results, None, tmp_path / "site")
+        publish.publish(results, None, tmp_path / "site", warn=print)
     assert (tmp_path / "site").read_text() == "keep me"
 
 
@@ -69,10 +69,10 @@ def test_a_file_in_place_of_the_output_directory_is_refused(results: Path, tmp_p
 def test_a_site_publish_wrote_is_replaced_and_marked_again(results: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     out.mkdir()  # an empty folder is fine
-    assert publish.publish_main(results, None, out) == 0
+    assert cli.main(["publish", "--results-dir", str(results), "--out", str(out)]) == 0
     assert (out / preflight.MARKER).is_file()
     (out / "stale.html").write_text("from an earlier publish")  # the site is the tool's: replaced whole
-    assert publish.publish_main(results, None, out) == 0
+    assert cli.main(["publish", "--results-dir", str(results), "--out", str(out)]) == 0
     assert (out / preflight.MARKER).is_file() and not (out / "stale.html").exists()
 
 
@@ -227,6 +227,6 @@ def test_a_first_publish_killed_at_any_moment_never_locks_the_next_one_out(resul
     proc.kill()
     proc.wait()
     assert not site.exists() and beside(site) != ["site"]  # a half-built site beside, as SIGKILL leaves it
-    assert publish.publish_main(results, None, site) == 0
+    assert cli.main(["publish", "--results-dir", str(results), "--out", str(site)]) == 0
     assert (site / preflight.MARKER).is_file() and (site / "report" / "index.html").is_file()
     assert beside(site) == ["site"]

@@ -13,6 +13,7 @@ import pytest
 from test_publish import OOM, OOM_REASON, make_results
 from test_results import instance, write_result_file
 
+from tracker import cli
 from tracker.publish import report, roofline
 from tracker.publish.summary_json import summary_json
 from tracker.store import results
@@ -104,7 +105,7 @@ class Cells(HTMLParser):
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("report")
     results_dir = make_results(root)
-    assert report.report_main(results_dir, root / "out", asv_index="../index.html") == 0
+    assert report.write_report(results_dir, root / "out", asv_index="../index.html", warn=print) > 0
     html = (root / "out" / "index.html").read_text(encoding="utf-8")
     parsed = Cells()
     parsed.feed(html)
@@ -144,7 +145,7 @@ def test_wins_and_geomeans_are_the_summarys(built: dict[str, Any]) -> None:
 def test_a_count_reads_in_the_singular_when_it_is_one(tmp_path: Path) -> None:
     """A run of one instance: "1 instance with a winner" and "1 win", never "1 instances" or "1 wins"."""
     write_result_file(tmp_path / "results", instance("prefill", "llm_rmsnorm", {"eager": 0.5, "default": 0.3}))
-    assert report.report_main(tmp_path / "results", tmp_path / "out") == 0
+    assert cli.main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert "1 instance with a winner" in html and ">1 win<" in html
     assert "1 instances" not in html and "1 wins" not in html
@@ -156,7 +157,7 @@ def test_an_instance_no_mode_won_says_no_winner_not_nan(tmp_path: Path) -> None:
     cells = instance("prefill", "llm_rmsnorm", {"eager": None, "default": None})
     cells |= instance("prefill", "llm_layernorm", {"eager": 0.5, "default": 0.3})
     write_result_file(tmp_path / "results", cells)
-    assert report.report_main(tmp_path / "results", tmp_path / "out") == 0
+    assert cli.main(["report", "--results-dir", str(tmp_path / "results"), "--out", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     best = re.findall(r'<td class="best-col">(.*?)</td>', html, flags=re.S)
     assert len(best) == 2 and '<span class="none">no winner</span>' in best[0] and "nan" not in best[0]
@@ -202,7 +203,7 @@ def test_self_contained(built: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_standalone_report_has_no_asv_links(tmp_path: Path) -> None:
     results_dir = make_results(tmp_path)
-    assert report.report_main(results_dir, tmp_path / "out") == 0
+    assert cli.main(["report", "--results-dir", str(results_dir), "--out", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text()
     assert "index.html#" not in html and "asv history" not in html
 
@@ -210,7 +211,7 @@ def test_standalone_report_has_no_asv_links(tmp_path: Path) -> None:
 def test_empty_results_dir_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
     with pytest.raises(results.ResultsError, match="no asv result files"):
-        report.report_main(tmp_path / "results", tmp_path / "out")
+        report.write_report(tmp_path / "results", tmp_path / "out", warn=print)
 
 
 # --- plots ------------------------------------------------------------------------------------------------

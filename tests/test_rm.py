@@ -309,7 +309,7 @@ def test_an_interrupt_says_what_that_command_leaves(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(remove, "rm_main", interrupted)
+    monkeypatch.setattr(remove, "rm", interrupted)
     monkeypatch.setattr(merge, "merge_results", interrupted)
     argv = (["rm", "--commit", KERNELS[:8], "--yes"] if command == "rm" else ["merge", str(store / "results")])
     assert cli.main([*argv, "--results-dir", str(store / "results")]) == 130

@@ -4,17 +4,17 @@ the comparisons in which a best baseline changed; none changed: no body."""
 
 from __future__ import annotations
 
-import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from comparecli import run_compare
 from gitrepos import commit_all, origin_and_clone
 
 from tracker import cli
 from tracker.errors import ToolError
-from tracker.publish.comparison import compare_main
+from tracker.publish.comparison import CompareRequest
 from tracker.publish.nightly import NightOptions, Section, TrackError, body, track
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,18 +37,18 @@ def no_steps(results: Path, machine: str) -> None:
 
 
 class FakeCompare:
-    """compare_main's stand-in: the calls it got (checked against compare_main's parameters), and a best-baseline
-    change on the machines in `changed`."""
+    """best_change's stand-in: the comparisons it was asked (what each request says of the runs and the rule), and a
+    best-baseline change on the machines in `changed`."""
+
+    FIELDS = ("base", "head", "machine", "head_machine", "allow_cross_versions", "confirm", "attribute_changes")
 
     def __init__(self, changed: set[str]) -> None:
         self.changed, self.calls = changed, []
 
-    def __call__(self, **kwargs: Any) -> int:
-        inspect.signature(compare_main).bind(**kwargs)
-        self.calls.append({k: v for k, v in kwargs.items() if k not in ("results_dir", "repo_dir", "out")})
-        Path(kwargs["out"]).write_text(f"{kwargs['machine']} -> {kwargs.get('head_machine')}: max-autotune -> "
-                                       "default\n")
-        return 3 if kwargs["machine"] in self.changed and kwargs.get("head_machine") is None else 0
+    def __call__(self, request: CompareRequest, warn: Callable[[str], object]) -> str | None:
+        self.calls.append({k: getattr(request, k) for k in self.FIELDS})
+        changed = request.machine in self.changed and request.head_machine is None
+        return f"{request.machine} -> {request.head_machine}: max-autotune -> default\n" if changed else None
 
 
 def test_each_machine_against_its_previous_run_then_the_lines_against_the_first(tmp_path: Path) -> None:
@@ -60,10 +60,9 @@ def test_each_machine_against_its_previous_run_then_the_lines_against_the_first(
     sections = track(results, "HEAD", work, options=NightOptions(confirmed_only=True, attribute=True,
                                                                  allow_cross_versions=True),
                      compare=compare, say=said.append, steps=no_steps)
-    night = {"fmt": "md", "fail_on": "best-change", "allow_cross_versions": True, "confirm": (0, 3),
-             "attribute_changes": True}
-    lines = {"fmt": "md", "fail_on": "best-change", "base": c2, "head": c2, "machine": "h100-torch-new",
-             "allow_cross_versions": True}
+    night = {"head_machine": None, "allow_cross_versions": True, "confirm": (0, 3), "attribute_changes": True}
+    lines = {"base": c2, "head": c2, "machine": "h100-torch-new", "allow_cross_versions": True, "confirm": (0, 0),
+             "attribute_changes": False}
     assert compare.calls == [
         # night to night (tonight's machines in name order); a machine first measured tonight has no previous run
         {**night, "base": c1, "head": c2, "machine": "h100-torch-nightly"},
@@ -88,9 +87,8 @@ def test_one_machine_of_a_kernel_repository_against_its_previous_run_only(tmp_pa
     compare = FakeCompare(set())
     assert track(results, c2, work, machines=["h100-torch-stable"], compare=compare, say=lambda _: None,
                  steps=no_steps) == []
-    assert compare.calls == [{"fmt": "md", "fail_on": "best-change", "base": c0, "head": c2,
-                              "machine": "h100-torch-stable", "allow_cross_versions": False, "confirm": (0, 0),
-                              "attribute_changes": False}]
+    assert compare.calls == [{"base": c0, "head": c2, "machine": "h100-torch-stable", "head_machine": None,
+                              "allow_cross_versions": False, "confirm": (0, 0), "attribute_changes": False}]
 
 
 def track_command(monkeypatch: pytest.MonkeyPatch, results: Path, out: Path, work: Path, *options: str) -> int:
@@ -108,7 +106,7 @@ def test_the_body_is_written_when_a_best_baseline_changed_and_removed_when_none_
     out = tmp_path / "issue.md"
     assert track_command(monkeypatch, results, out, work, "--fail-on", "best-change") == 3
     direct = tmp_path / "direct.md"
-    assert compare_main(results, c0, c2, "h100-p", "md", "best-change", direct, repo_dir=work) == 3
+    assert run_compare(results, c0, c2, "h100-p", "md", "best-change", direct, repo_dir=work) == 3
     assert out.read_text() == f"## h100-p\n\n{direct.read_text()}\n"
     assert "Best baselines changed: " in out.read_text()
     # the next night measures the same code again: nothing changed, and no stale body is left to post
@@ -162,8 +160,8 @@ def test_a_comparison_that_fails_names_its_machine_in_one_line(
     results = tmp_path / "results"
     stub_runs(results, {"h100-torch-stable": (c0, c2)})
 
-    def broken(**kwargs: Any) -> int:
-        raise ToolError(f"{kwargs['results_dir']}/h100-torch-stable/x.json is not an asv result file")
+    def broken(request: CompareRequest, warn: Callable[[str], object]) -> str | None:
+        raise ToolError(f"{request.results_dir}/h100-torch-stable/x.json is not an asv result file")
 
     with pytest.raises(TrackError, match=r"^h100-torch-stable: .*is not an asv result file$"):
         track(results, c2, work, compare=broken, say=lambda _: None)

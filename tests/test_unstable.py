@@ -14,7 +14,7 @@ import pytest
 
 from tracker import cli
 from tracker.analyse.unstable import unstable_cells
-from tracker.publish import report, summary
+from tracker.publish import summary
 from tracker.stats import TOO_NOISY_SPREAD
 from tracker.store.results import load_results
 
@@ -47,7 +47,7 @@ def test_the_summary_names_them_in_text_and_json(capsys: pytest.CaptureFixture[s
 def test_the_report_marks_them(tmp_path: Path):
     results = tmp_path / "results"
     shutil.copytree(CPU_TINY, results)
-    assert report.report_main(results, tmp_path / "out") == 0
+    assert cli.main(["report", "--results-dir", str(results), "--out", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text()
     assert html.count('<span class="noisy-flag">too noisy to judge</span>') == len(NOISY)
 

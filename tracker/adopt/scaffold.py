@@ -134,18 +134,3 @@ def init(directory: str | os.PathLike[str], namespace: str | None = None, ref: s
         atomic.write_text(path, text)
         written.append(path)
     return s, written, hand_edit
-
-
-def init_main(directory: str, namespace: str | None = None, ref: str | None = None, force: bool = False) -> int:
-    """`compile-baselines init`: write the scaffold into `directory` and say what was written and what is next."""
-    scaffold, written, hand_edit = init(directory, namespace, ref, force)
-    for path in written:
-        print(f"wrote {path}")
-    if hand_edit:
-        print(f"\n{Path(directory) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
-        print(hand_edit)
-    print(f"next (docs/plugins.md): pip install -e {directory} beside compile-baselines; `compile-baselines list` "
-          f"then shows {scaffold.namespace}.silu. Commit the repository (git init; git add -A; git commit), and from "
-          f"inside it `compile-baselines run --workload '{scaffold.namespace}.*'` measures it, recorded under its "
-          "commit into its .asv/")
-    return 0

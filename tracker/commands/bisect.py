@@ -1,12 +1,18 @@
-"""`compile-baselines bisect`: its options and its handler."""
+"""`compile-baselines bisect`: the bisection (tracker.flows.bisect: paired rounds at midpoints of the range) as text on
+stdout and as the tracking issue's section in --out; its progress on stderr."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracker.commands._options import AT_LEAST_TWO, COUNT, POSITIVE, Commands, command, results_dir, results_dir_option
 from tracker.paths import project_repo
+
+if TYPE_CHECKING:
+    from tracker.flows.bisect import Bisected
 
 
 def add(commands: Commands) -> None:
@@ -48,7 +54,7 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.flows.bisect import BisectRequest, bisect_main
+    from tracker.flows.bisect import BisectRequest, bisect
     from tracker.flows.rounds import Budget
     from tracker.runner import policy
 
@@ -56,4 +62,22 @@ def main(args: argparse.Namespace) -> int:
                             args.from_machine, args.confirmed_only, args.history,
                             args.jobs or policy.default_jobs_here(), Budget(args.budget, args.max_compiles),
                             Path(args.out) if args.out else None, project_repo())
-    return bisect_main(request)
+    return show(bisect(request, log=sys.stderr), request.from_machine, request.out)
+
+
+def show(bisected: Bisected, from_machine: str | None, out: Path | None) -> int:
+    """The bisection as text on stdout, and as the tracking issue's section in `out`; when there was nothing to
+    bisect, that said and `out` removed. Exit 0."""
+    from tracker.publish.bisection import render_md, render_text
+    from tracker.store import atomic
+
+    if bisected.bisection is None:
+        print(f"bisect: no best baseline changed between {bisected.good[:8]} and {bisected.bad[:8]} on "
+              f"{from_machine}: nothing to bisect")
+        if out is not None:
+            out.unlink(missing_ok=True)
+        return 0
+    print(render_text(bisected.bisection), end="")
+    if out is not None:
+        atomic.write_text(out, render_md(bisected.bisection))
+    return 0

@@ -1,16 +1,23 @@
-"""`compile-baselines compare`: its options and its handler."""
+"""`compile-baselines compare`: two runs compared (tracker.publish.comparison: picked, judged, rendered) as a table,
+markdown or JSON, to a file or stdout; the runs picked, the warnings and the headline on stderr; exit 3 when --fail-on
+holds."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracker.analyse.verdicts import FAIL_ON, TESTS
+from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK, FAIL_ON, TESTS
 from tracker.commands._options import COUNT, Commands, command, factor, results_dir, results_dir_option
 from tracker.errors import UsageError
 from tracker.paths import project_repo
 from tracker.publish.units import FORMATS
+
+if TYPE_CHECKING:
+    from tracker.publish.comparison import CompareRequest
 
 
 def add(commands: Commands) -> None:
@@ -91,16 +98,43 @@ def main(args: argparse.Namespace) -> int:
     if (args.base_torch is None) != (args.head_torch is None):
         raise UsageError("--base-torch and --head-torch go together: compare one torch version with another")
     from tracker.analyse.confirm import COMPILES
-    from tracker.publish.comparison import compare_main
+    from tracker.publish.comparison import CompareRequest
 
     if args.confirm:
         _confirm(args)
-    return compare_main(results_dir(args), args.base, args.head, args.machine, _compare_format(args), args.fail_on,
-                        args.out, args.allow_cross_versions, head_machine=args.head_machine, factor=args.factor,
-                        only_changed=args.only_changed, repo_dir=project_repo(), base_torch=args.base_torch,
-                        head_torch=args.head_torch,
-                        confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0),
-                        attribute_changes=args.attribute, history=args.history, test=args.test)
+    request = CompareRequest(
+        results_dir(args), args.base, args.head, args.machine, args.head_machine, args.allow_cross_versions,
+        factor=args.factor, confirm=(0, COMPILES) if args.confirm or args.confirmed_only else (0, 0), test=args.test,
+        repo_dir=project_repo(), base_torch=args.base_torch, head_torch=args.head_torch, history=args.history,
+        attribute_changes=args.attribute)
+    return show(request, _compare_format(args), args.fail_on, args.out, args.only_changed)
+
+
+def show(request: CompareRequest, fmt: str, fail_on: str = "never", out: str | os.PathLike[str] | None = None,
+         only_changed: bool = False) -> int:
+    """The comparison in `fmt` to `out` or stdout; on stderr the runs picked for it (when base or head was not
+    given), its warnings and its headline (unless a table on the terminal showed it). Exit 0, or EXIT_FAIL_ON (3)
+    when `fail_on` holds."""
+    from tracker.publish.comparison import compare, pick, render, verdict_line
+    from tracker.store import atomic
+
+    request, picked = pick(request)
+    if picked:
+        print(f"compare: {picked}", file=sys.stderr)
+    compared = compare(request)
+    c = compared.comparison
+    for w in c.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    text = render(compared, fmt, only_changed)
+    if out is not None:
+        atomic.write_text(out, text)
+    else:
+        sys.stdout.write(text)
+    failed = c.fails(fail_on)
+    # A table on the terminal has just shown the headline; a file, a pipe or a CI log gets it on stderr
+    if failed or fmt != "table" or out is not None or not sys.stdout.isatty():
+        print(verdict_line(c, fail_on), file=sys.stderr)
+    return EXIT_FAIL_ON if failed else EXIT_OK
 
 
 def _confirm(args: argparse.Namespace) -> None:

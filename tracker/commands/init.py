@@ -1,8 +1,10 @@
-"""`compile-baselines init`: its options and its handler."""
+"""`compile-baselines init`: a kernel repository's scaffold written (tracker.adopt.scaffold), and what was written and
+what comes next said on stdout."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tracker.commands._options import Commands, command
 
@@ -22,6 +24,17 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.adopt.scaffold import init_main
+    """What was written, the lines to add by hand to an existing pyproject.toml, and what comes next."""
+    from tracker.adopt.scaffold import init
 
-    return init_main(args.dir, args.namespace, args.ref, args.force)
+    scaffold, written, hand_edit = init(args.dir, args.namespace, args.ref, args.force)
+    for path in written:
+        print(f"wrote {path}")
+    if hand_edit:
+        print(f"\n{Path(args.dir) / 'pyproject.toml'} exists and was left as it is: add these lines to it\n")
+        print(hand_edit)
+    print(f"next (docs/plugins.md): pip install -e {args.dir} beside compile-baselines; `compile-baselines list` "
+          f"then shows {scaffold.namespace}.silu. Commit the repository (git init; git add -A; git commit), and from "
+          f"inside it `compile-baselines run --workload '{scaffold.namespace}.*'` measures it, recorded under its "
+          "commit into its .asv/")
+    return 0

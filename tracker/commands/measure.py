@@ -1,8 +1,11 @@
-"""`compile-baselines measure`: its options and its handler."""
+"""`compile-baselines measure`: one cell measured in this process (tracker.measure.onecell) and printed as a table or
+JSON; exit 1 when it failed or was skipped."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from tracker.commands._options import Commands, command, timing_options
 from workloads.names import MODES
@@ -31,10 +34,22 @@ def add(commands: Commands) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tracker.measure.harness import Settings
-    from tracker.measure.onecell import measure_main
+    from tracker.measure.hostinfo import busy_warning
+    from tracker.measure.onecell import measure
 
     settings = Settings(warmup_ms=args.warmup_ms, rep_ms=args.rep_ms or Settings.rep_ms,
                         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit,
                         cudagraph_mark_step=args.cudagraph_mark_step, cpu_threads=args.cpu_threads)
     mode = f"kernel:{args.kernel}" if args.kernel else args.mode
-    return measure_main(args.preset, args.workload, mode, args.device, settings, args.json, args.all_samples)
+    measured = measure(args.preset, args.workload, mode, args.device, settings)
+    result = measured.result
+    if args.json:
+        print(json.dumps(measured.as_json(args.all_samples), indent=1))
+    else:
+        for k, v in measured.rows(f"{args.preset} / {args.workload} / {mode}"):
+            print(f"{k:>13}  {v}")
+    if result.status == "skipped":  # nothing measured: the work asked for was not done
+        print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
+    elif result.device == "cpu" and (warning := busy_warning()):  # said of the timings just taken
+        print(f"measure: warning: {warning}", file=sys.stderr)
+    return 0 if result.ok else 1

@@ -1,16 +1,22 @@
-"""`compile-baselines pr`: its options and its handler."""
+"""`compile-baselines pr`: the PR flow (tracker.flows.pr: both sides measured in pairs, compared, the comment handed
+to GitHub's forge), its progress on stderr; exit 3 when the comparison finds what --fail-on names."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracker.analyse.verdicts import FAIL_ON
+from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK, FAIL_ON
 from tracker.commands._options import AT_LEAST_TWO, COUNT, POSITIVE, Commands, command, results_dir, results_dir_option
 from tracker.errors import UsageError
 from tracker.paths import project_repo
 from workloads.names import MODES
+
+if TYPE_CHECKING:
+    from tracker.analyse.compare import Comparison
 
 
 def add(commands: Commands) -> None:
@@ -53,7 +59,7 @@ def add(commands: Commands) -> None:
 def main(args: argparse.Namespace) -> int:
     if (args.repo is None) != (args.pr is None):
         raise UsageError("--repo and --pr go together")
-    from tracker.flows.pr import PrRequest, pr_main
+    from tracker.flows.pr import PrRequest, pr
     from tracker.flows.rounds import Budget
     from tracker.github.forge import GitHubForge
     from tracker.runner import policy
@@ -65,4 +71,9 @@ def main(args: argparse.Namespace) -> int:
                         args.machine, args.preset, args.mode, catalog.expand(args.workload) if args.workload else None,
                         args.history, args.fail_on, Budget(args.budget, args.max_compiles, args.compiles),
                         project_repo(), args.full)
-    return pr_main(request, forge)
+    return exit_code(pr(request, forge, log=sys.stderr), args.fail_on)
+
+
+def exit_code(comparison: Comparison | None, fail_on: str) -> int:
+    """3 when the PR's comparison finds what --fail-on names, else 0 (and 0 when the PR changed no workload)."""
+    return EXIT_FAIL_ON if comparison is not None and comparison.fails(fail_on) else EXIT_OK

@@ -1,8 +1,11 @@
-"""`compile-baselines report`: its options and its handler."""
+"""`compile-baselines report`: the HTML report written (tracker.publish.report); the results' warnings and where it
+was written on stderr."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from tracker.commands._options import Commands, command, results_dir, results_dir_option
 
@@ -15,6 +18,12 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.publish.report import report_main
+    from tracker.publish.report import write_report, written
 
-    return report_main(results_dir(args), args.out)
+    size = write_report(results_dir(args), args.out, warn=_warn)
+    print(written(Path(args.out) / "index.html", size), file=sys.stderr)
+    return 0
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr)

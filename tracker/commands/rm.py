@@ -1,8 +1,10 @@
-"""`compile-baselines rm`: its options and its handler."""
+"""`compile-baselines rm`: the runs a selection picks listed, and with --yes removed (tracker.store.remove), each line
+said on stdout as it happens, the unreadable files on stderr."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tracker.commands._options import Commands, command, date_option, results_dir, results_dir_option
 from tracker.errors import UsageError
@@ -32,11 +34,12 @@ def add(commands: Commands) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from tracker.store.cells import default_cells_dir
-    from tracker.store.remove import Selection, rm_main
+    from tracker.store.remove import Selection, rm
 
     results = results_dir(args)
     selection = Selection(args.commit, args.machine, args.torch, args.since, args.until)
     if selection.empty():
         raise UsageError("say which runs to remove: --commit, --machine, --torch, --since or --until")
-    return rm_main(results, args.cells_dir or default_cells_dir(results), selection, args.yes,
-                   repo_dir=project_repo())
+    rm(results, args.cells_dir or default_cells_dir(results), selection, args.yes, repo_dir=project_repo(),
+       say=print, warn=lambda line: print(line, file=sys.stderr))
+    return 0

@@ -1,9 +1,13 @@
-"""`compile-baselines run`: its options and its handler."""
+"""`compile-baselines run`: the cells asked for (tracker.runner.request: refused before anything is measured) measured
+and recorded (tracker.runner.suite), what it measures and notes on stderr, the outcome and the summary on stdout."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracker.commands._options import (
     AT_LEAST_ONE,
@@ -18,6 +22,9 @@ from tracker.commands._options import (
 from tracker.errors import UsageError
 from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES
+
+if TYPE_CHECKING:
+    from tracker.runner.request import RunRequest
 
 
 def add(commands: Commands) -> None:
@@ -66,7 +73,7 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.runner.request import RunRequest, run_main
+    from tracker.runner.request import RunRequest
 
     request = RunRequest(
         presets=args.preset, workloads=args.workload, modes=args.mode, kernels=args.kernel, cells=args.cell,
@@ -75,7 +82,44 @@ def main(args: argparse.Namespace) -> int:
         warm_cache=args.warm_cache, retry_failed=args.retry_failed, replicates=args.replicates,
         replicate_all_modes=args.replicate_all_modes, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit, cpu_threads=args.cpu_threads)
-    return run_main(request, Path(args.config), args.results_dir)
+    return _run(request, Path(args.config), args.results_dir)
+
+
+def _run(request: RunRequest, config: Path, results_dir: str | None) -> int:
+    """Measure the cells asked for and record them into `results_dir` (None: the default, then a note says where
+    plugin workloads were filed), then print the outcome and the summary; exit 0 (failed cells are data)."""
+    from tracker.measure.hostinfo import busy_warning
+    from tracker.runner.request import PROGRESS_ONLY, notes, prepare
+    from tracker.runner.suite import run_suite
+
+    run = prepare(request, config, results_dir)
+    cfg = run.config
+    print(f"run: commit {cfg.commit[:12]}, machine {cfg.machine}, device {cfg.device}"
+          + (f" ({len(cfg.gpus)} GPUs: {','.join(cfg.gpus)})" if len(cfg.gpus) > 1 else "")
+          + f", presets {', '.join(run.presets)}"
+          + (f", shard {request.shard[0]}/{request.shard[1]}" if request.shard else ""), file=sys.stderr)
+    for note in notes(run, results_dir is None):
+        print(f"run: note: {note}", file=sys.stderr)
+    if cfg.device == "cpu" and (warning := busy_warning()):
+        print(f"run: warning: {warning}", file=sys.stderr)
+    outcome = run_suite(run.cells, cfg, run.conf, run.date_ms)
+    failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
+    print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
+          f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")
+    for cell, r in failed:
+        print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
+    if os.environ.get(PROGRESS_ONLY, "") in ("", "0"):
+        _print_summary(run.conf.results_dir, cfg.commit, cfg.machine)
+    return 0
+
+
+def _print_summary(results_dir: str, commit: str, machine: str) -> None:
+    try:
+        from tracker.publish import summary
+    except ImportError:
+        return
+    print()
+    print(summary.render_text(results_dir, commit=commit, machine=machine))
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:

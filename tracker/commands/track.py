@@ -4,6 +4,7 @@ baseline changed."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tracker.commands._options import Commands, command, results_dir, results_dir_option
@@ -46,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
 
     options = NightOptions(args.confirmed_only, args.attribute, args.allow_cross_versions)
     sections = write_body(results_dir(args), args.commit, args.out, args.machine, options, project_repo(),
-                          Path(args.bisections) if args.bisections else None)
+                          Path(args.bisections) if args.bisections else None,
+                          warn=lambda line: print(line, file=sys.stderr))
     if sections:
         print(f"{count(len(sections), 'comparison')} with a changed best baseline: wrote {args.out}")
     else:

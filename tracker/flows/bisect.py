@@ -56,9 +56,8 @@ from tracker.errors import UsageError
 from tracker.flows import rounds
 from tracker.flows.sides import Command, FlowError, Runner, Side, resolve, run_commands, workloads_at, worktrees
 from tracker.paths import REPO_ROOT
-from tracker.publish.bisection import render_md, render_text
 from tracker.runner.workerenv import usable_cpus
-from tracker.store import atomic, confined, merge, pairing
+from tracker.store import confined, merge, pairing
 from tracker.store.cells import CellStore, RunKey, check_machine_name, default_cells_dir, torch_version
 from tracker.store.commits import git
 from tracker.store.resultsbranch import stored_in_dir
@@ -86,9 +85,20 @@ class BisectRequest:
     repo_dir: Path = REPO_ROOT
 
 
-def bisect_main(request: BisectRequest, runner: Runner | None = None, devices: Sequence[str] | None = None,
-                clock: Callable[[], float] = time.monotonic) -> int:
-    """Exit 0 (also when nothing was bisected: said on stdout); errors raise (CLI: 1, usage 2)."""
+@dataclass(frozen=True)
+class Bisected:
+    """What a bisection found: its ends, resolved, and the steps that found the first bad commit (None: nothing to
+    bisect, no best baseline changed between the ends on `from_machine`)."""
+
+    good: str
+    bad: str
+    bisection: Bisection | None
+
+
+def bisect(request: BisectRequest, runner: Runner | None = None, devices: Sequence[str] | None = None,
+           clock: Callable[[], float] = time.monotonic, log: TextIO | None = None) -> Bisected:
+    """The commit between good and bad that moved the cells, found by paired rounds at midpoints of the range;
+    `log`: where it says what it measures (None: stderr). Errors raise (typed: tracker.errors)."""
     if not (request.cells or request.instances or request.from_machine):
         raise UsageError("name what to bisect: cells (PRESET/WORKLOAD/MODE), instances (PRESET/WORKLOAD), or the "
                          "machine whose runs of good and bad show the change", parameter="cell")
@@ -102,27 +112,20 @@ def bisect_main(request: BisectRequest, runner: Runner | None = None, devices: S
     seen, ends = _seen(request, results, good, bad, repo_dir) if request.from_machine else (None, None)
     cells = cells_to_bisect(request.cells, request.instances, seen)
     if not cells:
-        print(f"bisect: no best baseline changed between {good[:8]} and {bad[:8]} on {request.from_machine}: "
-              "nothing to bisect")
-        if request.out is not None:
-            Path(request.out).unlink(missing_ok=True)
-        return 0
+        return Bisected(good, bad, None)
     for commit, end in ((good, "good"), (bad, "bad")):
         if missing := missing_workloads(commit, cells, repo_dir):
             raise UsageError(f"{missing} at the {end} end ({commit[:12]}): it cannot be bisected there")
     machine = request.machine or f"{request.from_machine or socket.gethostname()}-bisect"
     check_machine_name(machine)
     devices = rounds.host_gpus() if devices is None else devices
+    log = log or sys.stderr
     print(f"bisect: {len(commits) - 1} commits from {good[:12]} ({request.good_ref}) to {bad[:12]} "
-          f"({request.bad_ref}), {', '.join('/'.join(c) for c in cells)}, as machine {machine}", file=sys.stderr)
+          f"({request.bad_ref}), {', '.join('/'.join(c) for c in cells)}, as machine {machine}", file=log)
     with tempfile.TemporaryDirectory(prefix="compile-baselines-bisect-") as work:
         bisector = Bisector(repo_dir, results, machine, Path(work), request.budget, request.jobs, request.history,
-                            runner or run_commands, rounds.groups_of(devices, usable_cpus()), clock)
-        bisection = bisector.bisect(commits, cells, ends)
-    print(render_text(bisection), end="")
-    if request.out is not None:
-        atomic.write_text(request.out, render_md(bisection))
-    return 0
+                            runner or run_commands, rounds.groups_of(devices, usable_cpus()), clock, log)
+        return Bisected(good, bad, bisector.bisect(commits, cells, ends))
 
 
 def first_parents(good: str, bad: str, repo_dir: Path) -> list[Commit]:
@@ -355,5 +358,5 @@ def _record(results: Path, machine: str, base: str, head: str, cells: Sequence[C
     pairing.write(cells_dir, record)
 
 
-__all__ = ["BisectRequest", "Bisector", "bisect_main", "cells_to_bisect", "first_parents", "missing_workloads",
+__all__ = ["BisectRequest", "Bisected", "Bisector", "bisect", "cells_to_bisect", "first_parents", "missing_workloads",
            "parse_cell", "parse_instance"]

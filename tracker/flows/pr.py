@@ -53,10 +53,11 @@ class PrRequest:
     full: bool = False  # every cell in pairs, even where only kernels under test changed (no shared baseline)
 
 
-def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
-            devices: Sequence[str] | None = None) -> int:
-    """Exit 0, or 3 when `fail_on` holds; errors raise (CLI: 1, usage 2). `devices`: the GPUs to spread the rounds
-    over (None: the host's)."""
+def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: Sequence[str] | None = None,
+       log: TextIO | None = None) -> Comparison | None:
+    """The comparison the PR's rounds decided, handed to `forge`; None when the PR changed no workload (the forge
+    was told so). `devices`: the GPUs to spread the rounds over (None: the host's); `log`: where the flow says what
+    it measures and what came of the post (None: stderr). Errors raise (typed: tracker.errors)."""
     if request.fail_on not in compare.FAIL_ON:
         raise ValueError(f"fail_on is one of {', '.join(compare.FAIL_ON)}, not {request.fail_on!r}")
     repo_dir, results = Path(request.repo_dir).resolve(), Path(request.results_dir).resolve()
@@ -66,12 +67,12 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
     selection = select_workloads(files)
     if request.scope is not None:
         selection = selection.within(request.scope)
-    log = sys.stderr
+    log = log or sys.stderr
     print(f"pr: base {base[:12]} ({request.base_ref}), head {head[:12]} ({request.head_ref}), "
           f"{units.count(len(files), 'changed file')}; {selection.describe()}", file=log)
     if not selection.workloads:
-        _post(forge, prcomment.render_skipped(base, head, files), False)
-        return compare.EXIT_OK
+        _post(forge, prcomment.render_skipped(base, head, files), False, log)
+        return None
     sides = _sides(selection.workloads, base, head, repo_dir, log)
     plan = None if request.full or request.budget.compiles else \
         baseline.choose(selection, sides, request.history, machine, request.presets, request.modes, repo_dir)
@@ -89,8 +90,8 @@ def pr_main(request: PrRequest, forge: Forge, runner: Runner | None = None,
         comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
-    _post(forge, prcomment.render_comment(comparison, max_chars=forge.body_limit), comparison.changed)
-    return compare.EXIT_FAIL_ON if comparison.fails(request.fail_on) else compare.EXIT_OK
+    _post(forge, prcomment.render_comment(comparison, max_chars=forge.body_limit), comparison.changed, log)
+    return comparison
 
 
 def _sides(workloads: Sequence[str], base: str, head: str, repo_dir: Path, log: TextIO) -> list[Side]:
@@ -153,12 +154,12 @@ def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Seque
     pairing.write(cells_dir, record)
 
 
-def _post(forge: Forge, body: str, changed: bool) -> None:
-    """The job summary, then the comment; what happened to it on stderr."""
+def _post(forge: Forge, body: str, changed: bool, log: TextIO) -> None:
+    """The job summary, then the comment; what happened to it on `log`."""
     forge.job_summary(body)
     said = forge.comment(body, changed)
     if said:
-        print(said, file=sys.stderr)
+        print(said, file=log)
 
 
-__all__ = ["PrRequest", "pr_main"]
+__all__ = ["PrRequest", "pr"]

@@ -1,4 +1,4 @@
-"""`compile-baselines measure`: one cell measured in this process, without asv, printed as a table or as JSON.
+"""`compile-baselines measure`: one cell measured in this process, without asv, as a table's rows or as JSON.
 
 Its compile time is the first call's, with this process's compile caches: inductor's default one is kept between
 processes, so a cell compiled before compiles again faster than `run` compiles it (a fresh cache per cell unless
@@ -7,33 +7,36 @@ processes, so a cell compiled before compiles again faster than `run` compiles i
 
 from __future__ import annotations
 
-import json
 import os
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from tracker.measure.harness import CellResult, Settings, measure_cell
-from tracker.measure.hostinfo import busy_warning
 
 
-def measure_main(preset: str, workload: str, mode: str, device: str | None, settings: Settings, as_json: bool = False,
-                 all_samples: bool = False) -> int:
-    """Measure the cell and print it; exit 0 when it measured, 1 when it failed or was skipped. `mode`: a compile
-    mode or a candidate's `kernel:NAME`; `all_samples`: with `as_json`, every sample too. Unknown names raise."""
+@dataclass(frozen=True)
+class Measured:
+    """A cell measured in this process, and the compile cache it compiled with (`warm`: it held files before)."""
+
+    result: CellResult
+    cache: Path
+    warm: bool
+
+    def as_json(self, all_samples: bool = False) -> dict[str, object]:
+        """The result's fields, the sample count (every sample too with `all_samples`) and the compile cache."""
+        return _as_json(self.result, all_samples) | {"compile_cache": {"dir": str(self.cache), "warm": self.warm}}
+
+    def rows(self, cell: str) -> list[tuple[str, str]]:
+        """The result as (label, value) rows of a table, `cell` naming it."""
+        return _rows(self.result, cell, self.cache, self.warm)
+
+
+def measure(preset: str, workload: str, mode: str, device: str | None, settings: Settings) -> Measured:
+    """The cell measured in this process (measure_cell: never raises for a failed cell). `mode`: a compile mode or a
+    candidate's `kernel:NAME`. Unknown names raise."""
     cache = compile_cache()
     warm = cache.is_dir() and any(cache.iterdir())  # before this cell compiles into it
-    result = measure_cell(preset, workload, mode, device=device, settings=settings)
-    if as_json:
-        print(json.dumps(_as_json(result, all_samples) | {"compile_cache": {"dir": str(cache), "warm": warm}},
-                         indent=1))
-    else:
-        for k, v in _rows(result, f"{preset} / {workload} / {mode}", cache, warm):
-            print(f"{k:>13}  {v}")
-    if result.status == "skipped":  # nothing measured: the work asked for was not done
-        print(f"compile-baselines measure: skipped: {result.reason}", file=sys.stderr)
-    elif result.device == "cpu" and (warning := busy_warning()):  # said of the timings just taken
-        print(f"measure: warning: {warning}", file=sys.stderr)
-    return 0 if result.ok else 1
+    return Measured(measure_cell(preset, workload, mode, device=device, settings=settings), cache, warm)
 
 
 def _as_json(result: CellResult, all_samples: bool) -> dict[str, object]:

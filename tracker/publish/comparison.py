@@ -8,16 +8,13 @@ import datetime as dt
 import json
 import math
 import os
-import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tracker.analyse.compare import (
     EXIT_FAIL_ON,
-    EXIT_OK,
-    FAIL_ON,
     ChangeRule,
     Comparison,
     compare_runs,
@@ -26,7 +23,7 @@ from tracker.analyse.compare import (
 from tracker.analyse.judge import NOISE_TEST
 from tracker.analyse.pairs import default_pair
 from tracker.analyse.verdicts import NOISY
-from tracker.analyse.versionattribution import attribute
+from tracker.analyse.versionattribution import Attribution, attribute
 from tracker.errors import UsageError
 from tracker.publish import attributiontext
 from tracker.publish.comparetable import render_table
@@ -34,7 +31,7 @@ from tracker.publish.escape import shown
 from tracker.publish.evidence import kernel_noisy_words, noisy_words
 from tracker.publish.prcomment import headline, listed_cells, render_comment
 from tracker.publish.units import FORMATS
-from tracker.store import atomic, formats
+from tracker.store import formats
 from tracker.store.asvjson import RunFile
 
 
@@ -99,78 +96,99 @@ def _when(r: RunFile) -> str:
     return dt.datetime.fromtimestamp(r.date_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def compare_main(results_dir: str | os.PathLike[str], base: str | None, head: str | None, machine: str | None = None,
-                 fmt: str = "md", fail_on: str = "never", out: str | os.PathLike[str] | None = None,
-                 allow_cross_versions: bool = False, head_machine: str | None = None, *, factor: float | None = None,
-                 only_changed: bool = False, repo_dir: Path | None = None, base_torch: str | None = None,
-                 head_torch: str | None = None, confirm: tuple[int, int] = (0, 0),
-                 attribute_changes: bool = False, history: Sequence[str | os.PathLike[str]] = (),
-                 test: str = NOISE_TEST) -> int:
-    """`compile-baselines compare`: the comparison as a terminal table, markdown (the PR comment's body) or JSON, to
-    `out` or stdout. `base`/`head`: hash prefixes, or git refs resolved in `repo_dir`; None: the machine's latest run
-    (head) and the run before it (base), said on stderr. `factor`: a change must also exceed this ratio;
-    `only_changed`: list only what changed. `base_torch`/`head_torch` (both or neither): compare two torch versions,
-    the runs picked by version (base and head, when given, narrow the choice). `confirm`: the compiles (base, head)
-    a change needs to count (ChangeRule.confirm). `attribute_changes` (--attribute): when both the commit and torch
-    differ between the two runs, say which one moved each change (tracker.analyse.versionattribution). `history`:
-    more results directories for the cells' noise; `test`: the change test (ChangeRule.test). Exit 0, or
-    EXIT_FAIL_ON (3) when the --fail-on condition holds; errors raise (CLI: 1, usage 2)."""
+@dataclass(frozen=True)
+class CompareRequest:
+    """What a comparison is asked (`compile-baselines compare`'s options). `base`/`head`: hash prefixes, or git refs
+    resolved in `repo_dir`; None: the machine's latest run (head) and the run before it (base). `factor`: a change
+    must also exceed this ratio; `confirm`: the compiles (base, head) a change needs to count; `test`: the change test
+    (all three ChangeRule's). `base_torch`/`head_torch` (both or neither): compare two torch versions, the runs picked
+    by version (base and head, when given, narrow the choice). `history`: more results directories for the cells'
+    noise. `attribute_changes` (--attribute): when both the commit and torch differ between the two runs, say which
+    one moved each change (tracker.analyse.versionattribution)."""
+
+    results_dir: str | os.PathLike[str]
+    base: str | None
+    head: str | None
+    machine: str | None = None
+    head_machine: str | None = None
+    allow_cross_versions: bool = False
+    factor: float | None = None
+    confirm: tuple[int, int] = (0, 0)
+    test: str = NOISE_TEST
+    repo_dir: Path | None = None
+    base_torch: str | None = None
+    head_torch: str | None = None
+    history: Sequence[str | os.PathLike[str]] = ()
+    attribute_changes: bool = False
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A comparison and, when asked for (`attribute_changes`), which change moved what (None when only the commit or
+    only torch changed)."""
+
+    comparison: Comparison
+    attribute_changes: bool = False
+    attribution: Attribution | None = None
+
+
+def pick(request: CompareRequest) -> tuple[CompareRequest, str]:
+    """`request` with the runs it leaves out (base, head or both) picked by date, and what was picked in words ("" when
+    nothing was: both given, or torch versions compared)."""
+    base, head = request.base, request.head
+    if request.base_torch is not None or (base is not None and head is not None):
+        return request, ""
+    b, h = default_pair(request.results_dir, base, head, request.machine, request.repo_dir, request.head_machine)
+    picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
+                          (("base", b, base), ("head", h, head)) if given is None)
+    if request.head_machine is not None:
+        said = f"{picked}: the latest run of each machine, base on {shown(b.machine)}, head on {shown(h.machine)}"
+    else:
+        why = "the latest run" if base is not None else "the run before head" if head is not None else \
+            "the latest two runs"
+        said = f"{picked}: {why} on {shown(h.machine)}"
+    return replace(request, base=b.commit, head=h.commit, machine=b.machine), said
+
+
+def compare(request: CompareRequest) -> Compared:
+    """The comparison `request` asks for (the runs it leaves out picked as `pick` does), with its attribution."""
+    if (request.base_torch is None) != (request.head_torch is None):
+        raise UsageError("base_torch and head_torch go together: compare one torch version with another")
+    rule = ChangeRule(test=request.test, factor=request.factor, confirm=request.confirm)
+    r, _ = pick(request)
+    if r.base_torch is not None and r.head_torch is not None:
+        c = compare_versions(r.results_dir, r.base_torch, r.head_torch, r.machine, r.head_machine, r.base, r.head,
+                             r.allow_cross_versions, rule, r.repo_dir, r.history)
+    else:
+        assert r.base is not None and r.head is not None  # picked
+        c = compare_runs(r.results_dir, r.base, r.head, r.machine, r.allow_cross_versions, rule,
+                         head_machine=r.head_machine, repo_dir=r.repo_dir, history=r.history)
+    attribution = attribute(r.results_dir, c, r.repo_dir) if r.attribute_changes else None
+    return Compared(c, r.attribute_changes, attribution)
+
+
+def render(compared: Compared, fmt: str, only_changed: bool = False) -> str:
+    """The comparison as a terminal table, markdown (the PR comment's body) or JSON. With an attribution, its section
+    follows the best-baseline changes (md) or the table (table), or is the JSON's "attribution" (null when only the
+    commit or only torch changed)."""
     if fmt not in FORMATS:
         raise ValueError(f"fmt is one of {', '.join(FORMATS)}, not {fmt!r}")
-    if fail_on not in FAIL_ON:
-        raise ValueError(f"fail_on is one of {', '.join(FAIL_ON)}, not {fail_on!r}")
-    rule = ChangeRule(test=test, factor=factor, confirm=confirm)
-    if (base_torch is None) != (head_torch is None):
-        raise UsageError("base_torch and head_torch go together: compare one torch version with another")
-    if base_torch is not None and head_torch is not None:
-        c = compare_versions(results_dir, base_torch, head_torch, machine, head_machine, base, head,
-                             allow_cross_versions, rule, repo_dir, history)
-        return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
-    if base is None or head is None:
-        b, h = default_pair(results_dir, base, head, machine, repo_dir, head_machine)
-        picked = " and ".join(f"{side} {r.commit[:8]} ({_when(r)})" for side, r, given in
-                              (("base", b, base), ("head", h, head)) if given is None)
-        if head_machine is not None:
-            print(f"compare: {picked}: the latest run of each machine, base on {shown(b.machine)}, head on "
-                  f"{shown(h.machine)}", file=sys.stderr)
-        else:
-            why = "the latest run" if base is not None else "the run before head" if head is not None else \
-                "the latest two runs"
-            print(f"compare: {picked}: {why} on {shown(h.machine)}", file=sys.stderr)
-        base, head, machine = b.commit, h.commit, b.machine
-    c = compare_runs(results_dir, base, head, machine, allow_cross_versions, rule, head_machine=head_machine,
-                     repo_dir=repo_dir, history=history)
-    return _emit(c, fmt, fail_on, out, only_changed, attribute_changes, repo_dir, results_dir)
-
-
-def _emit(c: Comparison, fmt: str, fail_on: str, out: str | os.PathLike[str] | None, only_changed: bool,
-          attribute_changes: bool, repo_dir: Path | None, results_dir: str | os.PathLike[str]) -> int:
-    """Write the comparison in `fmt` to `out` or stdout, its headline to stderr (unless a table on the terminal
-    showed it); the exit code. With `attribute_changes`, the attribution's section follows the best-baseline changes
-    (md) or the table (table), or is the JSON's "attribution" (null when only the commit or only torch changed)."""
-    attribution = attribute(results_dir, c, repo_dir) if attribute_changes else None
-    for w in c.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    c, attribution = compared.comparison, compared.attribution
     if fmt == "table":
         text = render_table(c, only_changed)
-        text += "\n" + attributiontext.render_text(attribution) if attribution else ""
-    elif fmt == "md":
-        text = render_comment(c, only_changed=only_changed,
+        return text + ("\n" + attributiontext.render_text(attribution) if attribution else "")
+    if fmt == "md":
+        return render_comment(c, only_changed=only_changed,
                               attribution=attributiontext.render_md(attribution) if attribution else "")
-    else:
-        extra = {"attribution": attributiontext.attribution_json(attribution) if attribution else None}
-        extra = extra if attribute_changes else {}
-        text = json.dumps(comparison_json(c, only_changed) | extra, indent=1) + "\n"
-    if out is not None:
-        atomic.write_text(out, text)
-    else:
-        sys.stdout.write(text)
-    failed = c.fails(fail_on)
-    # A table on the terminal has just shown the headline; a file, a pipe or a CI log gets it on stderr
-    if failed or fmt != "table" or out is not None or not sys.stdout.isatty():
-        print(f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {shown(c.head.machine)}: {shown(headline(c))}"
-              + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if failed else ""), file=sys.stderr)
-    return EXIT_FAIL_ON if failed else EXIT_OK
+    extra = {"attribution": attributiontext.attribution_json(attribution) if attribution else None}
+    extra = extra if compared.attribute_changes else {}
+    return json.dumps(comparison_json(c, only_changed) | extra, indent=1) + "\n"
 
 
-__all__ = ["FORMATS", "compare_main", "comparison_json"]
+def verdict_line(c: Comparison, fail_on: str) -> str:
+    """The comparison's headline in one line (the terminal table's first), and the exit code when `fail_on` holds."""
+    return (f"compare {c.base.commit[:8]} -> {c.head.commit[:8]} on {shown(c.head.machine)}: {shown(headline(c))}"
+            + (f" (--fail-on {fail_on}: exit {EXIT_FAIL_ON})" if c.fails(fail_on) else ""))
+
+
+__all__ = ["FORMATS", "CompareRequest", "Compared", "compare", "comparison_json", "pick", "render", "verdict_line"]

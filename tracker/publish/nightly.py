@@ -14,24 +14,22 @@ folder (`bisect --out`: the commit that moved a machine's best baseline, found o
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tracker.analyse.confirm import COMPILES
 from tracker.analyse.nightsteps import BEST, Step, recent_steps
-from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK
 from tracker.errors import ToolError
-from tracker.publish.comparison import compare_main
+from tracker.publish import comparison
+from tracker.publish.comparison import CompareRequest
 from tracker.publish.escape import code, md
 from tracker.publish.units import change, ms, p_value
 from tracker.store import atomic, confined
 from tracker.store.commits import resolve_ref
 from tracker.store.resultsbranch import previous_run, stored_in_dir
 
-Compare = Callable[..., int]  # compare_main's signature: the comparison written to `out`; 0, or 3 on --fail-on
+Say = Callable[[str], object]
 
 
 class TrackError(ToolError):
@@ -64,28 +62,40 @@ def measured_at(results_dir: Path, commit: str, machines: list[str] | None = Non
     return sorted(m for m in set(names) if commit[:8] in stored_in_dir(results_dir, m))
 
 
-def _changed(compare: Compare, title: str, **kwargs: Any) -> Section | None:
+def best_change(request: CompareRequest, warn: Say) -> str | None:
+    """The comparison's markdown when a best baseline changed, None when none did; its warnings and headline said
+    through `warn` (as `compare --format md --fail-on best-change` says them on stderr)."""
+    compared = comparison.compare(request)
+    c = compared.comparison
+    for w in c.warnings:
+        warn(f"warning: {w}")
+    text = comparison.render(compared, "md")
+    warn(comparison.verdict_line(c, "best-change"))
+    return text if c.fails("best-change") else None
+
+
+Compare = Callable[[CompareRequest, Say], "str | None"]  # best_change's signature
+
+
+def _changed(compare: Compare, title: str, request: CompareRequest, warn: Say) -> Section | None:
     """The comparison's markdown as a section when a best baseline changed, None when none did."""
-    with tempfile.TemporaryDirectory(prefix="compile-baselines-track-") as tmp:
-        out = Path(tmp) / "comparison.md"
-        try:
-            code = compare(fmt="md", fail_on="best-change", out=out, **kwargs)
-        except ToolError as e:
-            raise TrackError(f"{title}: {e}") from None
-        if code not in (EXIT_OK, EXIT_FAIL_ON):
-            raise TrackError(f"{title}: compare failed (exit {code})")
-        return Section(title, out.read_text(encoding="utf-8")) if code == EXIT_FAIL_ON else None
+    try:
+        markdown = compare(request, warn)
+    except ToolError as e:
+        raise TrackError(f"{title}: {e}") from None
+    return Section(title, markdown) if markdown is not None else None
 
 
 Steps = Callable[[Path, str], "Section | None"]  # (results_dir, machine) -> the section of its history's steps
 
 
 def track(results_dir: Path, commit: str, repo_dir: Path, machines: list[str] | None = None,
-          options: NightOptions = NightOptions(), compare: Compare = compare_main,
-          say: Callable[[str], object] = print, steps: Steps | None = None) -> list[Section]:
+          options: NightOptions = NightOptions(), compare: Compare = best_change,
+          say: Say = print, steps: Steps | None = None, warn: Say = lambda _: None) -> list[Section]:
     """The sections of the tracking issue for `commit` (a hash or a git ref of `repo_dir`): one per comparison in
     which a best baseline changed, each machine's with its previous run first, then the PyTorch lines', then each
-    machine's steps (`steps`, default: its history's, tracker.analyse.nightsteps)."""
+    machine's steps (`steps`, default: its history's, tracker.analyse.nightsteps). `say`: what was compared, and
+    what came of it; `warn`: what each comparison says besides (its warnings and headline)."""
     head = resolve_ref(commit, repo_dir)
     tonight = measured_at(results_dir, head, machines)
     if not tonight:
@@ -97,16 +107,17 @@ def track(results_dir: Path, commit: str, repo_dir: Path, machines: list[str] | 
         if prev is None:
             say(f"{machine}: no earlier measured commit; nothing to compare")
             continue
-        found = _changed(compare, machine, results_dir=results_dir, base=prev, head=head, machine=machine,
-                         allow_cross_versions=options.allow_cross_versions, repo_dir=repo_dir,
-                         confirm=(0, COMPILES) if options.confirmed_only else (0, 0),
-                         attribute_changes=options.attribute)
+        request = CompareRequest(results_dir, prev, head, machine, allow_cross_versions=options.allow_cross_versions,
+                                 repo_dir=repo_dir, confirm=(0, COMPILES) if options.confirmed_only else (0, 0),
+                                 attribute_changes=options.attribute)
+        found = _changed(compare, machine, request, warn)
         say(f"{machine}: best baseline {'changed' if found else 'unchanged'} since {prev[:12]}")
         sections += [found] if found else []
     for other in tonight[1:]:
         title = f"{tonight[0]} vs {other}"
-        found = _changed(compare, title, results_dir=results_dir, base=head, head=head, machine=tonight[0],
-                         head_machine=other, allow_cross_versions=True, repo_dir=repo_dir)
+        request = CompareRequest(results_dir, head, head, tonight[0], other, allow_cross_versions=True,
+                                 repo_dir=repo_dir)
+        found = _changed(compare, title, request, warn)
         say(f"{title}: best baselines {'differ' if found else 'agree'} at {head[:12]}")
         sections += [found] if found else []
     for machine in tonight:
@@ -150,14 +161,15 @@ def written_sections(folder: Path | None) -> list[str]:
 
 
 def write_body(results_dir: str | os.PathLike[str], commit: str, out: str, machines: list[str] | None,
-               options: NightOptions, repo_dir: Path, more: Path | None = None) -> list[Section]:
+               options: NightOptions, repo_dir: Path, more: Path | None = None,
+               warn: Say = lambda _: None) -> list[Section]:
     """`out` holds the tracking issue's body when a best baseline changed, and does not exist when none did (so that
     its presence says so); `more`: a folder of sections other steps wrote, appended to the body (never a body of
-    their own). The comparisons written, one section each (none: `out` removed)."""
+    their own). The comparisons written, one section each (none: `out` removed); `warn`: as track's."""
     root = Path(results_dir)
     if not root.is_dir():
         raise TrackError(f"results directory {root} does not exist: fetch the results first, or pass --results-dir")
-    sections = track(root, commit, repo_dir, machines, options)
+    sections = track(root, commit, repo_dir, machines, options, warn=warn)
     if sections:
         atomic.write_text(out, body(sections) + "".join(written_sections(more)))
     else:
@@ -165,5 +177,5 @@ def write_body(results_dir: str | os.PathLike[str], commit: str, out: str, machi
     return sections
 
 
-__all__ = ["NightOptions", "Section", "TrackError", "body", "measured_at", "steps_markdown", "steps_section", "track",
-           "write_body", "written_sections"]
+__all__ = ["NightOptions", "Section", "TrackError", "best_change", "body", "measured_at", "steps_markdown",
+           "steps_section", "track", "write_body", "written_sections"]

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -414,20 +413,22 @@ def build_page(table: pd.DataFrame, asv_index: str | None = None,
     return render(sections, modes, asv_index, generated or dt.datetime.now(dt.UTC))
 
 
-def report_main(results_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
-                asv_index: str | None = None, shown: Path | None = None) -> int:
-    """Write `<out>/index.html` from the results in `results_dir`. `asv_index`: the URL of asv's published
-    index.html relative to the report, when it is published beside it; `shown`: the folder the report is said to be
-    in, when `out` is moved there afterwards (publish builds its site beside its place). Returns the exit code."""
+def write_report(results_dir: str | os.PathLike[str], out: str | os.PathLike[str], *, asv_index: str | None = None,
+                 warn: Callable[[str], object]) -> int:
+    """Write `<out>/index.html` from the results in `results_dir`, the results' warnings said through `warn` first;
+    its size in bytes. `asv_index`: the URL of asv's published index.html relative to the report, when it is
+    published beside it."""
     results_dir = Path(results_dir)
     loaded = results.load_results(results_dir)
     for warning in loaded.warnings:
-        print(f"report: warning: {warning}", file=sys.stderr)
+        warn(f"report: warning: {warning}")
     if loaded.table.empty:
         raise ReportError(f"no measured cells in {results_dir}: run `compile-baselines run` or pass --results-dir")
     html = build_page(loaded.table, asv_index, machine_files(results_dir))
-    out = Path(out)
-    atomic.write_text(out / "index.html", html)  # an OSError (read-only, a file in the way) is the CLI's one line
-    print(f"report: {((shown or out) / 'index.html').resolve()} ({len(html) // 1024} KiB, self-contained)",
-          file=sys.stderr)
-    return 0
+    atomic.write_text(Path(out) / "index.html", html)  # an OSError (read-only, a file in the way) is the CLI's one line
+    return len(html)
+
+
+def written(index: Path, size: int) -> str:
+    """What `compile-baselines report` says of the report it wrote (`index`: where it is, once in place)."""
+    return f"report: {index.resolve()} ({size // 1024} KiB, self-contained)"

@@ -17,6 +17,8 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -403,8 +405,10 @@ def _define_history_class() -> type:
     return ResultsHistory
 
 
-def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG) -> None:
-    """asv's own publish, over the history the results record (see use_results_history), into `site`."""
+def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG,
+                    warn: Callable[[str], object] = lambda _: None) -> None:
+    """asv's own publish, over the history the results record (see use_results_history), into `site`; `warn`: how
+    the suite's description was written, when it was."""
     from asv.commands.publish import Publish
     from asv.console import log
     from asv.util import UserError
@@ -415,7 +419,7 @@ def run_asv_publish(results_dir: Path, site: Path, config: Path = DEFAULT_CONFIG
     conf = asvfiles.load_conf(config)
     conf.results_dir = str(results_dir)
     if not (results_dir / "benchmarks.json").is_file():
-        _write_benchmark_list(conf)
+        _write_benchmark_list(conf, warn)
     conf.html_dir = str(site)
     use_results_history(conf)
     log.enable(verbose=False)
@@ -442,7 +446,7 @@ def _too_deep(results_dir: Path) -> str:
     return "a file of the results"
 
 
-def _write_benchmark_list(conf: Any) -> None:
+def _write_benchmark_list(conf: Any, warn: Callable[[str], object]) -> None:
     """asv publish reads the suite's description from results/benchmarks.json, which `asv run` writes and our
     runner does not. Discover the suite as asv run does (one process importing it); when it cannot be imported
     here, describe the tracker's own benchmarks from the result files, which hold their parameters and versions."""
@@ -454,7 +458,7 @@ def _write_benchmark_list(conf: Any) -> None:
     logging.disable(logging.CRITICAL)  # asv logs a failed import's whole traceback; one line below says it
     try:
         _save(asvfiles.discover(conf, asvfiles.existing_environment(conf, sys.executable), "HEAD"), path)
-        print(f"publish: wrote {path} (the suite's description, discovered)", file=sys.stderr)
+        warn(f"publish: wrote {path} (the suite's description, discovered)")
         return
     except asvfiles.AsvError as e:
         problem = str(e).splitlines()[0]
@@ -465,8 +469,8 @@ def _write_benchmark_list(conf: Any) -> None:
         raise PublishError(f"{conf.results_dir} has no benchmarks.json (asv publish needs the suite's description), "
                            f"discovering the suite failed ({problem}) and no result file names our benchmarks")
     _save(Benchmarks(conf, described), path)
-    print(f"publish: warning: discovering the suite failed ({problem}); wrote {path} describing "
-          f"{', '.join(b['name'] for b in described)} from the result files", file=sys.stderr)
+    warn(f"publish: warning: discovering the suite failed ({problem}); wrote {path} describing "
+         f"{', '.join(b['name'] for b in described)} from the result files")
 
 
 def _save(benchmarks: Any, path: Path) -> None:
@@ -510,11 +514,19 @@ def describe_from_results(results_dir: Path) -> list[dict[str, Any]]:
     return [found[n] for n in units if n in found]
 
 
-def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLike[str] | None,
-                 out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None) -> int:
+@dataclass(frozen=True)
+class Published:
+    site: Path  # the site's folder: asv's index.html, the report in REPORT_SUBDIR
+    report_bytes: int  # the report's size
+
+
+def publish(results_dir: str | os.PathLike[str], html_dir: str | os.PathLike[str] | None,
+            out: str | os.PathLike[str] | None, *, config: str | os.PathLike[str] | None = None,
+            warn: Callable[[str], object]) -> Published:
     """Publish asv's history (offline-ready) to `out`, or when None to asv.conf.json's `html_dir` (relative to
-    the config file, as asv reads it), and the report to `<out>/report/`. Returns the exit code."""
-    from tracker.publish.report import report_main
+    the config file, as asv reads it), and the report to `<out>/report/`; what was left out or written besides said
+    through `warn` as it happens."""
+    from tracker.publish.report import write_report
     from tracker.store import asvfiles
 
     config_path = Path(config) if config else DEFAULT_CONFIG
@@ -534,15 +546,13 @@ def publish_main(results_dir: str | os.PathLike[str], html_dir: str | os.PathLik
         raise preflight.UnusableOutput(f"output {site} is inside the results directory {results}: choose another "
                                        "--out")
     with preflight.replacing(site) as build:  # built beside it, put in its place whole
-        run_asv_publish(results, build, config_path)
+        run_asv_publish(results, build, config_path, warn)
         preflight.mark(build)
         for warning in [*graphs_left_out(results, build, drop_benchmarks_without_results(build)), *inert_index(build)]:
-            print(f"publish: warning: {warning}", file=sys.stderr)
+            warn(f"publish: warning: {warning}")
         make_offline(build)
         make_file_readable(build)
         link_report(build)
         note_single_commit(build, results, open_graphs_on_measured(build))
-        code = report_main(results, build / REPORT_SUBDIR, asv_index="../index.html", shown=site / REPORT_SUBDIR)
-    print(f"published {site / 'index.html'} (asv history, no network needed; open it as a file or serve it) and "
-          f"{site / REPORT_SUBDIR / 'index.html'}", file=sys.stderr)
-    return code
+        size = write_report(results, build / REPORT_SUBDIR, asv_index="../index.html", warn=warn)
+    return Published(site, size)

@@ -1,26 +1,23 @@
 """`compile-baselines run`: what the command line asked of a run, turned into its cells and its configuration (the
 policy's defaults where it left them open), with everything that can refuse the run checked before anything is
-measured; then the run, its outcome and the summary of what it recorded."""
+measured, and what to note of it before it starts (`notes`)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracker.errors import UsageError
 from tracker.measure.harness import Settings
-from tracker.measure.hostinfo import busy_warning
 from tracker.paths import project_repo, workspace
 from tracker.runner import gpus as host_gpus
 from tracker.runner import policy
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId, plan
 from tracker.runner.schedule import shard
-from tracker.runner.suite import run_suite
 from tracker.store import asvfiles, commits
 from tracker.store.cells import check_commit, check_machine_name, default_cells_dir
 from workloads import catalog
@@ -71,31 +68,6 @@ class Prepared:
     presets: list[str]
     repo: Path
     date_ms: int
-
-
-def run_main(request: RunRequest, config: Path, results_dir: str | None = None) -> int:
-    """Measure the cells asked for and record them into `results_dir` (None: asvfiles.results_dir_for's default,
-    then a note says where plugin workloads were filed), then print the outcome and the summary; exit 0 (failed
-    cells are data). UsageError for what cannot be run as asked, before anything is measured; NothingMeasured when
-    every cell was skipped."""
-    run = prepare(request, config, results_dir)
-    cfg = run.config
-    print(f"run: commit {cfg.commit[:12]}, machine {cfg.machine}, device {cfg.device}"
-          + (f" ({len(cfg.gpus)} GPUs: {','.join(cfg.gpus)})" if len(cfg.gpus) > 1 else "")
-          + f", presets {', '.join(run.presets)}"
-          + (f", shard {request.shard[0]}/{request.shard[1]}" if request.shard else ""), file=sys.stderr)
-    _where_notes(run, results_dir is None)
-    if cfg.device == "cpu" and (warning := busy_warning()):
-        print(f"run: warning: {warning}", file=sys.stderr)
-    outcome = run_suite(run.cells, cfg, run.conf, run.date_ms)
-    failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
-    print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
-          f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")
-    for cell, r in failed:
-        print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
-    if os.environ.get(PROGRESS_ONLY, "") in ("", "0"):
-        _print_summary(run.conf.results_dir, cfg.commit, cfg.machine)
-    return 0
 
 
 def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -> Prepared:
@@ -164,23 +136,16 @@ def pick_gpus(device: str, spec: str | None) -> tuple[str, ...]:
     return gpus
 
 
-def _where_notes(run: Prepared, default_results_dir: bool) -> None:
-    """Say when the record will not be what the user thinks: uncommitted changes measured under a commit that lacks
-    them, or a kernel repository's workloads filed in compile-baselines' own checkout."""
-    commit = run.config.commit
+def notes(run: Prepared, default_results_dir: bool) -> list[str]:
+    """When the record will not be what the user thinks: uncommitted changes measured under a commit that lacks
+    them, or a kernel repository's workloads filed in compile-baselines' own checkout (`default_results_dir`: no
+    results directory was given)."""
+    commit, said = run.config.commit, []
     if dirty := commits.uncommitted(commit, run.repo):
-        print(f"run: note: {len(dirty)} file(s) in {run.repo} have uncommitted changes (e.g. {dirty[0]}): they are "
-              f"measured but recorded under commit {commit[:12]}, which lacks them", file=sys.stderr)
+        said.append(f"{len(dirty)} file(s) in {run.repo} have uncommitted changes (e.g. {dirty[0]}): they are "
+                    f"measured but recorded under commit {commit[:12]}, which lacks them")
     if workspace() is None and default_results_dir and all(is_plugin_workload(c.workload) for c in run.cells):
-        print(f"run: note: plugin workloads, recorded under compile-baselines' own commit {commit[:12]} into "
-              f"{run.conf.results_dir}: run from your kernel repository (cd into it), or set COMPILE_BASELINES_REPO "
-              "and pass --results-dir (docs/plugins.md)", file=sys.stderr)
-
-
-def _print_summary(results_dir: str, commit: str, machine: str) -> None:
-    try:
-        from tracker.publish import summary
-    except ImportError:
-        return
-    print()
-    print(summary.render_text(results_dir, commit=commit, machine=machine))
+        said.append(f"plugin workloads, recorded under compile-baselines' own commit {commit[:12]} into "
+                    f"{run.conf.results_dir}: run from your kernel repository (cd into it), or set "
+                    "COMPILE_BASELINES_REPO and pass --results-dir (docs/plugins.md)")
+    return said

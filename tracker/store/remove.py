@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,26 +231,30 @@ def _line(r: RunFile) -> str:
     return f"{r.machine}  {r.commit[:12]}  torch {r.torch}  {_day(r.date_ms)}  {r.path}"
 
 
-def rm_main(results_dir: str | os.PathLike[str], cells_dir: str | os.PathLike[str], sel: Selection, yes: bool,
-            repo_dir: Path | None = None) -> int:
-    """List the runs `sel` picks, and with `yes` remove them (without: a dry run, nothing is touched). Exit 0;
+Say = Callable[[str], object]
+
+
+def rm(results_dir: str | os.PathLike[str], cells_dir: str | os.PathLike[str], sel: Selection, yes: bool,
+       repo_dir: Path | None = None, *, say: Say, warn: Say) -> None:
+    """List the runs `sel` picks, and with `yes` remove them (without: a dry run, nothing is touched), each line
+    through `say` as it happens (a run said removed is gone), the unreadable files through `warn`. Raises
     SelectionError when the selection is blank or picks nothing (most often a mistyped selector or an unset
     variable), RemoveError when a path cannot be changed (then nothing was removed). With `yes`, what an interrupted
     `rm` left is rolled back or finished first."""
     root = Path(cells_dir)
     if not yes:
-        return _dry_run(results_dir, root, sel, repo_dir)
+        return _dry_run(results_dir, root, sel, repo_dir, say, warn)
     if not Path(results_dir).is_dir():  # before the lock, which would create it
         result_files(results_dir)
     with asvfiles.results_lock(results_dir):
         repaired = [left.apply() for left in leftovers(results_dir, root)]
         for line in repaired:
-            print(line)
+            say(line)
         try:
-            runs, chosen = _chosen(results_dir, sel, repo_dir)
+            runs, chosen = _chosen(results_dir, sel, repo_dir, warn)
         except (SelectionError, ResultsError):
             if repaired:  # the run this rm was asked for may be the one the interrupted rm was removing
-                return 0
+                return
             raise
         _removable(chosen, root)
         what = f"{len(chosen)} of {len(runs)} run{'s' if len(runs) != 1 else ''}"
@@ -260,31 +264,30 @@ def rm_main(results_dir: str | os.PathLike[str], cells_dir: str | os.PathLike[st
             except OSError as e:
                 raise RemoveError(f"cannot remove {r.path}: {e.strerror or e}; that run and its cells are left as "
                                   "they were") from None
-            print(f"removed {_line(r)}" + ("" if had_cells else "  (no cells)"))
-    print(f"removed {what}")
-    return 0
+            say(f"removed {_line(r)}" + ("" if had_cells else "  (no cells)"))
+    say(f"removed {what}")
 
 
-def _chosen(results_dir: str | os.PathLike[str], sel: Selection, repo_dir: Path | None
+def _chosen(results_dir: str | os.PathLike[str], sel: Selection, repo_dir: Path | None, warn: Say
             ) -> tuple[list[RunFile], list[RunFile]]:
     """(every run, the runs `sel` picks), the unreadable files warned about."""
     runs, warnings = list_runs(results_dir)
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        warn(f"warning: {w}")
     return runs, select(runs, sel, repo_dir)
 
 
-def _dry_run(results_dir: str | os.PathLike[str], root: Path, sel: Selection, repo_dir: Path | None) -> int:
+def _dry_run(results_dir: str | os.PathLike[str], root: Path, sel: Selection, repo_dir: Path | None, say: Say,
+             warn: Say) -> None:
     for left in leftovers(results_dir, root):
-        print(f"an interrupted rm left {left.aside}: rm --yes {'rolls it back' if left.rolls_back else 'deletes it'}")
-    runs, chosen = _chosen(results_dir, sel, repo_dir)
+        say(f"an interrupted rm left {left.aside}: rm --yes {'rolls it back' if left.rolls_back else 'deletes it'}")
+    runs, chosen = _chosen(results_dir, sel, repo_dir, warn)
     what = f"{len(chosen)} of {len(runs)} run{'s' if len(runs) != 1 else ''}"
-    print(f"would remove {what} (and their cells under {root}):")
+    say(f"would remove {what} (and their cells under {root}):")
     for r in chosen:
-        print(f"  {_line(r)}")
-    print("dry run: nothing removed; pass --yes to remove them")
-    return 0
+        say(f"  {_line(r)}")
+    say("dry run: nothing removed; pass --yes to remove them")
 
 
 __all__ = ["Leftover", "RemoveError", "Selection", "SelectionError", "cell_dir", "finish_interrupted", "leftovers",
-           "remove_run", "rm_main", "select"]
+           "remove_run", "rm", "select"]
