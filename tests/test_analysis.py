@@ -12,7 +12,7 @@ import pytest
 from test_results import instance, write_result_file
 
 from tracker.analyse import best as analysis
-from tracker.publish.summary_json import summary_json
+from tracker.publish.summaryjson import summary_json
 from tracker.stats import HostBound, NoiseModel
 from tracker.store import results
 from workloads.names import MODES

@@ -15,7 +15,7 @@ from test_results import instance, write_result_file
 
 from tracker import cli
 from tracker.publish import report, roofline
-from tracker.publish.summary_json import summary_json
+from tracker.publish.summaryjson import summary_json
 from tracker.store import results
 from workloads import presets, registry
 

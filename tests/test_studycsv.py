@@ -14,7 +14,7 @@ import pytest
 from tracker import cli
 from tracker.analyse import best as analysis
 from tracker.errors import ToolError, UsageError
-from tracker.publish.summary_json import summary_json
+from tracker.publish.summaryjson import summary_json
 from tracker.store import asvfiles, results, studycsv
 from workloads.names import DECODE_INVARIANT
 

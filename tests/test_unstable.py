@@ -57,7 +57,7 @@ def test_an_instance_whose_every_ok_cell_is_too_noisy_says_so_not_that_nothing_m
     said "no mode measured ok"; it says how its winner won: among cells all too noisy (tracker.analyse.best).
     (Constructed: the fixture's latest run, its llm_rmsnorm default cell's quartiles widened past the bound; its eager
     cell is too noisy as measured.)"""
-    from tracker.publish.summary_json import summary_json
+    from tracker.publish.summaryjson import summary_json
 
     table = load_results(CPU_TINY, commit=LATEST).table.copy()
     row = (table["workload"] == "llm_rmsnorm") & (table["mode"] == "default")
@@ -71,7 +71,7 @@ def test_an_instance_whose_every_ok_cell_is_too_noisy_says_so_not_that_nothing_m
 def test_a_kernel_whose_own_cell_is_too_noisy_says_so_beside_its_speedup() -> None:
     """(Constructed: the committed CPU run with a kernel under test, tests/fixtures/cpu-kernels, its candidate's
     quartiles widened past the bound, as the quickstart's loaded host measured one.)"""
-    from tracker.publish.summary_json import summary_json
+    from tracker.publish.summaryjson import summary_json
 
     table = load_results(ROOT / "tests" / "fixtures" / "cpu-kernels" / "results").table.copy()
     row = table["mode"].astype(str) == "kernel:torch_fp32"
@@ -84,7 +84,7 @@ def test_a_run_whose_every_cell_is_too_noisy_is_still_summarised() -> None:
     """A loaded 2-core host can leave no cell quiet enough to rank: the summary still shows the run, each instance
     won among cells all too noisy, every such cell listed, never an empty page. (Constructed: the fixture's latest
     run, every ok cell's quartiles widened past the bound.)"""
-    from tracker.publish.summary_json import summary_json
+    from tracker.publish.summaryjson import summary_json
 
     table = load_results(CPU_TINY, commit=LATEST).table.copy()
     ok = table["status"] == "ok"

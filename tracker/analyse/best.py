@@ -17,7 +17,7 @@ decode-invariant ones in decode), from ok cells only:
 
 Everything is computed for all runs at once on numpy arrays (one (instance x mode) matrix), so a year of
 nightly history is analysed in well under a second. Serialising the figures is publish's job
-(tracker.publish.summary_json).
+(tracker.publish.summaryjson).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from tracker.publish import plots
 from tracker.publish.escape import finalize_html, visible
 from tracker.publish.history import history_plots
 from tracker.publish.roofline import GPU_PEAKS, GpuPeak, Throughput, Work, declared_work, gpu_peak, throughput
-from tracker.publish.summary_json import preset_summary
+from tracker.publish.summaryjson import preset_summary
 from tracker.publish.sweeps import SweepView, sweep_views
 from tracker.publish.target import Target, target_text
 from tracker.publish.units import (
@@ -126,7 +126,7 @@ class VersionView:
 class PresetSection:
     preset: str
     rows: list[Row]
-    figures: dict[str, Any]  # summary_json.preset_summary: the numbers `compile-baselines summary` prints
+    figures: dict[str, Any]  # summaryjson.preset_summary: the numbers `compile-baselines summary` prints
     plots: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     kernels: list[KernelRow] = field(default_factory=list)

@@ -1,6 +1,6 @@
 """`compile-baselines summary`: the study's tables for one run (the latest by default) as text, markdown or JSON.
 
-The JSON form is a stable interface, built by tracker.publish.summary_json (its docstring describes the shape); the
+The JSON form is a stable interface, built by tracker.publish.summaryjson (its docstring describes the shape); the
 text and markdown forms are rendered from it here.
 """
 
@@ -19,7 +19,7 @@ from tracker.analyse import breakeven
 from tracker.analyse.best import analyse
 from tracker.errors import UsageError
 from tracker.publish import escape
-from tracker.publish.summary_json import summary_json
+from tracker.publish.summaryjson import summary_json
 from tracker.publish.target import Target, target_text
 from tracker.publish.units import (
     FORMATS,
@@ -313,7 +313,7 @@ def _noise_note(noise: NoiseModel, host: HostBound, wrap: bool = False) -> str:
 
 def render(summary: dict[str, Any], fmt: str = "table", warnings: list[str] | None = None,
            noise: NoiseModel | None = None, host: HostBound | None = None) -> str:
-    """The summary dict (summary_json's shape) as text (table), markdown (md) or JSON."""
+    """The summary dict (summaryjson's shape) as text (table), markdown (md) or JSON."""
     if fmt == "json":
         return json.dumps(summary, indent=1) + "\n"
     if fmt not in FORMATS:

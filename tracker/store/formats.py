@@ -14,7 +14,7 @@ tests/test_formats.py.
 
 The formats: `CELL`, one measurement in the cell store, and `LAUNCH_FLOOR`, its run's launch floor beside them
 (tracker.store.cells); `SUMMARY`, `compile-baselines summary
---format json` (tracker.publish.summary_json); `COMPARISON`, `compile-baselines compare --format json`
+--format json` (tracker.publish.summaryjson); `COMPARISON`, `compile-baselines compare --format json`
 (tracker.publish.comparison); `PAIRED`, how two runs were measured against each other (tracker.store.pairing).
 
 Standard library only: asv imports the benchmark suite, and with it the cell store, in every benchmark process.

@@ -131,21 +131,20 @@ def _preset_dict(r: dict[str, Any] | None, inst: list[dict[str, Any]], kernels: 
         "head_to_head_instances": int(fig("h2h_instances") or 0),
         "domain_wins": domain_wins,
         "host_bound": [x["workload"] for x in won if x["host_bound"]],
-        "notes": _notes(inst, {u["workload"] for u in noisy or []}),
+        "notes": _notes(inst),
         "kernels": kernels,
         "break_even": break_even_rows,
         "too_noisy": noisy or [],
     }
 
 
-def _notes(inst: list[dict[str, Any]], noisy: set[str]) -> list[str]:
-    """What the figures leave out and why: instances no mode won (every cell failed, or the ones measured ok were
-    too noisy to rank: `noisy`, the workloads with such cells), eager missing, failed modes."""
+def _notes(inst: list[dict[str, Any]]) -> list[str]:
+    """What the figures leave out and why: instances no mode won (every cell failed: one measured ok only too noisily
+    still has its winner among those cells, tracker.analyse.best), winners among cells all too noisy, eager missing,
+    failed modes."""
     notes = []
     for x in inst:
-        if not isinstance(x["winner"], str) and x["workload"] in noisy:
-            notes.append(f"{x['workload']}: no mode ranked (its cells measured ok are too noisy to judge): not counted")
-        elif not isinstance(x["winner"], str):
+        if not isinstance(x["winner"], str):
             notes.append(f"{x['workload']}: no mode measured ok: not counted")
         elif x["winner_noisy"]:
             notes.append(f"{x['workload']}: won by {x['winner']} among cells all too noisy to judge")
