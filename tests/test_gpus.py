@@ -152,11 +152,11 @@ def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: P
     out = io.StringIO()
     progress = Progress(len(cells), out)
     measured = measure_cells(cells, cfg, store, progress)
-    assert set(measured) == set(cells) and all(r["status"] == "ok" for r in measured.values())
+    assert set(measured) == set(cells) and all(r.status == "ok" for r in measured.values())
     records = [store.replicate(c.preset, c.workload, c.mode) for c in cells]
-    assert {r["gpu_index"] for r in records} == {"0", "1"}  # both GPUs measured
+    assert {r.gpu_index for r in records} == {"0", "1"}  # both GPUs measured
     for r in records:  # when each ran: what tools/bench_runner.py phases lays out per GPU over time
-        assert r["launched_at"] <= r["started_at"] < r["ended_at"]
-        assert {"inputs", "first_call", "warmup", "timing"} <= set(r["phase_at"])
-        assert r["lock_spans"] and all(asked <= got <= released for asked, got, released in r["lock_spans"])
+        assert r.launched_at <= r.started_at < r.ended_at
+        assert {"inputs", "first_call", "warmup", "timing"} <= set(r.phase_at)
+        assert r.lock_spans and all(asked <= got <= released for asked, got, released in r.lock_spans)
     assert "per GPU: 0 " in progress.lock_share() and ", 1 " in progress.lock_share()

@@ -38,6 +38,7 @@ RECORDER = textwrap.dedent("""
     from pathlib import Path
     from asv.benchmarks import Benchmarks
     from tracker.paths import ASV_CONF
+    from tracker.measure.cellresult import CellResult
     from tracker.store import asvfiles, studycsv
 
     results_dir, workload, host, go, commit = sys.argv[1:]
@@ -53,7 +54,7 @@ RECORDER = textwrap.dedent("""
             "samples_ms": [1.0, 1.1, 0.9, 1.05, 0.95], "compile_s": 0.01, "wall_s": 1.0, "host": host}
     while not go.exists():
         time.sleep(0.01)
-    asvfiles.record_run(conf, sys.executable, "box", commit, 1_767_225_600_000, [cell], host)
+    asvfiles.record_run(conf, sys.executable, "box", commit, 1_767_225_600_000, [CellResult.from_json(cell)], host)
 """)
 
 

@@ -103,11 +103,11 @@ def _run(request: RunRequest, config: Path, results_dir: str | None) -> int:
     if cfg.device == "cpu" and (warning := busy_warning()):
         print(f"run: warning: {warning}", file=sys.stderr)
     outcome = run_suite(run.cells, cfg, run.conf, run.date_ms)
-    failed = [(c, r) for c, r in outcome.cells.items() if r.get("status") == "failed"]
+    failed = [(c, r) for c, r in outcome.cells.items() if r.status == "failed"]
     print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
           f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")
     for cell, r in failed:
-        print(f"  failed: {cell}: {r.get('reason', '')[:150]}")
+        print(f"  failed: {cell}: {r.reason[:150]}")
     if os.environ.get(PROGRESS_ONLY, "") in ("", "0"):
         _print_summary(run.conf.results_dir, cfg.commit, cfg.machine)
     return 0
