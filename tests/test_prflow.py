@@ -5,6 +5,7 @@ comment handed to the forge, and a later `compare` of what it stored saying the 
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,8 +43,14 @@ def git(repo: Path, *args: str) -> str:
 
 
 def commit_all(repo: Path, message: str) -> str:
+    """A commit a minute after its parent, from a fixed date: the same hashes in every test run, so the fake's draws
+    (seeded by commit) are the same too."""
     git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    depth = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=repo, capture_output=True, text=True)
+    date = f"{1_793_491_200 + 60 * int(depth.stdout.strip() or 0)} +0000"  # 2026-11-01T00:00Z onwards
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message], cwd=repo,
+                   check=True, capture_output=True, env={**os.environ, "GIT_AUTHOR_DATE": date,
+                                                         "GIT_COMMITTER_DATE": date})
     return git(repo, "rev-parse", "HEAD")
 
 
