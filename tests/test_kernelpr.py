@@ -8,13 +8,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pairedfake import PairedFake
+from test_prflow import commit_all, git
 
 from tracker.analyse.attribution import select_workloads
 from tracker.analyse.compare import Comparison, compare_runs
@@ -43,10 +42,6 @@ PLANTS: dict[str, dict[tuple[str, str, str], float]] = {
 }
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A base commit, and one head a plant, each changing only the Triton kernel's module."""
@@ -56,23 +51,12 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
     (r / "workloads" / "names.py").write_text((ROOT / "workloads" / "names.py").read_text())
     kernel = (ROOT / KERNEL_FILE).read_text()
     (r / KERNEL_FILE).write_text(kernel)
-    commits = {"base": _commit(r, "base")}
+    commits = {"base": commit_all(r, "base")}
     for plant in PLANTS:
         git(r, "checkout", "-q", "--detach", commits["base"])
         (r / KERNEL_FILE).write_text(kernel + f"# plant: {plant}\n")
-        commits[plant] = _commit(r, plant)
+        commits[plant] = commit_all(r, plant)
     return r, commits
-
-
-def _commit(r: Path, message: str) -> str:
-    """A commit of fixed author and date: the same hash in every test run, so the fake's draws (seeded by commit) are
-    the same too."""
-    git(r, "add", "-A")
-    date = "2026-11-01T00:00:00Z"
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message], cwd=r,
-                   check=True, capture_output=True, env={**os.environ, "GIT_AUTHOR_DATE": date,
-                                                         "GIT_COMMITTER_DATE": date})
-    return git(r, "rev-parse", "HEAD")
 
 
 def pr(r: Path, c: dict[str, str], plant: str, where: Path, fake: PairedFake, **kw: Any) -> tuple[Comparison, str]:
