@@ -67,6 +67,21 @@ def test_what_the_pairs_cannot_decide_is_undecided_with_how_much_more_would() ->
     assert paired.undecided(d, (1, 1), 0.0).verdict == UNDECIDED
 
 
+def test_an_undecided_cell_far_past_the_most_compiles_is_not_chased_one_within_reach_is() -> None:
+    from tracker.analyse.compare import CellChange
+    from tracker.analyse.confirm import futile
+
+    def cell(verdict: str, compiles: int, more: int | None) -> CellChange:
+        return CellChange("prefill", "diff_cfg_blend", "kernel:x", 0.005, 0.005, 1.0, None, None, 0.08, verdict,
+                          compiles=(compiles, compiles), more=more)
+
+    # a 5 us cell whose pairs spread 8%: deciding it would take ~190 more pairs (seen on the H100): given up
+    assert futile(cell(UNDECIDED, 3, 190), max_compiles=10)
+    assert not futile(cell(UNDECIDED, 3, 12), max_compiles=10)  # within twice the most: measured on
+    assert not futile(cell(UNDECIDED, 1, None), max_compiles=10)  # nothing known of its noise yet
+    assert not futile(cell(UNCONFIRMED, 2, 190), max_compiles=10)  # a change to confirm is always measured
+
+
 def test_a_pair_three_times_off_the_rest_is_set_aside() -> None:
     d = paired.Differences.of(pairs([1.0, 1.01, 0.99, 1.0, 3.5]))
     assert d is not None and d.n == 4 and d.set_aside == 1 and abs(d.mean) < 0.01

@@ -35,10 +35,14 @@ def candidates(c: Comparison) -> list[Cell]:
     return sorted(keys)
 
 
+FUTILE = 2.0  # an undecided cell is given up when settling it would take this many times the most compiles
+
+
 def pending(c: Comparison) -> list[Cell]:
     """The cells a paired comparison measures in another round (tracker.analyse.paired): every cell not yet decided
     (undecided, a change on fewer pairs than the rule asks, a disturbed measurement) short of the rule's most
-    compiles, and the old and new winners of every instance whose best latency is not yet decided."""
+    compiles, and the old and new winners of every instance whose best latency is not yet decided; not a cell that
+    is futile to chase (`futile`)."""
     open_ = (UNDECIDED, UNCONFIRMED, NOISY)
     short = {(x.preset, x.workload, x.mode) for x in c.cells
              if x.compiles is not None and min(x.compiles) < c.rule.max_compiles}
@@ -46,7 +50,15 @@ def pending(c: Comparison) -> list[Cell]:
     for i in c.instances:
         if i.latency_verdict in open_ or (i.mode_changed and i.unconfirmed):
             keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
-    return sorted(keys & short)
+    return sorted(keys & short - {(x.preset, x.workload, x.mode) for x in c.cells if futile(x, c.rule.max_compiles)})
+
+
+def futile(x: CellChange, max_compiles: int) -> bool:
+    """An undecided cell whose own estimate (`more`: the pairs that would decide it at its present change and
+    noise, known from two pairs on) is far past the most compiles the rule allows: more rounds would end undecided
+    too, so it is left undecided now, with that estimate, and the rounds' time goes to cells they can decide."""
+    return x.verdict == UNDECIDED and x.more is not None and x.compiles is not None and \
+        min(x.compiles) + x.more > FUTILE * max_compiles
 
 
 def cell_names(cells: list[Cell]) -> list[str]:
