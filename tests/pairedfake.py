@@ -6,7 +6,7 @@ Constructed data, not measurements: a cell's compile r at a commit is its latenc
 (tests/fixtures/h100-aa4, run h100-f, replicate 1), times the change planted for that commit, times a draw of the
 cell's noise (log-normal, `sd`, seeded by cell, commit and compile, so a test is the same every time). Its runs are
 keyed by this host's torch. The GPU a compile records is the CUDA_VISIBLE_DEVICES its run was given. A side's run of
-its kernels alone (tracker.flows.kernelrun, `python -c`) measures the kernel cells of its workloads and presets.
+its kernels (tracker.flows.kernelrun, `python -c`) becomes the `run` that script's `command` makes of it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracker.flows import kernelrun
 from tracker.flows.sides import Command
 from tracker.measure.cellresult import CellResult
 from tracker.store import asvfiles
@@ -62,17 +63,18 @@ class PairedFake:
     def one(self, c: Command) -> int:
         self.calls.append(c)
         argv = c.argv
-        kernels_only = argv[1] == "-c"  # the side's own kernels alone
-        if kernels_only:
-            argv = [sys.executable, "-m", "tracker.cli", *argv[3:]]
+        if argv[1] == "-c":  # the side's kernels, listed by tracker.flows.kernelrun as the side's code would
+            line = kernelrun.command(argv[3:])
+            if line is None:
+                return 0
+            argv = [sys.executable, *line]
         assert argv[:4] == [sys.executable, "-m", "tracker.cli", "run"]
         commit, results = _value(argv, "--commit"), Path(_value(argv, "--results-dir"))
         assert _value(argv, "--machine") == self.machine
         store = CellStore(default_cells_dir(results), RunKey(self.machine, commit, torch_version()))
-        cells = [x for x in self._cells(argv) if (not kernels_only or x[2].startswith("kernel:"))
-                 and not (_values(argv, "--kernel") == ["none"] and x[2].startswith("kernel:"))]
-        if not cells and kernels_only:  # a side without kernels measures nothing
-            return 0
+        kernels = _values(argv, "--kernel") or ["all"]
+        cells = [x for x in self._cells(argv) if not x[2].startswith("kernel:") or "all" in kernels
+                 or f"{x[1]}:{x[2].removeprefix('kernel:')}" in kernels]
         for cell in cells:
             have = len(store.replicates(*cell))
             for r in range(have + 1, _replicates(argv, cell) + 1):

@@ -34,6 +34,8 @@ TRITON = "kernel:triton_cfg_blend"
 PRESETS = ("prefill", "decode")
 MODE_CELLS = {(p, "diff_cfg_blend", m) for p in PRESETS for m in MODES}
 KERNEL_CELLS = {(p, "diff_cfg_blend", k) for p in PRESETS for k in (TRITON, "kernel:torch_lerp")}
+CHANGED = {(p, "diff_cfg_blend", TRITON) for p in PRESETS}  # the kernel of the changed file
+BASELINE = MODE_CELLS | KERNEL_CELLS - CHANGED  # the modes and the kernel the change left alone (reference.py)
 # Constructed plants of the Triton kernel (its cells are host-bound, ~5 us: a change must pass a quarter launch)
 PLANTS: dict[str, dict[tuple[str, str, str], float]] = {
     "slower": {("prefill", "diff_cfg_blend", TRITON): 2.15, ("decode", "diff_cfg_blend", TRITON): 1.35},
@@ -120,20 +122,21 @@ def test_a_kernel_only_change_measures_the_modes_once_and_judges_as_a_full_measu
     expected = {"slower": "lost", "faster": "gained", "unchanged": "same"}[name]
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "triton_cfg_blend")] == expected
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "torch_lerp")] == "same"
-    # round 1: each side's kernels, listed by its own code, three compiles a side; the modes at head alone, in as
-    # many compiles as a plain run gives them (the autotuned three)
+    # round 1: each side's kernels of the changed file, listed by its own code, three compiles a side; at head, the
+    # baseline alone (the modes and the untouched kernel), in as many compiles as a plain run gives them
     base1, head1, modes1 = fake.calls[:3]
     assert [base1.label, head1.label, modes1.label] == ["base", "head", "head modes"]
-    assert base1.argv[1] == head1.argv[1] == "-c" and "--kernel" not in base1.argv
+    assert base1.argv[1] == head1.argv[1] == modes1.argv[1] == "-c" and "--kernel" not in base1.argv
+    assert base1.argv[base1.argv.index("--files") + 1:base1.argv.index("--")] == [KERNEL_FILE]
     assert base1.argv[base1.argv.index("--replicates") + 1] == "3" and "--replicate-all-modes" in base1.argv
-    assert modes1.argv[modes1.argv.index("--kernel") + 1] == "none" and "--replicates" not in modes1.argv
-    # later rounds: the kernels' cells alone, both sides
+    assert "--baseline" in modes1.argv and "--replicates" not in modes1.argv
+    # later rounds: the changed kernel's cells alone, both sides
     later = [cmd.argv[cmd.argv.index("--cell") + 1:cmd.argv.index("--replicates")] for cmd in fake.calls[3:]]
-    assert all(x.split("/")[2].startswith("kernel:") for names in later for x in names)
-    # the modes' cells: one measurement, at head, recorded at base too and marked so; judged the same
+    assert {tuple(x.split("/")) for names in later for x in names} <= CHANGED
+    # the baseline's cells: one measurement, at head, recorded at base too and marked so; judged the same
     stores = {s: CellStore(default_cells_dir(tmp_path / "quick" / "results"), RunKey(MACHINE, c[s], torch_version()))
               for s in ("base", name)}
-    for cell in MODE_CELLS:
+    for cell in BASELINE:
         measured = stores[name].replicates(*cell)
         assert len(measured) == (3 if cell[2] in AUTOTUNED_MODES else 1)
         copies = stores["base"].replicates(*cell)
@@ -143,10 +146,11 @@ def test_a_kernel_only_change_measures_the_modes_once_and_judges_as_a_full_measu
         dict.fromkeys(MODE_CELLS, "same")
     record = record_of(tmp_path / "quick", c["base"], c[name])
     assert record is not None and record.shared is not None and record.shared.source == "head"
-    assert {tuple(x.split("/")) for x in record.shared.cells} == MODE_CELLS
-    assert {tuple(k.split("/")) for k in record.cells} == KERNEL_CELLS  # pairs: the kernels' alone
-    assert "the modes' cells, the baseline they are compared with, once for both sides, at head" in body
-    assert body.count("shared baseline: one measurement for both sides") == len(MODE_CELLS)
+    assert {tuple(x.split("/")) for x in record.shared.cells} == BASELINE
+    assert {tuple(k.split("/")) for k in record.cells} == CHANGED  # pairs: the changed kernel's alone
+    assert "the baseline they are compared with (the modes' cells and the kernels the change did not touch) once " \
+        "for both sides, at head" in body
+    assert body.count("shared baseline: one measurement for both sides") == len(BASELINE)
 
 
 def noisy_kernels(cell: tuple[str, str, str]) -> float:
@@ -176,14 +180,16 @@ def test_a_fresh_nightly_run_is_the_baseline_and_the_comment_says_which_and_how_
     assert all("--kernel" not in cmd.argv for cmd in fake.calls)
     for s in ("base", "slower"):
         store = CellStore(default_cells_dir(tmp_path / "quick" / "results"), RunKey(MACHINE, c[s], torch_version()))
-        assert {(x.preset, x.workload, x.mode) for x in store.all()} == KERNEL_CELLS
+        assert {(x.preset, x.workload, x.mode) for x in store.all()} == CHANGED
     record = record_of(tmp_path / "quick", c["base"], c["slower"])
     assert record is not None and record.shared is not None
     assert (record.shared.source, record.shared.commit) == ("history", c["base"]) and record.shared.measured
     assert f"the nightly's run of {c['base'][:8]} in {tmp_path / 'history'}" in body
     assert " before this comparison" in body
-    nights = {(x.preset, x.mode): x.base_ms for x in quick.cells if x.mode in MODES}
-    assert all(x.base_ms == x.head_ms == nights[(x.preset, x.mode)] for x in quick.cells if x.mode in MODES)
+    nights = {(x.preset, x.workload, x.mode): x.base_ms for x in quick.cells}
+    assert all(x.base_ms == x.head_ms == nights[(x.preset, x.workload, x.mode)] for x in quick.cells
+               if (x.preset, x.workload, x.mode) in BASELINE)
+    assert {tuple(x.split("/")) for x in record.shared.cells} == BASELINE
 
 
 @pytest.mark.slow
@@ -237,6 +243,28 @@ def test_a_side_lists_its_own_kernels_of_the_workloads_and_presets_named_or_says
     assert kernelrun.kernel_cells([*run[:3], "--workload", "llm_qk_norm", "--preset", "prefill"]) == []
     assert kernelrun.kernel_cells(run[:6]) is None  # no preset named: the side's defaults are not asked
     assert kernelrun.main([*run[:3], "--workload", "llm_qk_norm", "--preset", "prefill"]) == 0  # nothing to measure
+
+
+def test_a_side_pairs_the_kernels_of_the_changed_files_and_measures_the_others_once_with_the_modes(
+        tmp_path: Path) -> None:
+    from tracker.flows import kernelrun
+
+    run = ["run", "--commit", "c" * 40, "--workload", "diff_cfg_blend", "--preset", "prefill", "decode",
+           "--replicates", "3", "--replicate-all-modes"]
+    cells = lambda names: {tuple(x.split("/")) for x in names or ()}  # noqa: E731
+    assert cells(kernelrun.kernel_cells(run, [KERNEL_FILE])) == CHANGED
+    assert cells(kernelrun.kernel_cells(run, [KERNEL_FILE], changed=False)) == KERNEL_CELLS - CHANGED
+    assert cells(kernelrun.kernel_cells(run, None)) == KERNEL_CELLS  # the registry changed: every kernel
+    paired = kernelrun.command(["--files", KERNEL_FILE, "--", *run])
+    assert paired is not None and cells(paired[paired.index("--cell") + 1:]) == CHANGED
+    # the baseline at head: the modes' run, the untouched kernel beside them, listed for the flow to share
+    modes = ["run", "--commit", "c" * 40, "--workload", "diff_cfg_blend", "--kernel", "none", "--preset", "prefill"]
+    record = tmp_path / "record.txt"
+    line = kernelrun.command(["--files", KERNEL_FILE, "--baseline", str(record), "--", *modes])
+    assert line is not None and line[line.index("--kernel") + 1:line.index("--preset")] == ["diff_cfg_blend:torch_lerp"]
+    assert record.read_text().split() == ["prefill/diff_cfg_blend/kernel:torch_lerp"]
+    line = kernelrun.command(["--baseline", str(record), "--", *modes])  # every kernel changed: none is a baseline
+    assert line is not None and line[line.index("--kernel") + 1] == "none" and record.read_text() == ""
 
 
 # ---------------------------------------------------------------------------------------------------- the record

@@ -65,11 +65,16 @@ def workload_modules() -> dict[str, list[str]]:
 
 def kernel_modules() -> dict[str, list[str]]:
     """Source file -> the workloads of the candidates it declares."""
+    return {path: [w for w, _ in kernels] for path, kernels in kernel_declarations().items()}
+
+
+def kernel_declarations() -> dict[str, list[tuple[str, str]]]:
+    """Source file -> (workload, mode) of each candidate it declares ("kernel:NAME")."""
     from workloads.kernels.registry import candidates
 
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[tuple[str, str]]] = {}
     for c in candidates():
-        out.setdefault(_module_path(c.fn.__module__), []).append(c.workload)
+        out.setdefault(_module_path(c.fn.__module__), []).append((c.workload, c.mode))
     return out
 
 

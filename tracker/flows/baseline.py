@@ -4,10 +4,14 @@ A kernel's verdict is its speedup over the best mode of its instance (tracker.an
 only kernels under test (tracker.analyse.attribution: `Selection.kernel_only`), the modes' cells of its workloads
 compile the same code at base and head on the same machine and torch, so one measurement of them serves both sides:
 
+The kernels under test the change did not touch (declared in files it left alone; none where it changed the candidates'
+registry) are part of that baseline: measured once, with the modes, or taken from the nightly's run with them. Only
+the kernels declared in the changed files are measured in pairs.
+
 - **history**: a run of a `--history` results directory (the nightly's) of the same machine and torch (and, checked
   once the head's run is measured, the same GPU, driver, CUDA and triton), of a commit whose workloads' code is the
-  base's (no difference between the two reaches their modes), holding every one of those cells: taken as the
-  baseline, and round 1 measures only the kernels, at base and at head;
+  base's (no difference between the two reaches their modes), holding every one of those cells (the untouched
+  kernels' too): taken as the baseline, and round 1 measures only the kernels, at base and at head;
 - **head**: else round 1 measures the modes' cells at head only, in as many compiles as `run` gives them by default
   (the nightly's: three of the autotuned modes on a GPU), beside the kernels at both sides.
 
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tracker.analyse.attribution import Selection, source_changes
+from tracker.analyse.attribution import KERNEL_HARNESS, Selection, kernel_declarations, source_changes
 from tracker.flows.sides import Side
 from tracker.runner import policy
 from tracker.store import commits, shared
@@ -44,24 +48,27 @@ HEAD, HISTORY = "head", "history"
 @dataclass(frozen=True)
 class Plan:
     """Where the baseline comes from: measured at head in round 1, or taken from `run` (of the directory `where`,
-    measured at `measured_ms`); `cells`: the modes' cells it must hold (history) ."""
+    measured at `measured_ms`); `cells`: the modes' and untouched kernels' cells it must hold (history); `files`:
+    the changed files, whose kernels are measured in pairs (None: every kernel, the registry changed)."""
 
     source: str
     presets: tuple[str, ...] = ()  # what both sides measure: named to each side's run, whatever its defaults
     cells: tuple[Cell, ...] = ()
+    files: tuple[str, ...] | None = None
     run: RunFile | None = None
     where: str = ""
     measured_ms: int | None = None
 
     def at_head(self) -> Plan:
         """The plan to fall back to: the modes measured at head."""
-        return Plan(HEAD, self.presets)
+        return Plan(HEAD, self.presets, self.cells, self.files)
 
     def describe(self, now_ms: int | None = None) -> str:
         """The plan in words, for the PR comment."""
         if self.source == HEAD or self.run is None:
             return ("Only kernels under test changed: their cells were measured in pairs at base and head, and the "
-                    "modes' cells, the baseline they are compared with, once for both sides, at head.")
+                    "baseline they are compared with (the modes' cells and the kernels the change did not touch) "
+                    "once for both sides, at head.")
         age = "" if self.measured_ms is None else \
             f", measured {_age((now_ms or _now_ms()) - self.measured_ms)} before this comparison"
         return ("Only kernels under test changed: their cells were measured in pairs at base and head, against the "
@@ -70,18 +77,23 @@ class Plan:
 
 
 def choose(selection: Selection, sides: Sequence[Side], history: Sequence[str | Path], machine: str,
-           presets: Sequence[str] | None, modes: Sequence[str] | None, repo_dir: Path) -> Plan | None:
-    """The baseline of a kernel-only change (None: any other change, measured whole in pairs)."""
+           presets: Sequence[str] | None, modes: Sequence[str] | None, repo_dir: Path,
+           files: Sequence[str] = ()) -> Plan | None:
+    """The baseline of a kernel-only change of `files` (None: any other change, measured whole in pairs)."""
     if not selection.kernel_only or len(sides) != 2 or sides[0].workloads != sides[1].workloads:
         return None
     workloads = sides[0].workloads
     named = tuple(presets or policy.default_presets(policy.device(None)))
-    wanted = tuple((p, w, m) for p in named for w in workloads if catalog.applies(p, w) for m in (modes or MODES))
+    changed = None if set(files) & set(KERNEL_HARNESS) else tuple(files)
+    untouched = [] if changed is None else \
+        [(w, m) for path, kernels in kernel_declarations().items() if path not in changed for w, m in kernels]
+    wanted = tuple((p, w, m) for p in named for w in workloads if catalog.applies(p, w)
+                   for m in [*(modes or MODES), *(m for k, m in untouched if k == w)])
     for where in history:
         for run in reversed(_candidates(Path(where), machine)):
             if _same_code(run.commit, sides[0].commit, workloads, repo_dir) and _holds(run, wanted):
-                return Plan(HISTORY, named, wanted, run, str(where), _measured_ms(run.path))
-    return Plan(HEAD, named)
+                return Plan(HISTORY, named, wanted, changed, run, str(where), _measured_ms(run.path))
+    return Plan(HEAD, named, wanted, changed)
 
 
 def _candidates(where: Path, machine: str) -> list[RunFile]:
@@ -122,9 +134,11 @@ def _measured_ms(path: Path) -> int | None:
     return max(started) if started else None
 
 
-def share(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_dir: Path) -> SharedBaseline | None:
-    """Record the baseline in both runs after round 1 (tracker.store.shared); None where the plan's run cannot be
-    used after all (another driver, say): the caller measures the modes at head and shares those."""
+def share(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_dir: Path,
+          kernels: Sequence[Cell] = ()) -> SharedBaseline | None:
+    """Record the baseline in both runs after round 1 (tracker.store.shared): the modes' cells and the untouched
+    `kernels`' measured at head, or the plan's cells of the history's run. None where the plan's run cannot be used
+    after all (another driver, say): the caller measures the baseline at head and shares that."""
     base, head = sides[0].commit, sides[1].commit
     torch = torch_version()
     files = {c: shared.result_file(results, machine, c, torch) for c in (base, head)}
@@ -140,8 +154,10 @@ def share(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_d
                               _iso(plan.measured_ms), plan.where)
     cells_dir = default_cells_dir(results)
     store = CellStore.of_run(cells_dir, RunKey(machine, head, torch))
+    untouched = set(kernels)
     at_head = sorted({(c.preset, c.workload, c.mode) for c in (store.all() if store else [])
-                      if c.mode in MODES and c.workload in sides[1].workloads})
+                      if (c.mode in MODES or (c.preset, c.workload, c.mode) in untouched)
+                      and c.workload in sides[1].workloads})
     if files[head] is None or not at_head:
         return SharedBaseline((), head)
     # Only the cells the base lacks: a base whose code could not list its kernels measured its modes itself
@@ -153,16 +169,18 @@ def share(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_d
 
 
 def settle(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_dir: Path,
-           at_head: Callable[[Sequence[Cell]], None], log: TextIO) -> tuple[Plan, SharedBaseline]:
-    """`share` after round 1; where the history's run cannot be used after all, the modes measured at head
-    (`at_head`) and shared from there. The plan followed and what the runs now share."""
-    got = share(plan, results, machine, sides, repo_dir)
+           at_head: Callable[[Sequence[Cell]], None], kernels: Callable[[], Sequence[Cell]],
+           log: TextIO) -> tuple[Plan, SharedBaseline]:
+    """`share` after round 1; where the history's run cannot be used after all, the baseline measured at head
+    (`at_head`) and shared from there; `kernels`: the untouched kernels' cells measured at head so far. The plan
+    followed and what the runs now share."""
+    got = share(plan, results, machine, sides, repo_dir, kernels())
     if got is None:
         print(f"pr: the run of {plan.run.commit[:12] if plan.run else '?'} in {plan.where} was measured with other "
               "versions than this host's: measuring the modes' cells at head", file=log, flush=True)
         at_head(plan.cells)
         plan = plan.at_head()
-        got = share(plan, results, machine, sides, repo_dir) or SharedBaseline((), sides[-1].commit)
+        got = share(plan, results, machine, sides, repo_dir, kernels()) or SharedBaseline((), sides[-1].commit)
     return plan, got
 
 

@@ -1,12 +1,22 @@
-"""A side's run of its kernels under test alone, in round 1 of a kernel-only change (tracker.flows.baseline).
+"""A side's run of its kernels under test, in round 1 of a kernel-only change (tracker.flows.baseline).
 
-The flow hands this file's text to `python -c` in the side's worktree, followed by the arguments of that side's
-`run` (`run --commit C --workload W ... --replicates 1 --replicate-all-modes`). It lists the kernels under test of
-those workloads and presets as the side's own code declares them (its registry and its plugins, so a kernel added or
-removed by the change is measured only where it exists), then becomes the side's `run` of those cells (`--cell`
-each). A side without any measures nothing. A side whose code cannot list them (a version of the workloads package
-without the registry or the catalog it asks) measures every cell it is asked for, as a full round 1 would: the flow
-then shares only the cells it lacks.
+The flow hands this file's text to `python -c` in the side's worktree, followed by what the change touched and the
+arguments of that side's `run`:
+
+    python -c SCRIPT [--files FILE ...] [--baseline RECORD] -- run --commit C --workload W ...
+
+It lists the kernels under test of those workloads and presets as the side's own code declares them (its registry
+and its plugins, so a kernel added or removed by the change is measured only where it exists), then becomes that
+`run`:
+
+- the **changed** kernels (no `--baseline`): those declared in the FILEs (every one where no file is named: a change
+  to the candidates' registry reaches them all), as `--cell`s; a side without any measures nothing. A side whose
+  code cannot list them (a version of the workloads package without the registry or the catalog it asks) measures
+  every cell it is asked for, as a full round 1 would: the flow then shares only the cells it lacks.
+- the **baseline** (`--baseline RECORD`, the run of the modes at head, `--kernel none`): the modes, and the kernels
+  declared outside the FILEs, whose code the change did not touch: measured once for both sides like the modes.
+  Their cells are written to RECORD, one a line, so the flow shares them and nothing else (a kernel new at head is
+  no baseline).
 
 It imports nothing at the top: run this way, its imports are the side's own modules (the worktree comes first on the
 path), not this version's.
@@ -27,10 +37,15 @@ def _values(argv: Sequence[str], flag: str) -> list[str]:
     return after[:next((i for i, a in enumerate(after) if a.startswith("-")), len(after))]
 
 
-def kernel_cells(argv: Sequence[str]) -> list[str] | None:
-    """PRESET/WORKLOAD/MODE of every kernel under test of the workloads and presets `run` is asked for (the flow
-    names both), as this process's code declares them; None where that code cannot tell, or no preset is named.
-    Only the workloads package is asked (its registry and catalog): what a run's own planning would find."""
+def _module_path(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def kernel_cells(argv: Sequence[str], files: Sequence[str] | None = None, changed: bool = True) -> list[str] | None:
+    """PRESET/WORKLOAD/MODE of the kernels under test of the workloads and presets `run` is asked for (the flow
+    names both), as this process's code declares them: those declared in `files` (`changed`), or outside them (not
+    `changed`); every one where `files` is None. None where that code cannot tell, or no preset is named. Only the
+    workloads package is asked (its registry and catalog): what a run's own planning would find."""
     presets, workloads = _values(argv, "--preset"), _values(argv, "--workload")
     if not presets:
         return None
@@ -38,27 +53,48 @@ def kernel_cells(argv: Sequence[str]) -> list[str] | None:
         from workloads import catalog
         from workloads.kernels import registry
 
-        found = registry.candidates()
+        found = [c for c in registry.candidates()
+                 if files is None or (_module_path(c.fn.__module__) in files) == changed]
         return [f"{p}/{w}/{registry.MODE_PREFIX}{c.name}" for p in presets for w in workloads
                 if catalog.applies(p, w) for c in found if c.workload == w]
     except (ImportError, AttributeError, TypeError):
         return None
 
 
-def main(argv: Sequence[str]) -> int:
-    """Become `run` of the kernels' cells (or of everything asked, where they cannot be listed); 0 without any."""
-    cells = kernel_cells(argv)
-    command = [sys.executable, "-m", "tracker.cli", *argv]
+def command(argv: Sequence[str]) -> list[str] | None:
+    """The `run` command line this side's call becomes (its arguments after `python`); None: nothing to measure."""
+    argv = list(argv)
+    own, run = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else ([], argv)
+    files = _values(own, "--files") if "--files" in own else None
+    prefix = ["-m", "tracker.cli"]
+    if "--baseline" in own:
+        # every kernel is changed where no file is named (the registry changed): none is a baseline then
+        cells = (kernel_cells(run, files, changed=False) or []) if files is not None else []
+        with open(own[own.index("--baseline") + 1], "w", encoding="utf-8") as record:
+            record.write("".join(f"{c}\n" for c in cells))
+        if cells and "--kernel" in run:  # `--kernel none`: the modes alone, and now these kernels beside them
+            at = run.index("--kernel")
+            run[at + 1:at + 1 + len(_values(run, "--kernel"))] = sorted({c.split("/")[1] + ":" + c.split(":", 1)[1]
+                                                                        for c in cells})
+        return [*prefix, *run]
+    cells = kernel_cells(run, files)
     if cells is None:
         print("run: this commit's code cannot list its kernels under test: measuring every cell", flush=True)
-    elif not cells:
-        print(f"run: no kernel under test of {' '.join(_values(argv, '--workload'))} at this commit: nothing to "
+        return [*prefix, *run]
+    if not cells:
+        print(f"run: no kernel under test of {' '.join(_values(run, '--workload'))} at this commit: nothing to "
               "measure", flush=True)
+        return None
+    return [*prefix, *run, "--cell", *cells]
+
+
+def main(argv: Sequence[str]) -> int:
+    """Become the side's `run` (`command`); 0 where there is nothing to measure."""
+    line = command(argv)
+    if line is None:
         return 0
-    else:
-        command += ["--cell", *cells]
     sys.stdout.flush()
-    os.execv(sys.executable, command)
+    os.execv(sys.executable, [sys.executable, *line])
     return 0  # not reached: execv replaces this process
 
 

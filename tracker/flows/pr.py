@@ -75,7 +75,7 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
         return None
     sides = _sides(selection.workloads, base, head, repo_dir, log)
     plan = None if request.full or request.budget.compiles else \
-        baseline.choose(selection, sides, request.history, machine, request.presets, request.modes, repo_dir)
+        baseline.choose(selection, sides, request.history, machine, request.presets, request.modes, repo_dir, files)
     if plan is not None:
         print(f"pr: {plan.describe()}", file=log)
     rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
@@ -85,7 +85,8 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
         paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,
                                      runner or run_commands, rounds.groups_of(devices, usable_cpus()), log,
                                      baseline=plan.source if plan else None,
-                                     kernel_compiles=min(COMPILES, request.budget.most))
+                                     kernel_compiles=min(COMPILES, request.budget.most),
+                                     kernel_files=plan.files if plan else None)
         judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
         comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
     for w in comparison.warnings:
@@ -124,7 +125,8 @@ class _Judge:
         r, workloads = self.request, self.selection.workloads
         if self.plan is not None and self.shared is None and len(self.sides) == 2:
             self.plan, self.shared = baseline.settle(self.plan, self.results, self.machine, self.sides,
-                                                     Path(r.repo_dir).resolve(), self.rounds.at_head, self.rounds.log)
+                                                     Path(r.repo_dir).resolve(), self.rounds.at_head,
+                                                     self.rounds.baseline_kernels, self.rounds.log)
         said = self.plan is not None and self.shared is not None and bool(self.shared.cells)
         scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
         _record(self.results, self.machine, self.sides, workloads, scope, self.rule, self.shared)

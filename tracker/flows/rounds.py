@@ -14,9 +14,10 @@ Replicate k of a cell at base and replicate k at head are a pair, measured in th
 (tracker.store.pairing) is read off the two cell stores after each round.
 
 Where only kernels under test changed (tracker.flows.baseline), round 1 measures each side's kernels under test
-(tracker.flows.kernelrun) in three compiles a side at once (a look at one pair decides nothing: no other cell is
-paired to lend its spread), and the modes' cells, the baseline, once at head, unless the nightly's run holds them.
-The later rounds are the kernels' alone: the modes' cells are decided ("the same", by construction) and never pending.
+declared in the changed files (tracker.flows.kernelrun) in three compiles a side at once (a look at one pair decides
+nothing: no other cell is paired to lend its spread), and the baseline (the modes' cells and the untouched kernels')
+once at head, unless the nightly's run holds it. The later rounds are the changed kernels' alone: the baseline's
+cells are decided ("the same", by construction) and never pending.
 """
 
 from __future__ import annotations
@@ -135,7 +136,12 @@ class PairedRounds:
     # in round 1) or "history" (none measured); None: every cell in pairs
     baseline: str | None = None
     kernel_compiles: int = 3  # a kernel-only change: its kernels' compiles a side in round 1
+    kernel_files: Sequence[str] | None = None  # a kernel-only change: its files, whose kernels are paired (None: all)
     name: str = "pr"  # the command its progress lines are said by
+
+    def __post_init__(self) -> None:
+        self._records: list[Path] = []  # each baseline run's untouched kernels (tracker.flows.kernelrun)
+        self._kernels_at_head: list[Cell] = []  # those `at_head` measured
 
     @property
     def first_compiles(self) -> int:
@@ -161,23 +167,38 @@ class PairedRounds:
     def _first_steps(self, workloads: Sequence[str], presets: Sequence[str] | None) -> list[Step]:
         if self.baseline is None:
             return [(s.label, s, self._argv(s, workloads, presets)) for s in self._measuring(workloads)]
-        steps = [(s.label, s, kernels_command_line(self._argv(s, workloads, presets, (), self.kernel_compiles)))
+        steps = [(s.label, s, kernels_command_line(self._argv(s, workloads, presets, (), self.kernel_compiles),
+                                                   self.kernel_files))
                  for s in self._measuring(workloads)]
         head = self.sides[-1]
         if self.baseline == "head" and set(workloads) & set(head.workloads):
-            steps.append((f"{head.label} modes", head, self._modes_argv(head, workloads, presets)))
+            record = self.trees[head.label].parent / f"baseline-kernels-{len(self._records)}.txt"
+            self._records.append(record)
+            steps.append((f"{head.label} modes", head,
+                          kernels_command_line(self._modes_argv(head, workloads, presets), self.kernel_files, record)))
         return steps
 
     def at_head(self, cells: Sequence[Cell]) -> None:
-        """The modes' `cells` measured at head alone: a kernel-only change's baseline, where the one planned from
-        the history turned out unusable."""
+        """The baseline's `cells` (modes, untouched kernels) measured at head alone: a kernel-only change's
+        baseline, where the one planned from the history turned out unusable."""
         head = self.sides[-1]
-        argv = [*self._modes_argv(head, head.workloads, self.presets), "--cell", *confirm_.cell_names(list(cells))]
+        kernels = [c for c in cells if c[2] not in MODE_BY_NAME]
+        argv = [*self._modes_argv(head, head.workloads, self.presets, kernels), "--cell",
+                *confirm_.cell_names(list(cells))]
         self._run([(self.groups[0], [(f"{head.label} modes", head, argv)])])
+        self._kernels_at_head += kernels
 
-    def _modes_argv(self, side: Side, workloads: Sequence[str], presets: Sequence[str] | None) -> list[str]:
+    def baseline_kernels(self) -> list[Cell]:
+        """The untouched kernels' cells the baseline's runs measured at head (shared like the modes')."""
+        listed = [line.split("/") for r in self._records if r.exists()
+                  for line in r.read_text(encoding="utf-8").splitlines() if line.count("/") == 2]
+        return sorted({*self._kernels_at_head, *((p, w, m) for p, w, m in listed)})
+
+    def _modes_argv(self, side: Side, workloads: Sequence[str], presets: Sequence[str] | None,
+                    kernels: Sequence[Cell] = ()) -> list[str]:
         mine = [w for w in workloads if w in side.workloads]
-        return modes_command_line(side.commit, mine, self.results, self.machine, presets, self.modes)
+        return modes_command_line(side.commit, mine, self.results, self.machine, presets, self.modes,
+                                  sorted({f"{w}:{m.split(':', 1)[1]}" for _, w, m in kernels}))
 
     def more(self, cells: Sequence[Cell], compiles: int) -> None:
         """A later round: `cells` to `compiles` compiles a side."""

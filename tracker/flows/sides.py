@@ -208,24 +208,29 @@ def run_command_line(commit: str, workloads: Sequence[str], results_dir: Path, m
 
 
 def modes_command_line(commit: str, workloads: Sequence[str], results_dir: Path, machine: str,
-                       presets: Sequence[str] | None, modes: Sequence[str] | None = None) -> list[str]:
-    """A side's `run` of the workloads' modes alone (no kernel under test), each in as many compiles as `run` gives
-    it by default (the nightly's baseline): a kernel-only change's baseline, measured once for both sides."""
+                       presets: Sequence[str] | None, modes: Sequence[str] | None = None,
+                       kernels: Sequence[str] = ()) -> list[str]:
+    """A side's `run` of the workloads' modes and of `kernels` (WORKLOAD:NAME; none by default), each in as many
+    compiles as `run` gives it by default (the nightly's baseline): a kernel-only change's baseline, measured once
+    for both sides."""
     command = [sys.executable, "-m", "tracker.cli", "run", "--commit", commit, "--machine", machine,
-               "--results-dir", str(results_dir), "--workload", *workloads, "--kernel", "none"]
+               "--results-dir", str(results_dir), "--workload", *workloads, "--kernel", *(kernels or ["none"])]
     if presets:
         command += ["--preset", *presets]
     return command + (["--mode", *modes] if modes else [])
 
 
-def kernels_command_line(run_argv: Sequence[str]) -> list[str]:
-    """A side's `run` (`run_command_line`) of its kernels under test alone, as its own code lists them
-    (tracker.flows.kernelrun, handed to `python -c` in the side's worktree)."""
+def kernels_command_line(run_argv: Sequence[str], files: Sequence[str] | None = None,
+                         record: Path | None = None) -> list[str]:
+    """A side's `run` (`run_command_line`) of its kernels under test declared in `files` (every one where None), as
+    its own code lists them; with `record`, its `run` of the modes (`modes_command_line`) and of the kernels declared
+    elsewhere, listed in `record` (tracker.flows.kernelrun, handed to `python -c` in the side's worktree)."""
     from tracker.flows import kernelrun
 
     if list(run_argv[:4]) != [sys.executable, "-m", "tracker.cli", "run"]:
         raise ValueError(f"not a side's run: {' '.join(run_argv[:4])}")
-    return [sys.executable, "-c", Path(kernelrun.__file__).read_text(encoding="utf-8"), *run_argv[3:]]
+    own = (["--files", *files] if files is not None else []) + (["--baseline", str(record)] if record else [])
+    return [sys.executable, "-c", Path(kernelrun.__file__).read_text(encoding="utf-8"), *own, "--", *run_argv[3:]]
 
 
 def check_codes(commands: Sequence[Command], codes: Sequence[int]) -> None:

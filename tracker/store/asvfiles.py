@@ -180,10 +180,15 @@ def _params_of(benchmark: dict[str, Any]) -> list[tuple[str, ...]]:
 
 
 def _cell_param_key(cell: CellResult) -> tuple[str, ...]:
-    name = candidate_name(cell.mode)
+    return param_key(cell.preset, cell.workload, cell.mode)
+
+
+def param_key(preset: str, workload: str, mode: str) -> tuple[str, ...]:
+    """A cell's parameters in its asv benchmark, as asv writes them (a kernel's: preset, "workload:name")."""
+    name = candidate_name(mode)
     if name is not None:
-        return repr(cell.preset), repr(f"{cell.workload}:{name}")
-    return repr(cell.preset), repr(cell.workload), repr(cell.mode)
+        return repr(preset), repr(f"{workload}:{name}")
+    return repr(preset), repr(workload), repr(mode)
 
 
 def benchmark_class(workload: str, mode: str) -> str:

@@ -293,7 +293,7 @@ def copy_entries(source: Path, target: Path, dest: Path, cells: Collection[tuple
     (preset, workload, mode) that the result file `source` recorded, exactly as recorded: one measurement recorded
     for two runs (tracker.store.shared). Refused, with nothing written, when the two files are of other machines or
     versions, or their benchmarks of other versions."""
-    wanted = {tuple(repr(x) for x in cell) for cell in cells}
+    wanted = {asvfiles.param_key(*cell) for cell in cells}
     asvfiles.check_writable(dest)
     with asvfiles.results_lock(dest):
         if (why := confined.problem(dest, target)) is not None:
