@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,9 @@ def test_a_nightly_run_of_other_versions_is_not_used_the_modes_are_measured_at_h
     with contextlib.redirect_stderr(err):
         quick, _ = pr(r, c, "slower", tmp_path / "quick", fake, history=[str(tmp_path / "history")])
     assert "was measured with other versions than this host's: measuring the modes' cells at head" in err.getvalue()
+    # where the time went, last: the two calls of measuring (round 1, the baseline at head) and the rest
+    assert re.search(r"\Apr: done in \d+ s: measuring \d+ s \(\d+ \+ \d+.*\), judging \d+ s, the rest \d+ s\Z",
+                     err.getvalue().splitlines()[-1])
     record = record_of(tmp_path / "quick", c["base"], c["slower"])
     assert record is not None and record.shared is not None and record.shared.source == "head"
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "triton_cfg_blend")] == "lost"

@@ -10,8 +10,8 @@ the kernels declared in the changed files are measured in pairs.
 
 - **history**: a run of a `--history` results directory (the nightly's) of the same machine and torch (and, checked
   once the head's run is measured, the same GPU, driver, CUDA and triton), of a commit whose workloads' code is the
-  base's (no difference between the two reaches their modes), holding every one of those cells (the untouched
-  kernels' too): taken as the baseline, and round 1 measures only the kernels, at base and at head;
+  base's (no difference between the two reaches their modes), holding every one of those modes' cells (and the
+  untouched kernels' it measured): taken as the baseline, and round 1 measures only the kernels, at base and at head;
 - **head**: else round 1 measures the modes' cells at head only, in as many compiles as `run` gives them by default
   (the nightly's: three of the autotuned modes on a GPU), beside the kernels at both sides.
 
@@ -87,13 +87,18 @@ def choose(selection: Selection, sides: Sequence[Side], history: Sequence[str | 
     changed = None if set(files) & set(KERNEL_HARNESS) else tuple(files)
     untouched = [] if changed is None else \
         [(w, m) for path, kernels in kernel_declarations().items() if path not in changed for w, m in kernels]
-    wanted = tuple((p, w, m) for p in named for w in workloads if catalog.applies(p, w)
-                   for m in [*(modes or MODES), *(m for k, m in untouched if k == w)])
+    instances = [(p, w) for p in named for w in workloads if catalog.applies(p, w)]
+    wanted = tuple((p, w, m) for p, w in instances for m in modes or MODES)
+    kernels = tuple((p, w, m) for p, w in instances for k, m in untouched if k == w)
     for where in history:
         for run in reversed(_candidates(Path(where), machine)):
-            if _same_code(run.commit, sides[0].commit, workloads, repo_dir) and _holds(run, wanted):
-                return Plan(HISTORY, named, wanted, changed, run, str(where), _measured_ms(run.path))
-    return Plan(HEAD, named, wanted, changed)
+            if not _same_code(run.commit, sides[0].commit, workloads, repo_dir):
+                continue
+            if set(wanted) <= (measured := _measured(run)):
+                # the untouched kernels it measured (not one of another device: a Triton kernel on a CPU)
+                held = tuple(c for c in kernels if c in measured)
+                return Plan(HISTORY, named, wanted + held, changed, run, str(where), _measured_ms(run.path))
+    return Plan(HEAD, named, wanted + kernels, changed)
 
 
 def _candidates(where: Path, machine: str) -> list[RunFile]:
@@ -113,14 +118,13 @@ def _same_code(commit: str, base: str, workloads: Sequence[str], repo_dir: Path)
     return reach is not None and (reach.kernel_only or not set(reach.workloads) & set(workloads))
 
 
-def _holds(run: RunFile, cells: Sequence[Cell]) -> bool:
-    """Whether `run` measured every one of `cells` (ok or failed)."""
+def _measured(run: RunFile) -> set[Cell]:
+    """The cells `run` measured (ok or failed)."""
     table = load_runs([run]).table
     if table.empty:
-        return False
+        return set()
     ran = table[table["status"].astype(str).isin(("ok", "failed"))]
-    return set(cells) <= set(zip(ran["preset"].astype(str), ran["workload"].astype(str), ran["mode"].astype(str),
-                                 strict=True))
+    return set(zip(ran["preset"].astype(str), ran["workload"].astype(str), ran["mode"].astype(str), strict=True))
 
 
 def _measured_ms(path: Path) -> int | None:

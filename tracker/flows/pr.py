@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
     it measures and what came of the post (None: stderr). Errors raise (typed: tracker.errors)."""
     if request.fail_on not in compare.FAIL_ON:
         raise ValueError(f"fail_on is one of {', '.join(compare.FAIL_ON)}, not {request.fail_on!r}")
+    started = time.monotonic()
     repo_dir, results = Path(request.repo_dir).resolve(), Path(request.results_dir).resolve()
     machine = request.machine or socket.gethostname()
     base, head = resolve(request.base_ref, repo_dir), resolve(request.head_ref, repo_dir)
@@ -92,7 +94,16 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
     _post(forge, prcomment.render_comment(comparison, max_chars=forge.body_limit), comparison.changed, log)
+    print(_times(time.monotonic() - started, paired.measured, judge.spent), file=log)
     return comparison
+
+
+def _times(total: float, measured: Sequence[float], judged: float) -> str:
+    """Where the wall time went: measuring (the sides' runs, each round), judging (reading the runs, sharing a
+    baseline, the paired record, the comparison) and the rest (git, worktrees, rendering, the post)."""
+    rounds = " + ".join(f"{m:.0f}" for m in measured) or "0"
+    return (f"pr: done in {total:.0f} s: measuring {sum(measured):.0f} s ({rounds}), judging {judged:.0f} s, "
+            f"the rest {max(total - sum(measured) - judged, 0):.0f} s")
 
 
 def _sides(workloads: Sequence[str], base: str, head: str, repo_dir: Path, log: TextIO) -> list[Side]:
@@ -120,8 +131,16 @@ class _Judge:
     plan: baseline.Plan | None
     rounds: rounds.PairedRounds
     shared: SharedBaseline | None = None
+    spent: float = 0.0  # seconds spent judging, over all rounds
 
     def __call__(self) -> Comparison:
+        began = time.monotonic()
+        try:
+            return self._judge()
+        finally:
+            self.spent += time.monotonic() - began
+
+    def _judge(self) -> Comparison:
         r, workloads = self.request, self.selection.workloads
         if self.plan is not None and self.shared is None and len(self.sides) == 2:
             self.plan, self.shared = baseline.settle(self.plan, self.results, self.machine, self.sides,

@@ -142,6 +142,7 @@ class PairedRounds:
     def __post_init__(self) -> None:
         self._records: list[Path] = []  # each baseline run's untouched kernels (tracker.flows.kernelrun)
         self._kernels_at_head: list[Cell] = []  # those `at_head` measured
+        self.measured: list[float] = []  # each call's wall time of measuring, in seconds (the time report)
 
     @property
     def first_compiles(self) -> int:
@@ -231,7 +232,9 @@ class PairedRounds:
                 argv = [*argv, "-j", str(each)] if each else argv
                 label = name if len(work) == 1 else f"{name}@{group.gpu or k}"
                 commands.append(Command(label, argv, self.trees[side.label], group.env(), group.cpus))
+        began = time.monotonic()
         codes = self.runner(commands) if together else [rc for c in commands for rc in self.runner([c])]
+        self.measured.append(time.monotonic() - began)
         check_codes(commands, codes)
 
 
