@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 
 
@@ -70,8 +71,7 @@ def command(argv: Sequence[str]) -> list[str] | None:
     if "--baseline" in own:
         # every kernel is changed where no file is named (the registry changed): none is a baseline then
         cells = (kernel_cells(run, files, changed=False) or []) if files is not None else []
-        with open(own[own.index("--baseline") + 1], "w", encoding="utf-8") as record:
-            record.write("".join(f"{c}\n" for c in cells))
+        _write(own[own.index("--baseline") + 1], "".join(f"{c}\n" for c in cells))
         if cells and "--kernel" in run:  # `--kernel none`: the modes alone, and now these kernels beside them
             at = run.index("--kernel")
             run[at + 1:at + 1 + len(_values(run, "--kernel"))] = sorted({c.split("/")[1] + ":" + c.split(":", 1)[1]
@@ -86,6 +86,14 @@ def command(argv: Sequence[str]) -> list[str] | None:
               "measure", flush=True)
         return None
     return [*prefix, *run, "--cell", *cells]
+
+
+def _write(path: str, text: str) -> None:
+    """`text` into `path` whole or not at all (tracker.store.atomic's way, which this script cannot import)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".kernelrun-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def main(argv: Sequence[str]) -> int:
