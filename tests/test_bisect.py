@@ -237,10 +237,10 @@ def test_no_change_between_good_and_bad_ends_after_one_step(repo: tuple[Path, li
 @pytest.mark.slow
 def test_past_the_budget_the_narrowed_range_is_named(repo: tuple[Path, list[str]], tmp_path: Path) -> None:
     r, shas = repo
-    # a side's run takes 100 s (a constructed clock), a step of two rounds 400 s: two steps fit in 1000 s, not three
+    # a side's run takes 100 s (a constructed clock), a step of one round 200 s: two steps fit in 500 s, not three
     fake = Fake(planted(shas, 5, 1.10), tick=100.0)
-    said = bisect(r, shas, tmp_path / "results", fake, budget=Budget(seconds=1000, max_compiles=6))
-    assert said.startswith(f"narrowed, past the budget (1000 s): the first bad is one of 4 commits after "
+    said = bisect(r, shas, tmp_path / "results", fake, budget=Budget(seconds=500, max_compiles=6))
+    assert said.startswith(f"narrowed, past the budget (500 s): the first bad is one of 4 commits after "
                            f"{shas[4][:8]}: {shas[5][:8]} 'commit 5', ")
     assert len([line for line in said.splitlines() if line.startswith("  step ")]) == 2
 

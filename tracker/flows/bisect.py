@@ -208,12 +208,12 @@ def _seen(request: BisectRequest, results: Path, good: str, bad: str,
 
 @dataclass
 class _CellRounds(rounds.PairedRounds):
-    """The paired rounds of the named cells only: round 1 gives each of them one compile a side."""
+    """The paired rounds of the named cells only: round 1 gives each of them `first_compiles` a side."""
 
     cells: Sequence[Cell] = ()
 
     def first(self) -> None:
-        self.more(list(self.cells), 1)
+        self.more(list(self.cells), self.first_compiles)
 
 
 @dataclass
@@ -322,7 +322,8 @@ class Bisector:
             with worktrees(sides, self.repo_dir) as trees:
                 paired = _CellRounds(sides, trees, scratch, self.machine, self.jobs,
                                      tuple(dict.fromkeys(c[0] for c in cells)), None, watched, self.groups,
-                                     log=self.log, name="bisect", cells=list(cells))
+                                     log=self.log, name="bisect", cells=list(cells),
+                                     first_compiles=min(COMPILES, self.budget.most))
                 budget = rounds.Budget(seconds=max(seconds, 1.0), max_compiles=self.budget.max_compiles)
                 return rounds.until_decided(paired, judge, budget, max(rule.confirm), self.clock,
                                             (lambda c: classify(c.cells, change)[0] != SKIPPED) if change else None)

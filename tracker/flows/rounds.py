@@ -1,23 +1,24 @@
 """Base and head measured in pairs, round after round, until every cell is decided or the budget is spent.
 
-Round 1 measures every cell of the sides' workloads once a side; each later round gives every cell still undecided
-(tracker.analyse.confirm.pending) more compiles a side, to the next number of the schedule (1, 3, 5, 8, 10:
-tracker.analyse.paired.schedule). In every round a cell's base and head compiles are started together, by two
-`run`s (one a side, each in its own worktree) that share a GPU and its lock, so that their timings alternate on the
-same GPU: a pair never straddles two GPUs or two rounds. On a host of several GPUs the round's work is split over the
-GPUs (`Group`: one GPU, and a share of the cores of its own so that the groups' timing cores stay apart), whole
-workloads in round 1 (or single presets where there are fewer workloads than GPUs), cells in later rounds, the most
-expensive first onto the least loaded GPU. Both sides' run for one GPU is handed CUDA_VISIBLE_DEVICES of that GPU
-alone, so a base of any version measures where it is put.
+Round 1 measures every cell of the sides' workloads in three compiles a side at once (`first_compiles`): a look at one
+pair a cell decides nothing, since the paired test reads a cell's noise from its own pairs and its class's cells of two
+pairs or more, so a round of one compile was always followed by one of three for every cell (H100 trial t10: 163 s, then
+193 s). Each later round gives every cell still undecided (tracker.analyse.confirm.pending) more compiles a side, to the
+next number of the schedule (5, 8, 10: tracker.analyse.paired.schedule). In every round a cell's base and head compiles
+are started together, by two `run`s (one a side, each in its own worktree) that share a GPU and its lock, so that their
+timings alternate on the same GPU: a pair never straddles two GPUs or two rounds. On a host of several GPUs the round's
+work is split over the GPUs (`Group`: one GPU, and a share of the cores of its own so that the groups' timing cores stay
+apart), whole workloads in round 1 (or single presets where there are fewer workloads than GPUs), cells in later rounds,
+the most expensive first onto the least loaded GPU. Both sides' run for one GPU is handed CUDA_VISIBLE_DEVICES of that
+GPU alone, so a base of any version measures where it is put.
 
 Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
 (tracker.store.pairing) is read off the two cell stores after each round.
 
-Where only kernels under test changed (tracker.flows.baseline), round 1 measures each side's kernels under test
-declared in the changed files (tracker.flows.kernelrun) in three compiles a side at once (a look at one pair decides
-nothing: no other cell is paired to lend its spread), and the baseline (the modes' cells and the untouched kernels')
-once at head, unless the nightly's run holds it. The later rounds are the changed kernels' alone: the baseline's
-cells are decided ("the same", by construction) and never pending.
+Where only kernels under test changed (tracker.flows.baseline), round 1 measures each side's kernels under test declared
+in the changed files (tracker.flows.kernelrun), and the baseline (the modes' cells and the untouched kernels') once at
+head, unless the nightly's run holds it. The later rounds are the changed kernels' alone: the baseline's cells are
+decided ("the same", by construction) and never pending.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ class PairedRounds:
     # A kernel-only change (tracker.flows.baseline): where its baseline comes from, "head" (its modes measured there
     # in round 1) or "history" (none measured); None: every cell in pairs
     baseline: str | None = None
-    kernel_compiles: int = 3  # a kernel-only change: its kernels' compiles a side in round 1
+    first_compiles: int = 3  # the compiles a side round 1 gives the cells it pairs
     kernel_files: Sequence[str] | None = None  # a kernel-only change: its files, whose kernels are paired (None: all)
     name: str = "pr"  # the command its progress lines are said by
 
@@ -144,14 +145,9 @@ class PairedRounds:
         self._kernels_at_head: list[Cell] = []  # those `at_head` measured
         self.measured: list[float] = []  # each call's wall time of measuring, in seconds (the time report)
 
-    @property
-    def first_compiles(self) -> int:
-        """The compiles a side round 1 gives the cells it pairs."""
-        return 1 if self.baseline is None else self.kernel_compiles
-
     def first(self) -> None:
-        """Round 1: every cell of the sides' workloads, one compile a side; of a kernel-only change, the kernels'
-        cells alone, `kernel_compiles` a side, and the modes' at head (the baseline: as many compiles as `run` gives
+        """Round 1: every cell of the sides' workloads, `first_compiles` a side; of a kernel-only change, the changed
+        kernels' cells alone, and the baseline at head (the baseline: as many compiles as `run` gives
         them by default, as the nightly's), unless the history holds them."""
         workloads = list(dict.fromkeys(w for s in self.sides for w in s.workloads))
         n = len(self.groups)
@@ -167,8 +163,9 @@ class PairedRounds:
 
     def _first_steps(self, workloads: Sequence[str], presets: Sequence[str] | None) -> list[Step]:
         if self.baseline is None:
-            return [(s.label, s, self._argv(s, workloads, presets)) for s in self._measuring(workloads)]
-        steps = [(s.label, s, kernels_command_line(self._argv(s, workloads, presets, (), self.kernel_compiles),
+            return [(s.label, s, self._argv(s, workloads, presets, (), self.first_compiles))
+                    for s in self._measuring(workloads)]
+        steps = [(s.label, s, kernels_command_line(self._argv(s, workloads, presets, (), self.first_compiles),
                                                    self.kernel_files))
                  for s in self._measuring(workloads)]
         head = self.sides[-1]
