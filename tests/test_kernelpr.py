@@ -202,7 +202,7 @@ def test_a_nightly_run_of_other_versions_is_not_used_the_modes_are_measured_at_h
     fake = PairedFake(MACHINE, plant(c, "slower"))
     with contextlib.redirect_stderr(err):
         quick, _ = pr(r, c, "slower", tmp_path / "quick", fake, history=[str(tmp_path / "history")])
-    assert "was measured with other versions than this host's: measuring the modes' cells at head" in err.getvalue()
+    assert "was measured with other versions than this host's: measuring the baseline at head" in err.getvalue()
     # where the time went, last: the two calls of measuring (round 1, the baseline at head) and the rest
     assert re.search(r"\Apr: done in \d+ s: measuring \d+ s \(\d+ \+ \d+.*\), judging \d+ s, the rest \d+ s\Z",
                      err.getvalue().splitlines()[-1])

@@ -4,16 +4,17 @@ A kernel's verdict is its speedup over the best mode of its instance (tracker.an
 only kernels under test (tracker.analyse.attribution: `Selection.kernel_only`), the modes' cells of its workloads
 compile the same code at base and head on the same machine and torch, so one measurement of them serves both sides:
 
-The kernels under test the change did not touch (declared in files it left alone; none where it changed the candidates'
-registry) are part of that baseline: measured once, with the modes, or taken from the nightly's run with them. Only
-the kernels declared in the changed files are measured in pairs.
-
 - **history**: a run of a `--history` results directory (the nightly's) of the same machine and torch (and, checked
   once the head's run is measured, the same GPU, driver, CUDA and triton), of a commit whose workloads' code is the
   base's (no difference between the two reaches their modes), holding every one of those modes' cells (and the
-  untouched kernels' it measured): taken as the baseline, and round 1 measures only the kernels, at base and at head;
+  untouched kernels' it measured): taken as the baseline, and round 1 measures only the changed kernels, at base
+  and at head;
 - **head**: else round 1 measures the modes' cells at head only, in as many compiles as `run` gives them by default
   (the nightly's: three of the autotuned modes on a GPU), beside the kernels at both sides.
+
+The kernels under test the change did not touch (declared in files it left alone; none where it changed the candidates'
+registry) are part of that baseline: measured once, with the modes, or taken from the nightly's run with them. Only
+the kernels declared in the changed files are measured in pairs.
 
 Either way the one measurement is recorded in both runs (tracker.store.shared), the paired record names the cells
 shared and where they were measured (tracker.store.pairing.SharedBaseline), and the paired test judges them the same
@@ -181,7 +182,7 @@ def settle(plan: Plan, results: Path, machine: str, sides: Sequence[Side], repo_
     got = share(plan, results, machine, sides, repo_dir, kernels())
     if got is None:
         print(f"pr: the run of {plan.run.commit[:12] if plan.run else '?'} in {plan.where} was measured with other "
-              "versions than this host's: measuring the modes' cells at head", file=log, flush=True)
+              "versions than this host's: measuring the baseline at head", file=log, flush=True)
         at_head(plan.cells)
         plan = plan.at_head()
         got = share(plan, results, machine, sides, repo_dir, kernels()) or SharedBaseline((), sides[-1].commit)
