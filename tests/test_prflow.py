@@ -153,9 +153,11 @@ def test_a_planted_change_is_measured_in_pairs_until_decided_and_compare_says_wh
     body = (tmp_path / "forge" / "comment.md").read_text()
     record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
     assert record is not None and record.scope == ("llm_rmsnorm", "llm_qk_norm")
-    # every cell once a side, then only the undecided ones, a round at a time, both sides in every round
+    # every cell three compiles a side at once (a look at one pair decides nothing), then only the undecided ones, a
+    # round at a time, both sides in every round
     first, later = fake.batches[0], fake.batches[1:]
     assert first == ["base", "head"] and later and all(b == ["base", "head"] for b in later)
+    assert all(cmd.argv[cmd.argv.index("--replicates") + 1] == "3" for cmd in fake.calls[:2])
     assert all("--cell" in cmd.argv for cmd in fake.calls[2:]) and "--cell" not in fake.calls[0].argv
     assert len(record.pairs(RMSNORM_DEFAULT)) >= 3 and len(record.pairs(RMSNORM_DEFAULT)) <= 6
     comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)
