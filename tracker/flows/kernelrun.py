@@ -6,8 +6,8 @@ arguments of that side's `run`:
     python -c SCRIPT [--files FILE ...] [--baseline RECORD] -- run --commit C --workload W ...
 
 It lists the kernels under test of those workloads and presets as the side's own code declares them (its registry
-and its plugins, so a kernel added or removed by the change is measured only where it exists), then runs that `run`
-in the same process (`tracker.cli` of the side's code):
+and its plugins, so a kernel added or removed by the change is measured only where it exists), then becomes that
+`run`:
 
 - the **changed** kernels (no `--baseline`): those declared in the FILEs (every one where no file is named: a change
   to the candidates' registry reaches them all), as `--cell`s; a side without any measures nothing. A side whose
@@ -97,14 +97,13 @@ def _write(path: str, text: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """The side's `run` (`command`), in this process: the modules listing the kernels imported (torch among them)
-    serve the run too; 0 where there is nothing to measure."""
+    """Become the side's `run` (`command`); 0 where there is nothing to measure."""
     line = command(argv)
     if line is None:
         return 0
-    from tracker.cli import main as cli
-
-    return cli(line[2:])
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, *line])
+    return 0  # not reached: execv replaces this process
 
 
 if __name__ == "__main__":
