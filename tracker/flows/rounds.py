@@ -45,6 +45,7 @@ from tracker.flows.sides import (
 )
 from tracker.publish import units
 from tracker.runner import gpus
+from workloads.kernels.registry import candidate_name
 from workloads.modes import BY_NAME as MODE_BY_NAME
 
 Cell = tuple[str, str, str]
@@ -147,8 +148,8 @@ class PairedRounds:
 
     def first(self) -> None:
         """Round 1: every cell of the sides' workloads, `first_compiles` a side; of a kernel-only change, the changed
-        kernels' cells alone, and the baseline at head (the baseline: as many compiles as `run` gives
-        them by default, as the nightly's), unless the history holds them."""
+        kernels' cells alone, and the baseline at head (as many compiles as `run` gives it by default, as the
+        nightly's), unless the history holds it."""
         workloads = list(dict.fromkeys(w for s in self.sides for w in s.workloads))
         n = len(self.groups)
         units: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
@@ -180,7 +181,7 @@ class PairedRounds:
         """The baseline's `cells` (modes, untouched kernels) measured at head alone: a kernel-only change's
         baseline, where the one planned from the history turned out unusable."""
         head = self.sides[-1]
-        kernels = [c for c in cells if c[2] not in MODE_BY_NAME]
+        kernels = [c for c in cells if candidate_name(c[2]) is not None]
         argv = [*self._modes_argv(head, head.workloads, self.presets, kernels), "--cell",
                 *confirm_.cell_names(list(cells))]
         self._run([(self.groups[0], [(f"{head.label} modes", head, argv)])])
@@ -196,7 +197,7 @@ class PairedRounds:
                     kernels: Sequence[Cell] = ()) -> list[str]:
         mine = [w for w in workloads if w in side.workloads]
         return modes_command_line(side.commit, mine, self.results, self.machine, presets, self.modes,
-                                  sorted({f"{w}:{m.split(':', 1)[1]}" for _, w, m in kernels}))
+                                  sorted({f"{w}:{candidate_name(m)}" for _, w, m in kernels}))
 
     def more(self, cells: Sequence[Cell], compiles: int) -> None:
         """A later round: `cells` to `compiles` compiles a side."""

@@ -179,10 +179,6 @@ def _params_of(benchmark: dict[str, Any]) -> list[tuple[str, ...]]:
     return list(itertools.product(*benchmark["params"]))
 
 
-def _cell_param_key(cell: CellResult) -> tuple[str, ...]:
-    return param_key(cell.preset, cell.workload, cell.mode)
-
-
 def param_key(preset: str, workload: str, mode: str) -> tuple[str, ...]:
     """A cell's parameters in its asv benchmark, as asv writes them (a kernel's: preset, "workload:name")."""
     name = candidate_name(mode)
@@ -237,9 +233,10 @@ def _record_class(results: Any, benchmarks: Any, cells: list[CellResult], benchm
         selected: set[int] = set()
         duration = 0.0
         for cell in cells:
-            i = index.get(_cell_param_key(cell))
+            key = param_key(cell.preset, cell.workload, cell.mode)
+            i = index.get(key)
             if i is None:
-                raise AsvError(f"no asv parameter combination for cell {_cell_param_key(cell)}")
+                raise AsvError(f"no asv parameter combination for cell {key}")
             selected.add(i)
             duration += float(cell.wall_s or 0.0)
             try:
