@@ -23,10 +23,12 @@ class UnknownRef(CommitError, UsageError):
     """A commit asked for that is not there: a ref git does not know, or a commit without results (exit 2)."""
 
 
-def git(args: list[str], repo_dir: Path, timeout: float = 120) -> str:
-    """git's standard output; a CommitError of one line (the command, git's last error line) when it fails."""
+def git(args: list[str], repo_dir: Path, timeout: float = 120, stdin: str | None = None) -> str:
+    """git's standard output (`stdin` its input); a CommitError of one line (the command, git's last error line)
+    when it fails."""
     try:
-        out = subprocess.run(["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(["git", *args], cwd=repo_dir, capture_output=True, text=True, timeout=timeout,
+                             input=stdin)
     except (OSError, subprocess.SubprocessError) as e:
         raise CommitError(f"git {args[0]} failed in {repo_dir}: {e}") from None
     if out.returncode != 0:
