@@ -7,7 +7,7 @@ arguments of that side's `run`:
 
 It lists the kernels under test of those workloads and presets as the side's own code declares them (its registry
 and its plugins, so a kernel added or removed by the change is measured only where it exists), then becomes that
-`run`:
+`run` (the side's `tracker.cli` run as its main module, as `python -m` runs it):
 
 - the **changed** kernels (no `--baseline`): those declared in the FILEs (every one where no file is named: a change
   to the candidates' registry reaches them all), as `--cell`s; a side without any measures nothing. A side whose
@@ -97,13 +97,16 @@ def _write(path: str, text: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Become the side's `run` (`command`); 0 where there is nothing to measure."""
+    """Become the side's `run` (`command`), as `python -m tracker.cli` would run it, in this process: the modules that
+    listed the kernels (torch among them) are not imported twice; 0 where there is nothing to measure."""
     line = command(argv)
     if line is None:
         return 0
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, *line])
-    return 0  # not reached: execv replaces this process
+    import runpy
+
+    sys.argv = [line[1], *line[2:]]  # what `python -m` leaves in argv: the module's name, then its arguments
+    runpy.run_module(line[1], run_name="__main__", alter_sys=True)  # tracker.cli exits with the run's status
+    return 0
 
 
 if __name__ == "__main__":
