@@ -114,3 +114,16 @@ def test_a_server_started_in_the_background_serves_the_first_launch(monkeypatch:
         assert fs.wait(child, 60) and child.status == 3 and fs._proc is first
     finally:
         fs.close()
+
+
+def test_modules_preloaded_later_are_imported_before_the_next_child_is_forked(server: ForkServer,
+                                                                                tmp_path: Path) -> None:
+    def loaded(name: str) -> bool:
+        out = tmp_path / f"{name}.json"
+        child = server.launch("forkserver_child", ["loaded", str(out), "colorsys"], {}, tmp_path, tmp_path / "err")
+        assert server.wait(child, 60) and child.status == 0
+        return json.loads(out.read_text())
+
+    assert loaded("before") is False
+    server.preload_more(("colorsys", "no_such_module_here"))  # one that cannot be imported is left out, as at the start
+    assert loaded("after") is True

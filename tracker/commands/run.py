@@ -24,6 +24,7 @@ from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES
 
 if TYPE_CHECKING:
+    from tracker.runner.forkserver import ForkServer
     from tracker.runner.request import RunRequest
 
 
@@ -73,6 +74,19 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tracker.runner.forkserver import BASE, ForkServer
+
+    # The measuring processes' server imports torch for seconds: it starts before this process imports it
+    # (tracker.runner.request), not after; the compiler is imported there once the cells ask for it (run_suite)
+    server = ForkServer(BASE)
+    server.start_in_background()
+    try:
+        return _main(args, server)
+    finally:
+        server.close()
+
+
+def _main(args: argparse.Namespace, server: ForkServer) -> int:
     from tracker.runner.request import RunRequest
 
     request = RunRequest(
@@ -82,14 +96,15 @@ def main(args: argparse.Namespace) -> int:
         warm_cache=args.warm_cache, retry_failed=args.retry_failed, replicates=args.replicates,
         replicate_all_modes=args.replicate_all_modes, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit, cpu_threads=args.cpu_threads)
-    return _run(request, Path(args.config), args.results_dir)
+    return _run(request, Path(args.config), args.results_dir, server)
 
 
-def _run(request: RunRequest, config: Path, results_dir: str | None) -> int:
+def _run(request: RunRequest, config: Path, results_dir: str | None, server: ForkServer) -> int:
     """Measure the cells asked for and record them into `results_dir` (None: the default, then a note says where
     plugin workloads were filed), then print the outcome and the summary; exit 0 (failed cells are data)."""
     from tracker.measure.hostinfo import busy_warning
-    from tracker.runner.request import PROGRESS_ONLY, notes, prepare
+    from tracker.runner.progress import PROGRESS_ONLY
+    from tracker.runner.request import notes, prepare
     from tracker.runner.suite import run_suite
 
     run = prepare(request, config, results_dir)
@@ -102,7 +117,7 @@ def _run(request: RunRequest, config: Path, results_dir: str | None) -> int:
         print(f"run: note: {note}", file=sys.stderr)
     if cfg.device == "cpu" and (warning := busy_warning()):
         print(f"run: warning: {warning}", file=sys.stderr)
-    outcome = run_suite(run.cells, cfg, run.conf, run.date_ms)
+    outcome = run_suite(run.cells, cfg, run.conf, run.date_ms, server=server)
     failed = [(c, r) for c, r in outcome.cells.items() if r.status == "failed"]
     print(f"\n{len(outcome.cells)} cells: {outcome.count('ok')} ok, {len(failed)} failed, "
           f"{outcome.count('skipped')} skipped in {outcome.wall_s:.0f} s; results: {outcome.results_file}")

@@ -113,13 +113,14 @@ def _locked(lock: GpuLock, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def install(lock: GpuLock) -> list[str]:
-    """Route inductor's and Triton's GPU benchmarking through `lock`; returns what was patched."""
+def install(lock: GpuLock, compiler: bool = True) -> list[str]:
+    """Route Triton's GPU benchmarking through `lock`, and inductor's autotuning's with `compiler` (a cell compiled
+    by torch.compile; one that is not spares the compiler's import); returns what was patched."""
     patched = []
-    try:
-        from torch._inductor.runtime import benchmarking
-    except ImportError:
-        benchmarking = None
+    benchmarking = None
+    if compiler:
+        with contextlib.suppress(ImportError):
+            from torch._inductor.runtime import benchmarking
     if benchmarking is not None:
         for cls in vars(benchmarking).values():
             if not isinstance(cls, type):

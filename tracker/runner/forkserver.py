@@ -11,6 +11,7 @@ per line on stdin and answers on stdout, both JSON:
 
     {"id": 1, "module": "tracker.runner.worker", "argv": [...], "env": {...}, "cwd": "...", "stderr": "FILE"}
     -> {"id": 1, "pid": 4242}, and once the child has exited {"id": 1, "status": 0} (-N: killed by signal N)
+    {"preload": ["torch._dynamo", ...]}: more modules imported before the next fork; no answer
 
 A child runs `MODULE.main(argv)` in a session of its own (so a kill of its group ends its compile workers too), with
 exactly `env` as its environment, `cwd` as its directory, stdout discarded and stderr written to FILE.
@@ -36,8 +37,12 @@ from typing import Any, BinaryIO
 from tracker.errors import ToolError
 from tracker.paths import REPO_ROOT
 
-PRELOAD = ("tracker.runner.worker", "torch._dynamo", "torch._inductor.compile_fx",
-           "torch._inductor.runtime.benchmarking", "triton.testing")
+# What every measurement imports (the harness, torch, dynamo, which torch's own functions import on first call,
+# Triton's timer), and what only a compiled cell's does: a run of eager and kernel cells alone spares inductor's
+# import (2.6 of the server's 6.9 s on a 2-core VM)
+BASE = ("tracker.runner.worker", "torch._dynamo", "triton.testing")
+COMPILER = ("torch._inductor.compile_fx", "torch._inductor.runtime.benchmarking")
+PRELOAD = BASE + COMPILER
 # The server's environment on top of the runner's: torch.cuda.is_available() asks NVML, not the CUDA driver.
 SERVER_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
@@ -69,6 +74,7 @@ class ForkServer:
         self._next_id = 0
         self._lock = threading.Lock()
         self._starting: threading.Thread | None = None
+        self._booting: subprocess.Popen[bytes] | None = None  # a server still importing
 
     def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
         with self._lock:
@@ -85,6 +91,18 @@ class ForkServer:
                 self._children.pop(child.id)
                 raise ForkServerError(f"the fork server stopped taking requests: {exc}") from exc
         return child
+
+    def preload_more(self, modules: tuple[str, ...]) -> None:
+        """The server imports `modules` too (if it can) before it forks the next child: what a run learns it needs
+        once the server is started."""
+        with self._lock:
+            proc = self._running()
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps({"preload": list(modules)}).encode() + b"\n")
+                proc.stdin.flush()
+            except OSError as exc:
+                raise ForkServerError(f"the fork server stopped taking requests: {exc}") from exc
 
     def start_in_background(self) -> None:
         """Start the server now, in a thread, rather than on the first launch: it imports for seconds. A launch (and
@@ -109,7 +127,10 @@ class ForkServer:
                 os.killpg(child.pid, signal.SIGKILL)
 
     def close(self) -> None:
+        """The server told to exit once its children have; one still importing (nothing launched) is killed."""
         if self._starting is not None:
+            if self._starting.is_alive() and (booting := self._booting) is not None:
+                booting.kill()
             self._starting.join()
         with self._lock:
             proc, self._proc = self._proc, None
@@ -130,7 +151,9 @@ class ForkServer:
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO_ROOT,
                                 env={**os.environ, **SERVER_ENV}, start_new_session=True)
         assert proc.stdout is not None
+        self._booting = proc
         ready = proc.stdout.readline()
+        self._booting = None
         try:
             message = json.loads(ready)
         except ValueError:
@@ -194,6 +217,12 @@ def _preload(modules: list[str]) -> list[str]:
     return loaded
 
 
+def _freeze() -> None:
+    import gc
+
+    gc.freeze()  # the preloaded objects stay shared with the children rather than copied as the collector touches them
+
+
 def _serve(requests: int, replies: int) -> None:
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -223,6 +252,10 @@ def _serve(requests: int, replies: int) -> None:
         *lines, pending = pending.split(b"\n")
         for line in lines:
             request = json.loads(line)
+            if "preload" in request:
+                _preload(request["preload"])
+                _freeze()
+                continue
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -275,9 +308,7 @@ def main(modules: list[str]) -> int:
         return 1
     os.write(replies, json.dumps({"ready": loaded}).encode() + b"\n")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner stops the children; Ctrl-C must not end the server
-    import gc
-
-    gc.freeze()  # the preloaded objects stay shared with the children rather than copied as the collector touches them
+    _freeze()
     _serve(0, replies)
     return 0
 

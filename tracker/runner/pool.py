@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,8 @@ class NotKept(ToolError):
 
 
 def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progress: Progress | None = None,
-                  server: ForkServer | None = None) -> dict[CellId, CellResult]:
+                  server: ForkServer | None = None, check: Callable[[], None] | None = None
+                  ) -> dict[CellId, CellResult]:
     """Make the measurements `store` lacks of `cells` (`pending`, then the further compiles each cell asks for);
     every cell's result, its replicates combined.
 
@@ -123,7 +125,8 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     was disturbed, is measured again alone at the end (`needs_gpu_alone`). On KeyboardInterrupt the running workers
     are killed and nothing is recorded for their measurements, so the next run makes exactly the measurements that
     did not finish. `server`: the fork server to start them from, its caller's to close (one already started, say);
-    by default one of its own, closed at the end."""
+    by default one of its own, closed at the end. `check`: called every second while measuring; what it raises stops
+    the run as an interrupt does (what the caller does beside, failing)."""
     done: dict[Job, CellResult] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     own_server = server is None
@@ -133,7 +136,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
                          {c: len(to_make(c, cfg, store)) for c in cells}, cfg.together)
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     kernels = tempfile.TemporaryDirectory(prefix="cb-kernels-")
-    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, progress)
+    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, progress, check)
     try:
         run.drain(schedule, further=True)
         if cfg.jobs > 1:
@@ -168,6 +171,7 @@ class _Loop:
     pool: ThreadPoolExecutor
     done: dict[Job, CellResult]
     progress: Progress | None
+    check: Callable[[], None] | None = None
 
     def drain(self, schedule: Scheduler, further: bool = False) -> None:
         """Run `schedule`'s measurements; with `further`, each cell's further compiles as they are asked for."""
@@ -177,7 +181,9 @@ class _Loop:
                 futures[self.pool.submit(_run_one, start, self.cfg, self.store, self.workers, self.kernels_dir)] = start
             if not futures:
                 raise RuntimeError("the scheduler holds measurements but starts none with nothing running")
-            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            finished, _ = wait(futures, timeout=1.0 if self.check else None, return_when=FIRST_COMPLETED)
+            if self.check:
+                self.check()
             for fut in finished:
                 start = futures.pop(fut)
                 schedule.finished(start)

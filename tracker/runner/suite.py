@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,13 +16,15 @@ from tracker.measure.cellresult import SKIPPED, CellResult
 from tracker.measure.hostinfo import host_info
 from tracker.publish import units
 from tracker.runner.config import RunConfig
-from tracker.runner.forkserver import ForkServer
+from tracker.runner.forkserver import BASE, COMPILER, ForkServer
 from tracker.runner.plan import CellId
 from tracker.runner.pool import measure_cells
 from tracker.runner.progress import Progress
 from tracker.runner.remaining import planned
+from tracker.runner.workerenv import timing_cpus, usable_cpus
 from tracker.store import asvfiles, remove
 from tracker.store.cells import CellStore, RunKey, torch_version
+from workloads.modes import BY_NAME as MODE_BY_NAME
 
 
 class NothingMeasured(ToolError):
@@ -37,17 +42,64 @@ class RunOutcome:
         return sum(1 for c in self.cells.values() if c.status == status)
 
 
-def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None) -> RunOutcome:
+class _Discovery:
+    """asv's discovery of the suite (a process importing it, seconds). Where the GPUs' timing cores are kept free
+    (tracker.runner.workerenv.timing_cpus) it is made off them while the cells are measured, like the compiling
+    workers; elsewhere (a CPU run, a small host) before, since it would slow the timings. What it raises stops the
+    measuring at once (`check`), so an environment that cannot import the suite still fails in seconds; what was
+    measured is kept."""
+
+    def __init__(self, conf: Any, cfg: RunConfig) -> None:
+        self._answer: tuple[Any, Any] | None = None
+        self._error: BaseException | None = None
+        self._keep_off = {c for k in range(max(1, len(cfg.gpus))) for c in timing_cpus(cfg, k)}
+        self._thread = threading.Thread(target=self._discover, args=(conf, cfg.commit), daemon=True,
+                                        name="asv-discovery")
+        if self._keep_off:
+            self._thread.start()
+        else:
+            self._discover(conf, cfg.commit)
+            self.check()
+
+    def _discover(self, conf: Any, commit: str) -> None:
+        if self._keep_off and hasattr(os, "sched_setaffinity"):
+            # This thread's own mask (Linux): inherited by the process asv starts, not by the measuring threads
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, set(usable_cpus()) - self._keep_off)
+        try:
+            self._answer = asvfiles.suite(conf, sys.executable, commit)
+        except BaseException as e:  # handed to the measuring thread, which raises it
+            self._error = e
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def result(self) -> tuple[Any, Any]:
+        if self._thread.is_alive():
+            self._thread.join()
+        self.check()
+        assert self._answer is not None
+        return self._answer
+
+
+def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None,
+              server: ForkServer | None = None) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit). What an
     interrupted `rm` left in the store is rolled back or finished first, so the run resumes from what it should.
-    `out`: where progress goes (default: sys.stderr)."""
+    `out`: where progress goes (default: sys.stderr); `server`: the fork server to measure from, the caller's to
+    close (one started before the run's own imports, say); by default one of its own."""
     start, out = time.monotonic(), out or sys.stderr
     for line in remove.finish_interrupted(conf.results_dir, cfg.store_root):
         print(line, file=out, flush=True)
-    server = ForkServer()
-    server.start_in_background()  # it imports while asv discovers the suite
+    own_server = server is None
+    if server is None:
+        server = ForkServer(BASE)
+        server.start_in_background()  # it imports while asv discovers the suite
+    if any(m.compiled for c in cells if (m := MODE_BY_NAME.get(c.mode))):
+        server.preload_more(COMPILER)
+    discovering = _Discovery(conf, cfg)
     try:
-        discovered = asvfiles.suite(conf, sys.executable, cfg.commit)  # before measuring: it can fail
         store = CellStore(cfg.store_root, RunKey(cfg.machine, cfg.commit, torch_version()))
         for path, why in store.damaged():
             print(f"warning: {path}: {why}; not used, its cell is measured again", file=out, flush=True)
@@ -60,9 +112,11 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
               + (f"; {units.count(len(counts), 'cell gets', 'cells get')} {each} compiles each" if counts else ""),
               file=out, flush=True)
         progress = Progress(total, out)
-        measured = measure_cells(cells, cfg, store, progress, server)
+        measured = measure_cells(cells, cfg, store, progress, server, discovering.check)
+        discovered = discovering.result()
     finally:
-        server.close()
+        if own_server:
+            server.close()
     if cfg.jobs > 1 and (share := progress.lock_share()):
         print(share, file=out, flush=True)
     cell_list = list(measured.values())

@@ -22,15 +22,14 @@ from dataclasses import replace
 from tracker.measure import cudainit, gpulock
 from tracker.measure.harness import CellResult, Settings, measure_cell
 from tracker.runner import memledger
+from tracker.runner.workerenv import ENV_GPU, ENV_LAUNCHED, ENV_SETTINGS
 from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
+from workloads.modes import COMPILED
 
-ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
 # The exit status of a worker that measured its cell but could not store it (a full disk, a read-only store):
 # sysexits' EX_IOERR. The runner stops there (tracker.runner.pool.NotKept) rather than call the cell failed.
 EXIT_NOT_KEPT = 74
-ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
-ENV_LAUNCHED = "COMPILE_BASELINES_LAUNCHED_AT"  # when the runner asked for this process (seconds since the epoch)
 GPU_INDEX = "gpu_index"  # where a measurement records it ("gpu" in results and host info is the GPU's model)
 
 
@@ -42,7 +41,7 @@ def main(argv: list[str]) -> int:
     exclusive = contextlib.nullcontext
     if lock is not None:
         gpulock.keep_off_timing_cpus(gpulock.reserved_cpus(lock))
-        gpulock.install(lock)
+        gpulock.install(lock, compiler=mode in COMPILED)
         exclusive = lock.held
     gate = cudainit.from_env()
     memory = memledger.from_env()
