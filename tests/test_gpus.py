@@ -23,8 +23,7 @@ from tracker.runner.plan import CellId
 from tracker.runner.policy import default_jobs
 from tracker.runner.pool import measure_cells
 from tracker.runner.progress import Progress
-from tracker.runner.worker import ENV_GPU
-from tracker.runner.workerenv import worker_env
+from tracker.runner.workerenv import ENV_GPU, worker_env
 from tracker.store.cells import CellStore, RunKey, torch_version
 
 HOST = ("0", "1", "2", "3")

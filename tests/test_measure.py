@@ -182,6 +182,22 @@ def test_a_host_busier_than_its_cores_is_said() -> None:
                                                "idle host")
 
 
+@pytest.mark.parametrize("line,built", [("cuda: Optional[str] = '13.0'", True), ("cuda: Optional[str] = None", False),
+                                        ("cuda = '12.8'", True)])
+def test_whether_torch_is_built_for_cuda_is_read_without_importing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str, built: bool) -> None:
+    import importlib.machinery
+    import importlib.util
+
+    from tracker.measure import hostinfo
+
+    (tmp_path / "version.py").write_text(f"__version__ = '2.11.0'\n{line}\nhip: Optional[str] = None\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(tmp_path)]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    assert hostinfo.cuda_build() is built
+
+
 def test_measure_says_whether_its_compile_cache_was_warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """`measure` reports 1.5 s and `run` 8.9 s for one cell's compile: measure compiles with inductor's kept cache,

@@ -16,7 +16,7 @@ from tracker.runner.config import RunConfig
 from tracker.runner.forkserver import Child
 from tracker.runner.plan import CellId
 from tracker.runner.pool import measure_cells
-from tracker.runner.worker import ENV_GPU
+from tracker.runner.workerenv import ENV_GPU
 from tracker.store.cells import CellStore, RunKey
 
 GiB = 2**30

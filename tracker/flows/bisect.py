@@ -56,6 +56,7 @@ from tracker.errors import UsageError
 from tracker.flows import rounds
 from tracker.flows.sides import Command, FlowError, Runner, Side, resolve, run_commands, workloads_at, worktrees
 from tracker.paths import REPO_ROOT
+from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
 from tracker.store import confined, merge, pairing
 from tracker.store.cells import CellStore, RunKey, check_machine_name, default_cells_dir, torch_version
@@ -118,7 +119,7 @@ def bisect(request: BisectRequest, runner: Runner | None = None, devices: Sequen
             raise UsageError(f"{missing} at the {end} end ({commit[:12]}): it cannot be bisected there")
     machine = request.machine or f"{request.from_machine or socket.gethostname()}-bisect"
     check_machine_name(machine)
-    devices = rounds.host_gpus() if devices is None else devices
+    devices = gpus.listed() if devices is None else devices
     log = log or sys.stderr
     print(f"bisect: {len(commits) - 1} commits from {good[:12]} ({request.good_ref}) to {bad[:12]} "
           f"({request.bad_ref}), {', '.join('/'.join(c) for c in cells)}, as machine {machine}", file=log)

@@ -29,6 +29,7 @@ from tracker.flows.forge import Forge
 from tracker.flows.sides import Runner, Side, changed_files, resolve, run_commands, workloads_at, worktrees
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment, units
+from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
 from tracker.store import pairing
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
@@ -81,7 +82,7 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
     if plan is not None:
         print(f"pr: {plan.describe()}", file=log)
     rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
-    devices = rounds.host_gpus() if devices is None else devices
+    devices = gpus.listed() if devices is None else devices
     with worktrees(sides, repo_dir) as trees:
         presets = plan.presets if plan else request.presets  # a kernel-only change: both sides name theirs
         paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,

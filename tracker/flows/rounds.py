@@ -23,7 +23,6 @@ decided ("the same", by construction) and never pending.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +43,6 @@ from tracker.flows.sides import (
     run_command_line,
 )
 from tracker.publish import units
-from tracker.runner import gpus
 from workloads.kernels.registry import candidate_name
 from workloads.modes import BY_NAME as MODE_BY_NAME
 
@@ -83,15 +81,6 @@ class Group:
 
     def env(self) -> dict[str, str]:
         return {} if self.gpu is None else {"CUDA_VISIBLE_DEVICES": self.gpu}
-
-
-def host_gpus() -> tuple[str, ...]:
-    """The GPUs the flow may use, as CUDA_VISIBLE_DEVICES names them: its own list when set, else nvidia-smi's
-    (asking the driver creates no CUDA context here); () on a host without either."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        return gpus.visible()
-    listing = gpus.nvidia_smi()
-    return tuple(g.index for g in gpus.parse_listing(listing)) if listing else ()
 
 
 def groups_of(devices: Sequence[str], cpus: Sequence[int]) -> list[Group]:
@@ -272,4 +261,4 @@ def _all_short(c: Comparison, compiles: int) -> list[Cell]:
                   if x.compiles is not None and min(x.compiles) < compiles)
 
 
-__all__ = ["Budget", "Group", "PairedRounds", "balance", "groups_of", "host_gpus", "until_decided"]
+__all__ = ["Budget", "Group", "PairedRounds", "balance", "groups_of", "until_decided"]

@@ -17,34 +17,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from tracker.measure.cellresult import FAILED, OK, SKIPPED, CellResult
 from tracker.measure.fingerprint import compiled_fingerprint, loaded_modules
 from tracker.measure.hostinfo import host_info
+from tracker.measure.settings import Settings
 from tracker.stats import quantile
 from workloads import catalog, modes, names, registry
 from workloads.kernels import registry as kernel_registry
 from workloads.presets import Preset
 from workloads.shapes import Shape
 from workloads.spec import Workload
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Measurement settings; the defaults are the study's."""
-
-    warmup_ms: float = 100.0  # do_bench warmup budget
-    rep_ms: float = 1000.0  # do_bench measurement budget
-    warmup_calls: int = 20  # direct calls after compiling, before timing
-    time_limit_s: float | None = None  # the whole cell, compile included
-    # The study calls CUDA-graph modes plainly; marking each step is offered as the alternative.
-    cudagraph_mark_step: bool = False
-    # Threads of a cell on a CPU (torch's intra-op and inductor's OpenMP kernels, fixed when compiled): one keeps the
-    # timing steady on a shared or loaded host, where a parallel kernel waits for whichever of its threads the
-    # scheduler left out (README, "Commands", has the figures).
-    cpu_threads: int = 1
 
 
 class CellTimeout(Exception):

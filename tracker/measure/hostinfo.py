@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
 from dataclasses import asdict, dataclass
 from functools import cache
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,18 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def cuda_build() -> bool:
+    """Whether the installed torch is built for CUDA (`torch.version.cuda`), read from its version.py without
+    importing torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+        folders = (spec.submodule_search_locations or []) if spec else []
+        return any(re.search(r"^cuda\b[^=]*=\s*['\"]", (Path(f) / "version.py").read_text(encoding="utf-8"), re.M)
+                   for f in folders)
+    except (OSError, ImportError, ValueError):
+        return False
 
 
 @cache

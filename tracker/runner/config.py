@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tracker.measure.harness import Settings
+from tracker.measure.settings import Settings
 from tracker.runner.plan import CellId
 from workloads.modes import AUTOTUNED_MODES
 

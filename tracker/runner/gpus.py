@@ -28,6 +28,15 @@ def visible() -> tuple[str, ...]:
     return tuple(str(i) for i in range(torch.cuda.device_count()))
 
 
+def listed() -> tuple[str, ...]:
+    """`visible`, without importing torch: CUDA_VISIBLE_DEVICES's list when set, else nvidia-smi's (which creates no
+    CUDA context either); () on a host without either. What a flow that only hands GPUs out to runs asks."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        return visible()
+    listing = nvidia_smi()
+    return tuple(g.index for g in parse_listing(listing)) if listing else ()
+
+
 def select(spec: str | None, gpus: tuple[str, ...]) -> tuple[str, ...]:
     """`--gpus`: "all" (the default), N (the first N) or a list of indices into `gpus` ("0,2,5"; one index: "3,").
     A spec this host cannot meet is a UsageError."""

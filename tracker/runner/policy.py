@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracker.measure.hostinfo import cuda_available
+from tracker.measure.hostinfo import cuda_available, cuda_build
 from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
 from workloads import catalog
@@ -32,9 +32,10 @@ def default_jobs(device: str, gpus: int = 1) -> int:
 
 
 def default_jobs_here() -> int:
-    """`default_jobs` of a run on this host with every GPU visible (what `pr` gives both sides together)."""
-    here = device(None)
-    return default_jobs(here, len(gpus.visible()) if here == "cuda" else 0)
+    """`default_jobs` of a run on this host with every GPU visible (what `pr` gives both sides together), told without
+    importing torch (two seconds at the start of every `pr`): a CUDA build of torch, and the GPUs nvidia-smi lists."""
+    here = gpus.listed() if cuda_build() else ()
+    return default_jobs("cuda", len(here)) if here else default_jobs("cpu")
 
 
 # The share of each GPU's memory that the measurements on it may reserve together (tracker.runner.memledger): the

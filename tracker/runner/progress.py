@@ -10,6 +10,10 @@ from typing import TextIO
 from tracker.measure.cellresult import FAILED, OK, CellResult
 from tracker.runner.plan import Job
 
+# Set (to anything but "" or "0") by a caller that shows the run's progress among others' (`pr`): the run prints its
+# progress and its outcome, not its summary
+PROGRESS_ONLY = "COMPILE_BASELINES_PROGRESS_ONLY"
+
 
 class Progress:
     """One line per finished cell: counts, failures, elapsed and ETA; at the end, how GPU-bound the run was."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import UsageError
-from tracker.measure.harness import Settings
+from tracker.measure.settings import Settings
 from tracker.paths import project_repo, workspace
 from tracker.runner import gpus as host_gpus
 from tracker.runner import policy
@@ -23,10 +23,6 @@ from tracker.store.cells import check_commit, check_machine_name, default_cells_
 from workloads import catalog
 from workloads.modes import AUTOTUNED_MODES
 from workloads.names import MODES, is_plugin_workload
-
-# Set (to anything but "" or "0") by a caller that shows the run's progress among others' (`pr`): the run prints its
-# progress and its outcome, not its summary
-PROGRESS_ONLY = "COMPILE_BASELINES_PROGRESS_ONLY"
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,12 @@ from tracker.runner import memledger
 from tracker.runner.config import RunConfig
 from tracker.runner.gpus import file_key
 from tracker.runner.plan import CellId, Job
-from tracker.runner.worker import ENV_GPU, ENV_LAUNCHED, ENV_SETTINGS
 from tracker.store.cells import ENV_MACHINE, ENV_ROOT, torch_version
+
+# What a worker (tracker.runner.worker) reads of its environment beside the store's and the lock's
+ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
+ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
+ENV_LAUNCHED = "COMPILE_BASELINES_LAUNCHED_AT"  # when the runner asked for this process (seconds since the epoch)
 
 
 def usable_cpus() -> list[int]:

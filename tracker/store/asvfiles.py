@@ -281,9 +281,8 @@ def host_of(cells: list[CellResult]) -> dict[str, str] | None:
 
 
 def suite(conf: Any, python: str, commit: str) -> tuple[Any, Any]:
-    """(asv's environment for `python`, the suite as asv discovers it there): what recording a run needs, and what
-    `run` asks for before it measures, so an environment that cannot import the suite fails in seconds, not after
-    the run."""
+    """(asv's environment for `python`, the suite as asv discovers it there): what recording a run needs; `run` asks
+    for it while it measures, so an environment that cannot import the suite fails in seconds, not after the run."""
     env = existing_environment(conf, python)
     return env, discover(conf, env, commit)
 
