@@ -127,3 +127,16 @@ def test_modules_preloaded_later_are_imported_before_the_next_child_is_forked(se
     assert loaded("before") is False
     server.preload_more(("colorsys", "no_such_module_here"))  # one that cannot be imported is left out, as at the start
     assert loaded("after") is True
+
+
+def test_the_early_server_is_one_per_process_until_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.runner import forkserver
+
+    monkeypatch.setattr(forkserver, "BASE", ("colorsys",))  # a quick import, not torch's
+    monkeypatch.setattr(forkserver, "_EARLY", None)
+    first = forkserver.early()  # the process that becomes a `run` starts it; the run takes the same one
+    assert forkserver.early() is first
+    first.close()
+    second = forkserver.early()  # a later run of the same process gets a server that runs
+    assert second is not first
+    second.close()

@@ -13,7 +13,7 @@ from tracker.measure.cellresult import CellResult
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import PRIOR_RESERVE, Cost, Costs, expected_cost, from_record, prior
 from tracker.runner.plan import CellId, Job, plan
-from tracker.runner.remaining import next_replicate
+from tracker.runner.remaining import next_replicate, pending
 from tracker.runner.schedule import Scheduler, partition
 from tracker.runner.workerenv import cpu_groups, timing_cpus
 from tracker.store.cells import CellStore, RunKey
@@ -162,6 +162,19 @@ def test_a_cell_s_further_compiles_run_together_once_its_first_is_in(tmp_path: P
     store.put(CellResult.from_json({**ok, "replicate": 2}))  # 2 is in while 3 still runs: 4 follows, not 3 again
     assert next_replicate(Job(c, 2), CellResult.from_json(ok), two_at_once, store) == [Job(c, 4)]
     assert next_replicate(Job(c, 2), CellResult.from_json(ok), one_at_a_time, store) == [Job(c, 3)]
+
+
+@pytest.mark.parametrize("mode", ["eager", "kernel:triton_rmsnorm"])
+def test_a_cell_not_compiled_by_torch_compile_starts_all_its_compiles_at_once(tmp_path: Path, mode: str) -> None:
+    # nothing of its first to reuse (no inductor, at most a Triton build): waiting for it costs a whole measurement
+    c, compiled = cell("llm_rmsnorm", mode), cell("llm_rmsnorm", "default")
+    store = CellStore(tmp_path, RunKey("m", "c", "t"))
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c", replicates=3, replicated_modes=None, together=2)
+    assert sorted(pending([c, compiled], cfg, store)) == sorted([Job(c, 1), Job(c, 2), Job(c, 3), Job(compiled, 1)])
+    ok = {"preset": c.preset, "workload": c.workload, "mode": mode, "status": "ok", "samples_ms": [0.1],
+          "median_ms": 0.1, "compile_s": 1.0, "replicate": 1}
+    store.put(CellResult.from_json(ok))
+    assert next_replicate(Job(c, 1), CellResult.from_json(ok), cfg, store) == []  # 2 and 3 run already
 
 
 def test_a_cell_s_cost_is_what_the_store_recorded_without_its_run_s_waits() -> None:

@@ -74,12 +74,11 @@ def add(commands: Commands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tracker.runner.forkserver import BASE, ForkServer
+    from tracker.runner.forkserver import early
 
     # The measuring processes' server imports torch for seconds: it starts before this process imports it
     # (tracker.runner.request), not after; the compiler is imported there once the cells ask for it (run_suite)
-    server = ForkServer(BASE)
-    server.start_in_background()
+    server = early()
     try:
         return _main(args, server)
     finally:

@@ -98,9 +98,19 @@ def _write(path: str, text: str) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """Become the side's `run` (`command`), as `python -m tracker.cli` would run it, in this process: the modules that
-    listed the kernels (torch among them) are not imported twice; 0 where there is nothing to measure."""
+    listed the kernels (torch among them) are not imported twice, and the run's fork server is started before they
+    are, where the side's version has one to start; 0 where there is nothing to measure."""
+    server = None
+    try:
+        from tracker.runner.forkserver import early
+
+        server = early()
+    except (ImportError, AttributeError):  # a version before it
+        pass
     line = command(argv)
     if line is None:
+        if server is not None:
+            server.close()
         return 0
     import runpy
 

@@ -412,9 +412,10 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: s
         fn, args, kwargs = spec.build(p, device)
         ref = _clone(fn(*args, **kwargs))
         _sync(device)
-    torch._dynamo.reset()
-    before = loaded_modules()
     m = modes.BY_NAME.get(mode)  # None: a kernel under test's label
+    if fn_override is None and m.compiled:  # only before a compile: on a GPU the reset imports inductor
+        torch._dynamo.reset()
+    before = loaded_modules()
     if fn_override is not None:
         call_fn = fn_override
     elif not m.compiled:

@@ -75,6 +75,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._starting: threading.Thread | None = None
         self._booting: subprocess.Popen[bytes] | None = None  # a server still importing
+        self.closed = False
 
     def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
         with self._lock:
@@ -128,6 +129,7 @@ class ForkServer:
 
     def close(self) -> None:
         """The server told to exit once its children have; one still importing (nothing launched) is killed."""
+        self.closed = True
         if self._starting is not None:
             if self._starting.is_alive() and (booting := self._booting) is not None:
                 booting.kill()
@@ -191,6 +193,20 @@ class ForkServer:
         for c in orphans:
             c.forked.set()
             c.exited.set()
+
+
+_EARLY: ForkServer | None = None
+
+
+def early() -> ForkServer:
+    """This process's server for `run`, started in the background by the first to ask: `run` itself, before its own
+    imports, or earlier still the process that becomes a `run` (a PR side's, tracker.flows.kernelrun, before it lists
+    its kernels), so that the server's import of torch overlaps theirs."""
+    global _EARLY
+    if _EARLY is None or _EARLY.closed:
+        _EARLY = ForkServer(BASE)
+        _EARLY.start_in_background()
+    return _EARLY
 
 
 def stderr_tail(path: Path, limit: int = 4096) -> str:

@@ -25,7 +25,7 @@ from tracker.runner.costs import Costs
 from tracker.runner.forkserver import Child, ForkServer, stderr_tail
 from tracker.runner.plan import CellId, Job
 from tracker.runner.progress import Progress
-from tracker.runner.remaining import lacking, next_replicate, pending, to_make
+from tracker.runner.remaining import lacking, next_replicate, pending, to_make, waits_for_first
 from tracker.runner.schedule import Scheduler, Start
 from tracker.runner.worker import EXIT_NOT_KEPT
 from tracker.runner.workerenv import cache_dirs, worker_env
@@ -200,7 +200,7 @@ class _Loop:
             self.progress.cell_done(job, result)
         if schedule is None:
             return
-        if self.progress and job.replicate == 1 and not result.ok:
+        if self.progress and job.replicate == 1 and not result.ok and waits_for_first(job.cell):
             self.progress.expect(-len(lacking(job.cell, self.cfg, self.store)))  # a failed first asks for none
         schedule.add(next_replicate(job, result, self.cfg, self.store))
 

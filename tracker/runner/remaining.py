@@ -7,15 +7,23 @@ from tracker.measure.cellresult import FAILED, OK, CellResult
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId, Job
 from tracker.store.cells import CellStore
+from workloads.modes import COMPILED
+
+
+def waits_for_first(c: CellId) -> bool:
+    """Whether the cell's further compiles wait for its first: those of a mode torch.compile compiles reuse its
+    Triton binaries (tracker.runner.workerenv.cache_dirs). An eager cell's have nothing to reuse, a kernel under
+    test's little (its Triton build: 0.9 s against 0.5 s on the H100), so all its compiles start at once."""
+    return c.mode in COMPILED
 
 
 def pending(cells: list[CellId], cfg: RunConfig, store: CellStore) -> list[Job]:
     """The measurements still to make as far as the store tells: each cell's first measurement, and the next further
     compiles (`cfg.together` of them) of a cell whose first measurement is stored and asks for more
-    (`next_replicate`; the rest follow them); failed ones again with retry_failed. In the cells' order (the
-    scheduler orders them, tracker.runner.schedule)."""
-    return [Job(c, r) for c in cells if (rs := to_make(c, cfg, store)) for r in (rs[:1] if rs[0] == 1
-                                                                                  else rs[:max(1, cfg.together)])]
+    (`next_replicate`; the rest follow them); every one at once of a cell that does not wait for its first; failed
+    ones again with retry_failed. In the cells' order (the scheduler orders them, tracker.runner.schedule)."""
+    return [Job(c, r) for c in cells if (rs := to_make(c, cfg, store))
+            for r in (rs if not waits_for_first(c) else rs[:1] if rs[0] == 1 else rs[:max(1, cfg.together)])]
 
 
 def planned(cells: list[CellId], cfg: RunConfig, store: CellStore) -> int:
@@ -56,8 +64,8 @@ def next_replicate(job: Job, result: CellResult, cfg: RunConfig, store: CellStor
     measured again alone at the end (docs/runner.md). A further compile that failed is measured again by the next
     run: the cell's result is its first measurement's, and one further compile cut short (an interrupted run) must
     not leave the cell unconfirmed for good."""
-    if job.replicate == 1 and result.status != OK:
-        return []
+    if (job.replicate == 1 and result.status != OK) or not waits_for_first(job.cell):
+        return []  # a cell that does not wait for its first had them all started with it (`pending`)
     together = max(1, cfg.together)
     after = lacking(job.cell, cfg, store, after=job.replicate)
     if job.replicate == 1:
