@@ -21,7 +21,7 @@ from tracker.analyse.compare import Comparison, compare_runs
 from tracker.flows import pr as prflow
 from tracker.flows.forge import FileForge
 from tracker.flows.pr import PrRequest
-from tracker.flows.rounds import Budget
+from tracker.flows.rounds import KERNEL_ONLY_FIRST, Budget
 from tracker.flows.sides import Condenser
 from tracker.publish.prcomment import render_comment
 from tracker.store import pairing
@@ -123,13 +123,15 @@ def test_a_kernel_only_change_measures_the_modes_once_and_judges_as_a_full_measu
     expected = {"slower": "lost", "faster": "gained", "unchanged": "same"}[name]
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "triton_cfg_blend")] == expected
     assert kernel_verdicts(quick)[("prefill", "diff_cfg_blend", "torch_lerp")] == "same"
-    # round 1: each side's kernels of the changed file, listed by its own code, three compiles a side; at head, the
-    # baseline alone (the modes and the untouched kernel), in as many compiles as a plain run gives them
+    # round 1: each side's kernels of the changed file, listed by its own code, five compiles a side (a round of their
+    # own costs a side's start again); at head, the baseline alone (the modes and the untouched kernel), in as many
+    # compiles as a plain run gives them
     base1, head1, modes1 = fake.calls[:3]
     assert [base1.label, head1.label, modes1.label] == ["base", "head", "head modes"]
     assert base1.argv[1] == head1.argv[1] == modes1.argv[1] == "-c" and "--kernel" not in base1.argv
     assert base1.argv[base1.argv.index("--files") + 1:base1.argv.index("--")] == [KERNEL_FILE]
-    assert base1.argv[base1.argv.index("--replicates") + 1] == "3" and "--replicate-all-modes" in base1.argv
+    assert base1.argv[base1.argv.index("--replicates") + 1] == str(KERNEL_ONLY_FIRST) == "5"
+    assert "--replicate-all-modes" in base1.argv
     assert "--baseline" in modes1.argv and "--replicates" not in modes1.argv
     # later rounds: the changed kernel's cells alone, both sides
     later = [cmd.argv[cmd.argv.index("--cell") + 1:cmd.argv.index("--replicates")] for cmd in fake.calls[3:]]
@@ -224,7 +226,8 @@ def test_a_nightly_run_of_other_workload_code_is_not_the_baseline(repo: tuple[Pa
     fake = PairedFake(MACHINE, plant(c, "slower"), sd=noisy_kernels)
     pr(r, c, "slower", tmp_path / "quick", fake, history=[str(history)])
     # a kernel's difference keeps the modes' code: the night's run is the baseline, no mode is measured
-    assert [cmd.label for cmd in fake.calls[:3]] == ["base", "head", "base"]
+    assert [cmd.label for cmd in fake.calls[:2]] == ["base", "head"]
+    assert "head modes" not in [cmd.label for cmd in fake.calls]
     other = tmp_path / "other"
     (other / MACHINE).mkdir(parents=True)
     for f in (history / MACHINE).iterdir():  # the same run, of a commit this repository does not have

@@ -45,6 +45,27 @@ def test_a_cell_reuses_its_run_s_launch_floor_and_records_where_its_time_went() 
     assert sum(cell.phase_s.values()) <= cell.wall_s
 
 
+def test_a_cell_that_started_with_others_takes_the_floor_the_first_of_them_kept() -> None:
+    class Kept:  # the run's store, which a cell that started beside this one filled while this one waited for the GPU
+        def __init__(self, value: float | None) -> None:
+            self.value, self.asked = value, 0
+
+        def launch_floor(self) -> float | None:
+            self.asked += 1
+            return self.value
+
+        def set_launch_floor(self, launch_us: float) -> float:
+            self.value = self.value or launch_us
+            return self.value
+
+    kept = Kept(6.5)
+    cell = measure_cell("tiny", "diff_cfg_blend", "eager", device="cpu", settings=QUICK, shared_floor=kept)
+    assert cell.launch_us == 6.5 and kept.asked == 1
+    empty = Kept(None)  # the first: it measures the floor and keeps it for the others
+    cell = measure_cell("tiny", "diff_cfg_blend", "eager", device="cpu", settings=QUICK, shared_floor=empty)
+    assert cell.launch_us is not None and empty.value == cell.launch_us
+
+
 def test_host_time_is_taken_over_about_20_ms_of_calls_5_to_50_of_them() -> None:
     assert measure.host_calls(0.005) == 50  # a 5 us kernel: the most calls
     assert measure.host_calls(1.0) == 20

@@ -88,7 +88,8 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
         paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,
                                      runner or run_commands, rounds.groups_of(devices, usable_cpus()), log,
                                      baseline=plan.source if plan else None,
-                                     first_compiles=min(COMPILES, request.budget.most),
+                                     first_compiles=min(rounds.KERNEL_ONLY_FIRST if plan else COMPILES,
+                                                        request.budget.most),
                                      kernel_files=plan.files if plan else None)
         judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
         comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))

@@ -46,6 +46,11 @@ from tracker.publish import units
 from workloads.kernels.registry import candidate_name
 from workloads.modes import BY_NAME as MODE_BY_NAME
 
+# Round 1 of a kernel-only change: its kernels' cells (a few seconds each, every compile started at once:
+# tracker.runner.remaining.waits_for_first) get five compiles a side, since a round of its own costs a side's start
+# again (a round 2 of two more compiles a side took 13 s on the H100, round 1 of three 17 s).
+KERNEL_ONLY_FIRST = 5
+
 Cell = tuple[str, str, str]
 Step = tuple[str, Side, list[str]]  # a command of a round: its label, its side (whose worktree), its argv
 T = TypeVar("T")

@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from tracker.measure.cellresult import FAILED, OK, SKIPPED, CellResult
 from tracker.measure.fingerprint import compiled_fingerprint, loaded_modules
@@ -29,6 +29,14 @@ from workloads.kernels import registry as kernel_registry
 from workloads.presets import Preset
 from workloads.shapes import Shape
 from workloads.spec import Workload
+
+
+class SharedFloor(Protocol):
+    """Where a run keeps its launch floor (the cell store: tracker.store.cells.CellStore)."""
+
+    def launch_floor(self) -> float | None: ...
+
+    def set_launch_floor(self, launch_us: float) -> float: ...
 
 
 class CellTimeout(Exception):
@@ -294,6 +302,7 @@ def measure_cell(
     fn_override: Callable[..., Any] | None = None,
     launch_us: float | None = None,
     cuda_init_gate: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    shared_floor: SharedFloor | None = None,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
@@ -305,8 +314,9 @@ def measure_cell(
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (workloads.kernels.registry) instead of
     a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
     callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`: this
-    run's launch floor when another cell measured it already (the runner's workers share one); `cuda_init_gate`: see
-    `_start_cuda`."""
+    run's launch floor when another cell measured it already (the runner's workers share one); `shared_floor`: where
+    that floor is kept, asked again once the GPU is this cell's, so that of the cells that started together only the
+    first measures it (each took up to 0.5 s of the GPU lock); `cuda_init_gate`: see `_start_cuda`."""
     import torch
 
     spec = registry.get(workload)
@@ -332,7 +342,12 @@ def measure_cell(
                 return _skip(result, "no CUDA device", start)
             if launch_us is None:
                 with _phase(result, "launch_floor", exclusive):
-                    launch_us = launch_overhead_us(device)
+                    launch_us = shared_floor.launch_floor() if shared_floor else None
+                    if launch_us is None:
+                        launch_us = launch_overhead_us(device)
+                        if shared_floor:
+                            with contextlib.suppress(Exception):  # the worker keeps it after, and says what failed
+                                launch_us = shared_floor.set_launch_floor(launch_us)
             result.launch_us = launch_us
             _measure_into(result, spec, spec.preset(preset), mode, device, settings, exclusive, fn_override)
     except Exception as exc:

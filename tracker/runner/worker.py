@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     with memory[0].reserved(memory[1]) if memory else contextlib.nullcontext(None) as memory_wait_s:
         cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
                             settings=settings, exclusive=exclusive, launch_us=floor,
-                            cuda_init_gate=gate.held if gate else contextlib.nullcontext)
+                            cuda_init_gate=gate.held if gate else contextlib.nullcontext, shared_floor=store)
     try:
         store.put(_when(replace(stored_form(cell), replicate=replicate), lock, memory_wait_s))
         if floor is None and cell.launch_us is not None:
