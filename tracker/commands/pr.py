@@ -62,16 +62,17 @@ def main(args: argparse.Namespace) -> int:
     from tracker.flows.pr import PrRequest, pr
     from tracker.flows.rounds import Budget
     from tracker.github.forge import GitHubForge
-    from tracker.runner import policy
+    from tracker.runner import gpus, policy
     from workloads import catalog
 
     forge = GitHubForge.for_pr(args.repo, args.pr, os.environ, only_on_change=not args.always_comment)
+    devices = gpus.listed()  # nvidia-smi, asked once
     request = PrRequest(args.base, args.head, Path(results_dir(args)),
-                        args.jobs or policy.default_jobs_here(),  # both sides together: at once on a GPU host
+                        args.jobs or policy.default_jobs_here(devices),  # both sides together: at once on a GPU host
                         args.machine, args.preset, args.mode, catalog.expand(args.workload) if args.workload else None,
                         args.history, args.fail_on, Budget(args.budget, args.max_compiles, args.compiles),
                         project_repo(), args.full)
-    return exit_code(pr(request, forge, log=sys.stderr), args.fail_on)
+    return exit_code(pr(request, forge, devices=devices, log=sys.stderr), args.fail_on)
 
 
 def exit_code(comparison: Comparison | None, fail_on: str) -> int:

@@ -11,9 +11,11 @@ measured once for both sides, or taken from the nightly's run (tracker.flows.bas
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -83,6 +85,8 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
         print(f"pr: {plan.describe()}", file=log)
     rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
     devices = gpus.listed() if devices is None else devices
+    # the comparison's statistics import scipy (a second): imported while round 1 measures rather than after it
+    threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
     with worktrees(sides, repo_dir) as trees:
         presets = plan.presets if plan else request.presets  # a kernel-only change: both sides name theirs
         paired = rounds.PairedRounds(sides, trees, results, machine, request.jobs, presets, request.modes,

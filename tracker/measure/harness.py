@@ -340,15 +340,8 @@ def measure_cell(
         with time_limit(settings.time_limit_s):
             if device == "cuda" and not _start_cuda(result, cuda_init_gate):
                 return _skip(result, "no CUDA device", start)
-            if launch_us is None:
-                with _phase(result, "launch_floor", exclusive):
-                    launch_us = shared_floor.launch_floor() if shared_floor else None
-                    if launch_us is None:
-                        launch_us = launch_overhead_us(device)
-                        if shared_floor:
-                            with contextlib.suppress(Exception):  # the worker keeps it after, and says what failed
-                                launch_us = shared_floor.set_launch_floor(launch_us)
-            result.launch_us = launch_us
+            result.launch_us = launch_us if launch_us is not None else _launch_floor(result, device, exclusive,
+                                                                                       shared_floor)
             _measure_into(result, spec, spec.preset(preset), mode, device, settings, exclusive, fn_override)
     except Exception as exc:
         result.status, result.reason = FAILED, _reason(exc)
@@ -359,6 +352,20 @@ def measure_cell(
             torch.cuda.empty_cache()
     result.wall_s = time.perf_counter() - start
     return result
+
+
+def _launch_floor(result: CellResult, device: str, exclusive: Callable[[], Any],
+                  shared: SharedFloor | None) -> float:
+    """The run's launch floor: the one `shared` keeps by the time this cell holds the GPU, else measured here (and
+    kept there for the cells after it)."""
+    with _phase(result, "launch_floor", exclusive):
+        if shared is not None and (kept := shared.launch_floor()) is not None:
+            return kept
+        measured = launch_overhead_us(device)
+        if shared is not None:
+            with contextlib.suppress(Exception):  # the worker keeps it after the cell, and says what failed
+                return shared.set_launch_floor(measured)
+        return measured
 
 
 # The most a cell's inputs and outputs may take on a CPU: the study's full-size presets reach 2-4 GiB in its four

@@ -31,10 +31,11 @@ def default_jobs(device: str, gpus: int = 1) -> int:
     return max(1, min(16 * max(1, gpus), len(usable_cpus())))
 
 
-def default_jobs_here() -> int:
+def default_jobs_here(listed: tuple[str, ...] | None = None) -> int:
     """`default_jobs` of a run on this host with every GPU visible (what `pr` gives both sides together), told without
-    importing torch (two seconds at the start of every `pr`): a CUDA build of torch, and the GPUs nvidia-smi lists."""
-    here = gpus.listed() if cuda_build() else ()
+    importing torch (two seconds at the start of every `pr`): a CUDA build of torch, and the GPUs nvidia-smi lists
+    (`listed`, when the caller has asked it already: gpus.listed)."""
+    here = (gpus.listed() if listed is None else listed) if cuda_build() else ()
     return default_jobs("cuda", len(here)) if here else default_jobs("cpu")
 
 
