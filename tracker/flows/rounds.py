@@ -48,7 +48,7 @@ from workloads.modes import BY_NAME as MODE_BY_NAME
 
 # Round 1 of a kernel-only change: its kernels' cells (a few seconds each, every compile started at once:
 # tracker.runner.remaining.waits_for_first) get five compiles a side, since a round of its own costs a side's start
-# again (a round 2 of two more compiles a side took 13 s on the H100, round 1 of three 17 s).
+# again (docs/verdicts.md, "A PR that changes only kernels under test").
 KERNEL_ONLY_FIRST = 5
 
 Cell = tuple[str, str, str]

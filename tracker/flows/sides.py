@@ -82,8 +82,8 @@ def workloads_at(commit: str, repo_dir: Path) -> tuple[str, ...] | None:
     return None
 
 
-# Top-level folders a side's run never imports: left out of its worktree. This repository's test fixtures are 96% of
-# its files, and checking them out took 9 s a side on a 2-core VM (0.3 s without them).
+# Top-level folders a side's run never imports: left out of its worktree (this repository's test fixtures are 96% of
+# its files, and writing them out was most of a side's start).
 NOT_CHECKED_OUT = ("tests", "docs")
 
 

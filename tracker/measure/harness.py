@@ -316,7 +316,7 @@ def measure_cell(
     callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`: this
     run's launch floor when another cell measured it already (the runner's workers share one); `shared_floor`: where
     that floor is kept, asked again once the GPU is this cell's, so that of the cells that started together only the
-    first measures it (each took up to 0.5 s of the GPU lock); `cuda_init_gate`: see `_start_cuda`."""
+    first measures it, under the GPU lock; `cuda_init_gate`: see `_start_cuda`."""
     import torch
 
     spec = registry.get(workload)

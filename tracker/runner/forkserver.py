@@ -39,7 +39,7 @@ from tracker.paths import REPO_ROOT
 
 # What every measurement imports (the harness, torch, dynamo, which torch's own functions import on first call,
 # Triton's timer), and what only a compiled cell's does: a run of eager and kernel cells alone spares inductor's
-# import (2.6 of the server's 6.9 s on a 2-core VM)
+# import, a third of the server's
 BASE = ("tracker.runner.worker", "torch._dynamo", "triton.testing")
 COMPILER = ("torch._inductor.compile_fx", "torch._inductor.runtime.benchmarking")
 PRELOAD = BASE + COMPILER

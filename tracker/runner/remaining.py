@@ -13,7 +13,7 @@ from workloads.modes import COMPILED
 def waits_for_first(c: CellId) -> bool:
     """Whether the cell's further compiles wait for its first: those of a mode torch.compile compiles reuse its
     Triton binaries (tracker.runner.workerenv.cache_dirs). An eager cell's have nothing to reuse, a kernel under
-    test's little (its Triton build: 0.9 s against 0.5 s on the H100), so all its compiles start at once."""
+    test's little (a part of its Triton build), so all its compiles start at once (docs/runner.md)."""
     return c.mode in COMPILED
 
 
