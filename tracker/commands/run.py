@@ -51,7 +51,7 @@ def add(commands: Commands) -> None:
                      help="the commit's date, as asv orders runs: 2026-11-23, 2026-11-23T10:00:00Z (UTC unless an "
                           "offset is given) or ms since the epoch (default: from git, else now)")
     run.add_argument("-j", "--jobs", type=COUNT,
-                     help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU)")
+                     help="cells at once (default, or 0: 1 on CPU; on CUDA one per core, up to 16 a GPU and 32 in all)")
     run.add_argument("--shard", help="i/n: run the i-th of n cost-balanced shards (one a host)")
     run.add_argument("--gpus", metavar="SPEC",
                      help="the GPUs of this host to measure on, all of one model: all (default), N (the first N), "

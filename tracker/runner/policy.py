@@ -21,14 +21,20 @@ def default_presets(device: str) -> list[str]:
     return list(dict.fromkeys([*study, *plugins]))
 
 
+# The most measuring processes a host runs at once, whatever its GPUs: CUDA's start in each slows with the number of
+# processes in flight host-wide, not per GPU (docs/runner.md, "CUDA's start").
+HOST_JOBS = 32
+
+
 def default_jobs(device: str, gpus: int = 1) -> int:
-    """Cells at once. On a GPU host one per usable core, up to 16 a GPU: a cell is mostly CPU work (start-up, tracing,
-    compiling, loading caches) around a short GPU timing that its GPU's lock serializes, so more workers keep the
-    GPUs busy until the cores run out; 16 is the most that has been measured to help one GPU (docs/runner.md). On a
-    CPU host one, since the timing itself runs on the cores that compiling would take."""
+    """Cells at once. On a GPU host one per usable core, up to 16 a GPU and HOST_JOBS in all: a cell is mostly CPU
+    work (start-up, tracing, compiling, loading caches) around a short GPU timing that its GPU's lock serializes, so
+    more workers keep the GPUs busy until the cores run out; 16 is the most that has been measured to help one GPU,
+    32 beat 64 on four (docs/runner.md). On a CPU host one, since the timing itself runs on the cores that compiling
+    would take."""
     if device != "cuda":
         return 1
-    return max(1, min(16 * max(1, gpus), len(usable_cpus())))
+    return max(1, min(16 * max(1, gpus), HOST_JOBS, len(usable_cpus())))
 
 
 def default_jobs_here(listed: tuple[str, ...] | None = None) -> int:
