@@ -4,8 +4,10 @@ to GitHub's forge), its progress on stderr; exit 3 when the comparison finds wha
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +61,9 @@ def add(commands: Commands) -> None:
 def main(args: argparse.Namespace) -> int:
     if (args.repo is None) != (args.pr is None):
         raise UsageError("--repo and --pr go together")
+    # What the change selects is read off the workloads' modules, which import torch (seconds): imported beside the
+    # flow's own imports and git's answers rather than after them
+    threading.Thread(target=importlib.import_module, args=("workloads.registry",), daemon=True).start()
     from tracker.flows.pr import PrRequest, pr
     from tracker.flows.rounds import Budget
     from tracker.github.forge import GitHubForge
