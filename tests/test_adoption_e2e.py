@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -103,7 +104,8 @@ def test_a_kernel_repository_from_init_to_a_pr_comment_on_cpu(tmp_path: Path) ->
     print(f"kernel-only pr: {time.monotonic() - started:.0f} s")
     assert pr.stdout.startswith("<!-- compile-baselines:pr-comment -->\n")
     assert "Only kernels under test changed" in pr.stdout and "shared baseline: one measurement" in pr.stdout
-    assert "wins by domain" not in pr.stderr and "base | [1/3] tiny acme.silu kernel:torch_reference: ok" in pr.stderr
+    assert "wins by domain" not in pr.stderr  # each side's progress, not its summary; its kernel in five compiles
+    assert re.search(r"^base \| \[1/5\] tiny acme\.silu kernel:torch_reference( #\d)?: ok", pr.stderr, re.M)
     assert f"`{first[:8]}` → `{second[:8]}` on **ci-box**" in pr.stdout
     assert "Measured acme.silu (acme_kernels/kernels.py changed)." in pr.stdout
     assert "| acme.silu | tiny | torch_reference |" in pr.stdout and "tokens=" not in pr.stdout
