@@ -96,11 +96,12 @@ def worktrees(sides: Sequence[Side], repo_dir: Path) -> Iterator[dict[str, Path]
         try:
             for side in sides:
                 tree = Path(tmp) / side.commit[:12]
-                if tree not in trees.values():
+                new = tree not in trees.values()
+                if new:
                     git(["worktree", "add", "--detach", "--quiet", "--no-checkout", str(tree), side.commit], repo_dir)
-                    trees[side.label] = tree  # removed on the way out from here on
+                trees[side.label] = tree  # removed on the way out from here on
+                if new:
                     _check_out(tree)
-                trees[side.label] = tree
             yield trees
         finally:
             for tree in dict.fromkeys(trees.values()):
