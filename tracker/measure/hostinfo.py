@@ -9,6 +9,7 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -90,16 +91,20 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def cuda_build() -> bool:
-    """Whether the installed torch is built for CUDA (`torch.version.cuda`), read from its version.py without
-    importing torch."""
+def torch_version_files() -> Iterator[str]:
+    """The text of the installed torch's version.py (torch.version), read without importing torch; none where it
+    cannot be read."""
     try:
         spec = importlib.util.find_spec("torch")
-        folders = (spec.submodule_search_locations or []) if spec else []
-        return any(re.search(r"^cuda\b[^=]*=\s*['\"]", (Path(f) / "version.py").read_text(encoding="utf-8"), re.M)
-                   for f in folders)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            yield (Path(folder) / "version.py").read_text(encoding="utf-8")
     except (OSError, ImportError, ValueError):
-        return False
+        return
+
+
+def cuda_build() -> bool:
+    """Whether the installed torch is built for CUDA (`torch.version.cuda`), without importing torch."""
+    return any(re.search(r"^cuda\b[^=]*=\s*['\"]", text, re.M) for text in torch_version_files())
 
 
 @cache

@@ -24,7 +24,7 @@ from tracker.runner.remaining import planned
 from tracker.runner.workerenv import timing_cpus, usable_cpus
 from tracker.store import asvfiles, remove
 from tracker.store.cells import CellStore, RunKey, torch_version
-from workloads.modes import BY_NAME as MODE_BY_NAME
+from workloads.modes import COMPILED
 
 
 class NothingMeasured(ToolError):
@@ -96,7 +96,7 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
     if server is None:
         server = ForkServer(BASE)
         server.start_in_background()  # it imports while asv discovers the suite
-    if any(m.compiled for c in cells if (m := MODE_BY_NAME.get(c.mode))):
+    if any(c.mode in COMPILED for c in cells):
         server.preload_more(COMPILER)
     discovering = _Discovery(conf, cfg)
     try:

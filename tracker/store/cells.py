@@ -12,7 +12,6 @@ Imports neither torch nor pandas: asv imports the benchmark suite in every bench
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Any
 from tracker import metrics
 from tracker.errors import UsageError
 from tracker.measure.cellresult import OK, CellResult
+from tracker.measure.hostinfo import torch_version_files
 from tracker.stats import LATENCY_MS, TOO_NOISY_SPREAD, relative_spread, set_aside, thin
 from tracker.store import atomic, confined, formats
 
@@ -37,14 +37,9 @@ def torch_version() -> str:
     """The installed torch's `torch.__version__` without importing torch (asv imports the suite in every process):
     read from torch/version.py, which some builds' package metadata does not match (2.11.0 against
     2.11.0+cu130); the results record `torch.__version__`, and the cell store must be found under the same name."""
-    try:
-        spec = importlib.util.find_spec("torch")
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            match = _VERSION.search((Path(folder) / "version.py").read_text(encoding="utf-8"))
-            if match:
-                return match.group(1)
-    except (OSError, ImportError, ValueError):
-        pass
+    for text in torch_version_files():
+        if match := _VERSION.search(text):
+            return match.group(1)
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
