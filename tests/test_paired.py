@@ -58,6 +58,23 @@ def test_the_same_is_a_claim_its_interval_inside_the_margin() -> None:
     assert judge([1.05, 1.06, 1.04, 1.05, 1.05], least=0.10, selected=True).verdict == UNDECIDED
 
 
+def test_the_same_needs_five_pairs_three_still_ones_may_be_one_state_of_a_cell_with_two() -> None:
+    # On the H100 (tests/fixtures/h100-plant-truth/t11) a decode cell's base compiles fell at 115 or 131 us, four of
+    # eight each, the head's all at 116-118 us: the verdict's three base compiles all drew 115 us, and three pairs
+    # within 1% of each other were "the same" where the cell really moved -5.5%
+    three = judge([1.011, 0.985, 0.997])
+    assert three.verdict == UNDECIDED and three.more is not None and three.more >= 2
+    assert judge([1.011, 0.985, 0.997, 1.004, 0.996]).verdict == SAME
+    # a change needs no more than its confirmation
+    assert judge([1.08, 1.07, 1.09]).verdict == SLOWER
+
+
+def test_a_rule_allowing_fewer_compiles_than_the_same_needs_calls_the_same_on_all_it_may_get() -> None:
+    assert paired.rule_for(10, 3).same_pairs == 5 and paired.rule_for(3, 3).same_pairs == 3
+    assert paired.recorded(paired.rule_for(4, 3)) == {"confirm": (3, 3), "same_within": 0.03, "same_pairs": 4,
+                                                     "max_compiles": 4}
+
+
 def test_what_the_pairs_cannot_decide_is_undecided_with_how_much_more_would() -> None:
     v = judge([1.10, 0.95, 1.12, 0.97], prior=0.08 ** 2)  # pairs spread 8%: neither a change nor the same
     assert v.verdict == UNDECIDED and v.more and v.more > 0 and v.ci is not None
@@ -112,6 +129,19 @@ def test_the_record_is_kept_in_the_head_runs_cell_store_and_read_back_as_written
     assert back == record() and back.rounds == 2
     assert back.pairs(("prefill", "llm_rmsnorm", "default"))[1].head_gpu == "1"
     assert pairing.find(tmp_path, "h100", "2.11.0+cu130", HEAD, BASE) is None  # not measured that way round
+
+
+def test_the_record_says_how_many_pairs_the_same_needed_and_an_older_one_needed_any(tmp_path: Path) -> None:
+    from tracker.analyse.compare import as_recorded
+
+    written = pairing.write(tmp_path, record(same_pairs=5))
+    back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
+    assert back is not None and back.same_pairs == 5 and as_recorded(RULE, back).same_pairs == 5
+    older = json.loads(written.read_text())
+    del older["same_pairs"]
+    written.write_text(json.dumps(older))
+    back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
+    assert back is not None and back.same_pairs == 0 and as_recorded(RULE, back).same_pairs == 0
 
 
 def test_a_newer_damaged_or_linked_record_is_one_clear_error(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ repository at hand and as if every workload's source had changed, on the runs' o
 
 Planted trials against truth (the measure of record; tests/fixtures/h100-plant-truth/device-trials.sh makes them):
 
-    python tools/verdict_trials.py truth DIR... [--verbose]
+    python tools/verdict_trials.py truth DIR... [--verbose] [--same-pairs N]
 
 Each DIR holds a trial.json (the trial's base and head commits, its planted and control workloads, and its two
 runs: machine and results directory, the cell store beside it) and two runs of the same commits made independently:
@@ -46,7 +46,9 @@ compiles a side). `truth` judges the verdict run as `compile-baselines compare` 
 compiles), and counts, per cell class and per size of the real change, the planted cells reported in the right
 direction, undecided, called the same, reported the wrong way; the instances whose best latency really moved 4% or
 more and whether each is a best-baseline change; and the control workloads' cells, whose real change is 0 by
-construction, and their alarms.
+construction, and their alarms. `--same-pairs N` judges the verdict runs as if their records asked N pairs of a cell
+that is the same (ChangeRule.same_pairs; a record written before it asks any number): the pairs they measured read by
+a later rule, not the rounds that rule would have added.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracker.analyse.compare import (
@@ -382,6 +384,18 @@ def load_trial(directory: Path) -> TruthTrial:
         raise ToolError(f"{manifest}: not a trial manifest (no {e})") from None
 
 
+def same_pairs_asked(t: TruthTrial, n: int, dest: Path) -> Path:
+    """A copy of the trial's verdict run (results and cell store) whose paired record asks `n` pairs of the same."""
+    shutil.copytree(t.results, dest)
+    shutil.copytree(default_cells_dir(t.results), default_cells_dir(dest))
+    found = sorted(default_cells_dir(dest).glob(f"{t.machine}/{t.head}*/torch-*/paired-{t.base}*.json"))
+    if len(found) != 1:
+        raise ToolError(f"{t.results}: {len(found) or 'no'} paired records of the verdict run, not one")
+    record = pairing.read(default_cells_dir(dest), found[0])
+    pairing.write(default_cells_dir(dest), replace(record, same_pairs=n))
+    return dest
+
+
 def truth_record(cells: Path, machine: str | None, base: str, head: str) -> pairing.PairedRecord:
     """The truth run's paired record of `base` against `head` (hash prefixes) in the cell store `cells`."""
     found = sorted(cells.glob(f"{machine or '*'}/{head}*/torch-*/paired-{base}*.json"))
@@ -507,11 +521,16 @@ def cmd_truth(a: argparse.Namespace) -> None:
     """Planted trials against their real changes, measured independently (see the module docstring)."""
     trials = [load_trial(Path(d)) for d in a.trials]
     tally = Tally()
-    for t in trials:
-        c = compare_runs(t.results, t.base, t.head, t.machine)
-        tally_cells(t, c, tally)
-        tally_best(t, c, tally)
+    with tempfile.TemporaryDirectory() as tmp:
+        for t in trials:
+            results = t.results if a.same_pairs is None else \
+                same_pairs_asked(t, a.same_pairs, Path(tmp) / t.name / "results")
+            c = compare_runs(results, t.base, t.head, t.machine)
+            tally_cells(t, c, tally)
+            tally_best(t, c, tally)
     print_truth(tally, trials)
+    if a.same_pairs is not None:
+        print(f"the verdict runs' pairs judged as if a cell needed {a.same_pairs} pairs to be the same")
     if a.verbose:
         print("\n".join(tally.lines))
 
@@ -578,6 +597,8 @@ def main() -> None:
     tr.add_argument("trials", nargs="+", metavar="DIR",
                     help="trial directories: trial.json and its verdict and truth runs (h100-plant-truth)")
     tr.add_argument("--verbose", action="store_true", help="list every planted cell, truth and verdict")
+    tr.add_argument("--same-pairs", type=int, metavar="N",
+                    help="judge the verdict runs as if their records asked N pairs of a cell that is the same")
     tr.set_defaults(fn=cmd_truth)
     pa = sub.add_parser("pairs", help="false alarms of the committed A/A pairs of cold full runs")
     pa.add_argument("--test", choices=TESTS, default=TESTS[0])

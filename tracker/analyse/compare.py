@@ -642,7 +642,8 @@ def as_recorded(rule: ChangeRule, record: pairing.PairedRecord) -> ChangeRule:
     margin and looks come from the record."""
     if rule.test != NOISE_TEST:
         return rule
-    return replace(rule, confirm=record.confirm, same_within=record.same_within, max_compiles=record.max_compiles)
+    return replace(rule, confirm=record.confirm, same_within=record.same_within, same_pairs=record.same_pairs,
+                   max_compiles=record.max_compiles)
 
 
 def _history_tables(results_dir: str | os.PathLike[str], history: Sequence[str | os.PathLike[str]],

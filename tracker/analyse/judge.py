@@ -83,9 +83,11 @@ class ChangeRule:
     factor: float | None = None  # the user's: a change must also exceed this ratio (e.g. 1.5: 50% slower or faster)
     # Compiles (fresh processes) each side needs before a change counts: (base, head). (0, 0): any
     confirm: tuple[int, int] = (0, 0)
-    # The paired test (tracker.analyse.paired): a cell is the same when its change's interval lies within this margin,
-    # and a cell gets at most this many pairs (the looks the sequential test allows for)
+    # The paired test (tracker.analyse.paired): a cell is the same when its change's interval lies within this margin
+    # on at least `same_pairs` pairs (a cell whose compiles fall in two states can draw all of three from one), and a
+    # cell gets at most this many pairs (the looks the sequential test allows for)
     same_within: float = 0.03
+    same_pairs: int = 5
     max_compiles: int = 10
 
     def __post_init__(self) -> None:
@@ -95,6 +97,8 @@ class ChangeRule:
             raise ValueError(f"the change test is one of {', '.join(TESTS)}, not {self.test!r}")
         if self.max_compiles < 2:
             raise ValueError(f"a paired comparison needs at least 2 compiles a side, not {self.max_compiles}")
+        if self.same_pairs < 0:
+            raise ValueError(f"the pairs a cell needs to be the same are a count, not {self.same_pairs}")
 
     def threshold(self, mode: str, ms: float, launch_us: float, replicated: bool = False) -> float:
         """The fixed band a cell of `mode` at `ms` (the faster of its two medians) must exceed. `replicated`: both

@@ -20,7 +20,10 @@ schedule), which keeps the chance that unchanged code is ever called changed, ov
   Benjamini-Hochberg over families at the nominal level) and the change exceeds the minimum change (the 1% floor,
   a quarter of the launch floor in time, the user's factor); with fewer than ChangeRule.confirm pairs it is
   unconfirmed and the cell is measured again;
-- same: the change's (1 - 2 x nominal) interval lies inside +-same_within (two one-sided tests);
+- same: the change's (1 - 2 x nominal) interval lies inside +-same_within (two one-sided tests), on at least
+  ChangeRule.same_pairs pairs: a cell whose compiles fall in two states (on the H100 a U-Net block's decode cells drew
+  processes in two states between compiles of the same code) can draw all of three from one, and so look still when
+  it moved;
 - undecided otherwise: the cell gets another round, while the budget lasts. A cell still undecided at the end says
   so, with its interval and about how many more pairs would settle it (`more_to_settle`), never "same".
 """
@@ -31,6 +34,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
 from tracker import stats
 from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfirmed, moved_word
@@ -59,6 +63,19 @@ def schedule(most: int, confirm: int = 3) -> list[int]:
     while out[-1] < most:
         out.append(min(most, max(out[-1] + 1, confirm if len(out) == 1 else math.ceil(out[-1] * 1.6))))
     return out
+
+
+def rule_for(most: int, confirm: int) -> ChangeRule:
+    """The rule of a paired measurement of at most `most` compiles a side that confirms a change on `confirm`. Where
+    the user allows fewer compiles than the same needs, a cell is the same on all it may get."""
+    return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most))
+
+
+def recorded(r: ChangeRule) -> dict[str, Any]:
+    """The fields of a paired record (tracker.store.pairing) that say which rule decided it, so that any later
+    comparison judges as this one did (tracker.analyse.compare.as_recorded)."""
+    return {"confirm": r.confirm, "same_within": r.same_within, "same_pairs": r.same_pairs,
+            "max_compiles": r.max_compiles}
 
 
 def looks(rule: ChangeRule) -> int:
@@ -142,7 +159,7 @@ def more_to_settle(e: Evidence, rule: ChangeRule, families: int) -> int:
     if change > 0:
         need.append((stats.t_quantile(level / (2 * max(families, 1)), e.df) * sd / change) ** 2)
     if change < margin:
-        need.append((stats.t_quantile(level, e.df) * sd / (margin - change)) ** 2)
+        need.append(max((stats.t_quantile(level, e.df) * sd / (margin - change)) ** 2, rule.same_pairs))
     return max(0, math.ceil(min(need)) - n) if need else 0
 
 
@@ -162,7 +179,8 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     if selected and abs(e.log_change) > math.log1p(e.least):
         verdict = moved_word(e, half, rule)
         verdict = _unconfirmed(verdict, e.compiles, rule)
-    elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < _margin(e, rule):
+    elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < _margin(e, rule) and \
+            min(e.compiles) >= rule.same_pairs:
         verdict = SAME
     else:
         verdict = UNDECIDED
@@ -178,5 +196,5 @@ def undecided(d: Differences, compiles: tuple[int, int], spread: float) -> Verdi
                    means_ms=(d.base.mean_ms, d.head.mean_ms), noise="paired: 1 pair, its noise unknown yet", more=1)
 
 
-__all__ = ["Differences", "evidence", "looks", "more_to_settle", "nominal_alpha", "pooled_variance", "schedule",
-           "undecided", "verdict_of"]
+__all__ = ["Differences", "evidence", "looks", "more_to_settle", "nominal_alpha", "pooled_variance", "recorded",
+           "rule_for", "schedule", "undecided", "verdict_of"]

@@ -51,6 +51,7 @@ from tracker.analyse.bisection import (
 )
 from tracker.analyse.compare import ChangeRule, Comparison
 from tracker.analyse.confirm import COMPILES
+from tracker.analyse.paired import recorded, rule_for
 from tracker.analyse.verdicts import SAME
 from tracker.errors import UsageError
 from tracker.flows import rounds
@@ -306,7 +307,7 @@ class Bisector:
         scratch = self.work / f"step-{k}" / "results"
         workloads = tuple(dict.fromkeys(c[1] for c in cells))
         sides = [Side(base[:8], base, workloads), Side(head[:8], head, workloads)]
-        rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=self.budget.most)
+        rule = rule_for(self.budget.most, COMPILES)
         failed: dict[str, int] = {}
 
         def watched(commands: Sequence[Command]) -> list[int]:
@@ -356,7 +357,7 @@ def _record(results: Path, machine: str, base: str, head: str, cells: Sequence[C
     workloads = tuple(dict.fromkeys(c[1] for c in cells))
     record = pairing.from_stores(cells_dir, machine, store.key.torch, base, head, sorted(cells), scope=workloads,
                                  joint=workloads, scope_text=f"Bisecting {', '.join('/'.join(c) for c in cells)}.",
-                                 confirm=rule.confirm, same_within=rule.same_within, max_compiles=rule.max_compiles)
+                                 **recorded(rule))
     pairing.write(cells_dir, record)
 
 

@@ -26,6 +26,7 @@ from tracker.analyse import compare
 from tracker.analyse.attribution import Selection, select_workloads
 from tracker.analyse.compare import ChangeRule, Comparison
 from tracker.analyse.confirm import COMPILES
+from tracker.analyse.paired import recorded, rule_for
 from tracker.flows import baseline, rounds
 from tracker.flows.forge import Forge
 from tracker.flows.sides import Runner, Side, changed_files, resolve, run_commands, workloads_at, worktrees
@@ -83,7 +84,7 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
         baseline.choose(selection, sides, request.history, machine, request.presets, request.modes, repo_dir, files)
     if plan is not None:
         print(f"pr: {plan.describe()}", file=log)
-    rule = ChangeRule(confirm=(COMPILES, COMPILES), max_compiles=request.budget.most)
+    rule = rule_for(request.budget.most, COMPILES)
     devices = gpus.listed() if devices is None else devices
     # the comparison's statistics import scipy (a second): imported while round 1 measures rather than after it
     threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
@@ -176,8 +177,7 @@ def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Seque
     paired = sorted(k for k in keys[0] & keys[1] if shared is None or not shared.holds(k))
     record = pairing.from_stores(cells_dir, machine, stores[1].key.torch, base, head, paired,
                                  scope=tuple(workloads), joint=tuple(workloads), scope_text=scope_text,
-                                 confirm=rule.confirm, same_within=rule.same_within, max_compiles=rule.max_compiles,
-                                 shared=shared)
+                                 shared=shared, **recorded(rule))
     pairing.write(cells_dir, record)
 
 

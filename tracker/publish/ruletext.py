@@ -125,10 +125,14 @@ def _paired_clause(r: ChangeRule, markdown: bool, factor: str) -> list[str]:
                 f"its noise (its pairs' spread, moderated by its class's), the cells selected together at each look at "
                 f"Pocock's level for {looks} looks ({level:.2%}; Benjamini-Hochberg, an instance's modes together) so "
                 f"that unchanged code raises an alarm in under {r.alpha:.0%} of comparisons{factor}; it is the same "
-                f"when its interval lies within {band(r.same_within)}, and undecided otherwise"]
+                f"when its interval lies within {band(r.same_within)}{_on_pairs(r)}, and undecided otherwise"]
     return [f"paired: a cell changed when its pairs' mean difference moved beyond {r.floor:.0%} and its noise "
             f"(t-test at {level:.2%} a look, {looks} looks, cells selected together){factor}; the same within "
-            f"{band(r.same_within)}; else undecided (more compiles would decide it)"]
+            f"{band(r.same_within)}{_on_pairs(r)}; else undecided (more compiles would decide it)"]
+
+
+def _on_pairs(r: ChangeRule) -> str:
+    return f" on {r.same_pairs} pairs or more" if r.same_pairs > 1 else ""
 
 
 def _too_noisy(r: ChangeRule, applied: Applied, markdown: bool) -> str:

@@ -80,11 +80,13 @@ class PairedRecord:
     scope: tuple[str, ...] = ()  # the workloads measured
     joint: tuple[str, ...] = ()  # of those, the ones whose own source changed: their modes are judged together
     scope_text: str = ""  # the scope in words, as the PR comment says it
-    # The rule it was decided by: the compiles a side a change needs, the margin of "the same", the rounds a cell
-    # could get (the looks the sequential test allows for)
+    # The rule it was decided by: the compiles a side a change needs, the margin of "the same" and the pairs it needs
+    # (0: any, as records written before the rule asked for more), the rounds a cell could get (the looks the
+    # sequential test allows for)
     confirm: tuple[int, int] = (3, 3)
     same_within: float = 0.03
     max_compiles: int = 10
+    same_pairs: int = 0
     cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
     shared: SharedBaseline | None = None  # the cells measured once for both sides (none: every cell in pairs)
 
@@ -143,8 +145,10 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
         return PairedRecord(str(data["machine"]), str(data["torch"]), check_commit(str(data["base"])),
                             check_commit(str(data["head"])), tuple(map(str, data.get("scope", ()))),
                             tuple(map(str, data.get("joint", ()))), str(data.get("scope_text", "")),
-                            _confirm(data.get("confirm", (3, 3))), float(data.get("same_within", 0.03)),
-                            int(data.get("max_compiles", 10)), cells, _shared(data.get("shared")))
+                            confirm=_confirm(data.get("confirm", (3, 3))),
+                            same_within=float(data.get("same_within", 0.03)),
+                            max_compiles=int(data.get("max_compiles", 10)), same_pairs=int(data.get("same_pairs", 0)),
+                            cells=cells, shared=_shared(data.get("shared")))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
 
