@@ -268,6 +268,20 @@ def test_a_no_op_pr_with_base_and_head_measured_at_once_reports_no_change() -> N
     assert sorted(x.compiles for x in c.cells if x.compiles != (1, 1)) == [(3, 3)] * 4
 
 
+AA_PR = ROOT / "tests" / "fixtures" / "h100-aa-pr"
+
+
+def test_an_aa_pr_on_the_h100_reports_nothing_and_compare_renders_what_it_posted_byte_for_byte() -> None:
+    # tests/fixtures/h100-aa-pr: `pr` of a comment added to workloads/rl.py, one H100, pr's defaults
+    c = compare_runs(AA_PR / "rl" / "results", "773b749f", "12902b8f", "h100-aa-rl")
+    assert len(c.cells) == 20 and not c.changed
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed, c.noisy) == ([], [], [], [], [])
+    assert {x.verdict for x in c.cells} <= set(QUIET)
+    # every host-bound cell the rounds could not bring within ±3% on five pairs says so: undecided, not the same
+    assert all(x.verdict == UNDECIDED or min(x.compiles or (0, 0)) >= 5 for x in c.cells)
+    assert render_comment(c) == (AA_PR / "comment-h100-aa-rl.md").read_text()
+
+
 def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> None:
     # trial 5's DPO max-autotune: 7.30-8.19 us at base, 8.74-9.31 us at head (trial 4 drew 8.16 -> 7.10 us): its
     # head's best lies beyond the base's slowest compile by 7%, but by 0.55 us, half the quarter launch floor
