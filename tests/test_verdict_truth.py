@@ -172,3 +172,27 @@ def test_on_the_h100_trial_t10_no_cell_that_really_moved_5_percent_is_called_the
     assert sum(row[4] for row in rows.values()) == 0  # no verdict points the other way
     assert "0 alarms of 10 cells, 0 best-baseline changes" in out.stdout
     assert "a best-baseline change in the headline: 4 of 4 (100%)" in out.stdout
+
+
+H100_T11 = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t11"
+
+
+def test_on_the_h100_trials_judged_with_five_pairs_for_the_same_no_cell_that_really_moved_5_percent_is_the_same(
+        ) -> None:
+    # t11's verdict run (one H100, pr's default budget) stopped after round 1, three pairs a cell, and its record asked
+    # any number of pairs for the same: it called a cell the same that really moved -5.5%; read as the rule now asks
+    out = truth_cmd(str(H100_T10), str(H100_T11), "--same-pairs", "5")
+    assert out.returncode == 0, out.stderr
+    rows = _table(out.stdout)
+    cells, reported, undecided, same, wrong, _other = rows[("GPU-bound", ">= 5%")]
+    assert cells >= 25 and same == wrong == 0 and reported + undecided == cells
+    assert sum(row[3] for key, row in rows.items() if key[1] in (">= 5%", "3-5%, own spread < 1%")) == 0
+    assert "0 alarms of 20 cells" in out.stdout and "as if a cell needed 5 pairs to be the same" in out.stdout
+
+
+def test_trial_t11_as_its_record_asks_is_what_pr_posted_byte_for_byte() -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+
+    c = compare_runs(H100_T11 / "verdict" / "results", "0d544eb9", "c02b1925", "h100-t11")
+    assert render_comment(c) == (H100_T11 / "verdict" / "comment.md").read_text()
