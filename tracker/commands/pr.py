@@ -45,8 +45,9 @@ def add(commands: Commands) -> None:
                          "machine and torch and of the base's workload code is their baseline")
     pr.add_argument("--budget", type=POSITIVE, default=240.0, metavar="SECONDS",
                     help="wall time for measuring (default 240): base and head are measured in pairs, round after "
-                         "round, while cells are undecided; the round after the first starts while time is left, a "
-                         "later one only while the last one's time is still left")
+                         "round, while cells are undecided; the first round runs whatever the budget (on one GPU, "
+                         "several modules' workloads may take longer), the round after it starts while time is "
+                         "left, a later one only while the last one's time is still left")
     pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
                     help="the most compiles a side a cell gets (default 10)")
     pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",

@@ -250,9 +250,10 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
         # starts whenever time is left, and each later one when the last one's time is still left
         if budget.compiles is None and spent + (last if target > targets[0] else 0.0) > budget.seconds:
             print(f"{rounds.name}: budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about "
-                  f"{last:.0f} s): {units.count(len(cells), 'cell')} left undecided", file=rounds.log)
+                  f"{last:.0f} s): {units.count(len(cells), 'cell')} more rounds could decide measured no further",
+                  file=rounds.log)
             break
-        print(f"{rounds.name}: {units.count(len(cells), 'cell')} undecided, measuring to {target} compiles a side "
+        print(f"{rounds.name}: {units.count(len(cells), 'cell')} to decide, measuring to {target} compiles a side "
               f"({spent:.0f} s spent)", file=rounds.log, flush=True)
         began = clock()
         rounds.more(cells, target)
