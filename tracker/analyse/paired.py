@@ -21,9 +21,8 @@ schedule), which keeps the chance that unchanged code is ever called changed, ov
   a quarter of the launch floor in time, the user's factor); with fewer than ChangeRule.confirm pairs it is
   unconfirmed and the cell is measured again;
 - same: the change's (1 - 2 x nominal) interval lies inside +-same_within (two one-sided tests), on at least
-  ChangeRule.same_pairs pairs: a cell whose compiles fall in two states (on the H100 a U-Net block's decode cells drew
-  processes in two states between compiles of the same code) can draw all of three from one, and so look still when
-  it moved;
+  ChangeRule.same_pairs pairs: a cell whose compiles fall in two states can draw all of three from one, and so look
+  still when it moved (docs/verdicts.md);
 - undecided otherwise: the cell gets another round, while the budget lasts. A cell still undecided at the end says
   so, with its interval and about how many more pairs would settle it (`more_to_settle`), never "same".
 """
