@@ -251,9 +251,12 @@ def test_a_small_uniform_shift_is_significant_but_no_change(comparisons: dict[st
     # the same, or undecided where the cell's interval reaches beyond what the rule could call the same: never a change
     assert {x.verdict for x in ok} <= {SAME, UNDECIDED} and SAME in {x.verdict for x in ok}
     assert not c.changed and not c.fails("best-change") and not c.fails("regression")
-    undecided = len(c.undecided)
-    assert render_comment(c).splitlines()[2] == "### compile-baselines: No change" + (
-        f" found · {undecided} cell{'s' if undecided != 1 else ''} undecided" if undecided else "")
+    # what the budget could not decide is said, the instances' best latencies first: never read as unchanged
+    cells, best = len(c.undecided), len(c.undecided_best)
+    assert cells and best and {(i.preset, i.workload) for i in c.undecided_best} <= \
+        {(x.preset, x.workload) for x in c.undecided}
+    assert render_comment(c).splitlines()[2] == \
+        f"### compile-baselines: No change found · {best} best latencies undecided · {cells} cells undecided"
 
 
 def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_nothing() -> None:
@@ -279,7 +282,8 @@ def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_no
     assert other.workload == vit.workload and not other.best_changed
     assert other.reason == "default now wins, but the change is undecided"
     assert {k.verdict for k in c.kernels} <= {SAME, UNDECIDED}  # both runs measured the same kernels
-    assert headline(c) == f"No change found · {len(c.undecided)} cells undecided"
+    assert headline(c) == f"No change found · {len(c.undecided_best)} best latencies undecided · " \
+        f"{len(c.undecided)} cells undecided"
 
 
 # -- the rendered comment --------------------------------------------------------------------------------------
@@ -419,7 +423,7 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
                                "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,
                                "instances": 41, "unjudged": 0, "method": 0, "unconfirmed": 0,
-                               "undecided": data["summary"]["undecided"]}
+                               "undecided": data["summary"]["undecided"], "undecided_best": 11}
     # prefill llm_rmsnorm eager: 498.688 us in h100-d's result file, one compile (eager compiles nothing): its noise
     # unknown, the fixed bands judge it
     assert data["cells"][0] == {"preset": "prefill", "workload": "llm_rmsnorm", "mode": "eager", "base_ms": 0.498688,

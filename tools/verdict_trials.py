@@ -475,14 +475,16 @@ def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
 def tally_best(t: TruthTrial, c: Comparison, tally: Tally) -> None:
     """Each instance whose best latency really moved 4% or more: a best-baseline change in the headline or not."""
     reported = {(i.preset, i.workload): i.best_changed for i in c.instances}
+    undecided = {(i.preset, i.workload) for i in c.undecided_best}
     for (preset, workload), change in true_best(t.truth).items():
         said = reported.get((preset, workload), False)
         if workload in t.controls:
             tally.control.update(instances=1, best=said)
         elif abs(change - 1) >= BEST_MOVE:
             tally.best.setdefault(t.name, []).append(said)
-            tally.lines.append(f"  best latency: trial {t.name} {preset} {workload} really {change - 1:+.1%}: "
-                               f"{'a best-baseline change' if said else 'NOT a best-baseline change'}")
+            words = "a best-baseline change" if said else "NOT a best-baseline change" + \
+                (", its best latency undecided" if (preset, workload) in undecided else "")
+            tally.lines.append(f"  best latency: trial {t.name} {preset} {workload} really {change - 1:+.1%}: {words}")
 
 
 def _share(hit: int, of: int) -> str:

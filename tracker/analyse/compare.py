@@ -213,6 +213,12 @@ class Comparison:
         return [c for c in self.cells if c.verdict == UNDECIDED]
 
     @property
+    def undecided_best(self) -> list[InstanceChange]:
+        """Instances whose best latency is neither changed nor the same (its cell, or the cells it is judged on, are
+        undecided): never read as unchanged because it is not among the best-baseline changes."""
+        return [i for i in self.instances if i.latency_verdict == UNDECIDED and not i.best_changed]
+
+    @property
     def unjudged(self) -> list[CellChange]:
         """Cells that moved beyond their band where one side has no samples (an imported study): not judged."""
         return [c for c in self.cells if c.verdict == UNKNOWN]

@@ -50,9 +50,9 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     first ("format": tracker.store.formats.COMPARISON, which reads a stored one back, migrated). The rule has a
     "factor" only when the comparison was given one; "test" says how cells were judged (tracker.analyse.changetest):
     "alpha", "floor", "prior_df", "run_floor", "resolve" and "ci_level" are the noise test's, "p_value" to
-    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "same_within" and "max_compiles"
-    the paired test's (runs measured in pairs: the PR flow), "launch_jitter" the share of the launch floor every
-    change must exceed in time. A cell judged by the noise or the paired test has its "ci", "resolution",
+    "replicated_autotuned_small_change" the fixed bands' (cells of unknown noise), "same_within", "same_pairs" and
+    "max_compiles" the paired test's (runs measured in pairs: the PR flow), "launch_jitter" the share of the launch
+    floor every change must exceed in time. A cell judged by the noise or the paired test has its "ci", "resolution",
     "means_ms" and "noise" (null otherwise; "noise" is "fixed bands" for the bands); an undecided cell's "more" says
     about how many more compiles a side would decide it. A cell's "ratio" is head / base of its "means_ms" where it
     has them, else of its "base_ms" and "head_ms" (the best compiles). A cell or kernel too noisy to judge says why:
@@ -61,25 +61,26 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     mode whose own cell carried it; null: best against best). The "figures" are wins (and "tied": of them within
     noise) and geomeans vs eager per mode, head's moved from base's only by the changes the comparison counted.
     "scope": what was measured, where a paired record says. `only_changed`: the instances, cells and kernels lists
-    keep only what changed, and the cells the headline names (too noisy, unconfirmed, undecided, source unchanged);
-    the summary still counts the whole comparison."""
+    keep only what changed, and the instances and cells the headline names (best latencies undecided; cells too
+    noisy, unconfirmed, undecided, source unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
     factor = {} if c.rule.factor is None else {"factor": c.rule.factor}
     instances, cells, kernels = c.instances, c.cells, c.kernels
     if only_changed:
-        instances, cells, kernels = c.best_changes, listed_cells(c, only_changed), c.kernel_changes
+        instances, cells, kernels = c.best_changes + c.undecided_best, listed_cells(c, only_changed), c.kernel_changes
     return _round(formats.COMPARISON.stamp({
         "base": asdict(c.base), "head": asdict(c.head),
         "summary": {"changed": c.changed, "best_changed": len(c.best_changes), "regressions": len(c.regressions),
                     "improvements": len(c.improvements), "noisy": len(c.noisy),
                     "kernel_changes": len(c.kernel_changes), "cells": len(c.cells), "instances": len(c.instances),
                     "unjudged": len(c.unjudged), "method": sum(x.method for x in c.cells),
-                    "unconfirmed": len(c.unconfirmed), "undecided": len(c.undecided)},
+                    "unconfirmed": len(c.unconfirmed), "undecided": len(c.undecided),
+                    "undecided_best": len(c.undecided_best)},
         "rule": {k: rule[k] for k in ("test", "alpha", "floor", "prior_df", "run_floor", "resolve", "ci_level",
                                       "p_value",
                                       "min_change", "small_change", "autotuned_change", "autotuned_modes",
                                       "replicated_change", "replicated_autotuned_small_change", "launch_jitter",
-                                      "max_spread", "confirm", "same_within", "max_compiles")}
+                                      "max_spread", "confirm", "same_within", "same_pairs", "max_compiles")}
         | {"small_below_ms": c.rule.noise.small_below_ms, "host_bound_k": c.rule.host.k} | factor,
         "instances": [asdict(i) for i in instances],
         "cells": [asdict(x) | {"reason": noisy_words(x, c.rule.max_spread) if x.verdict == NOISY else None}

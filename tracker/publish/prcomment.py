@@ -66,6 +66,9 @@ def _changes(c: Comparison) -> str:
         extras.append(f"{cells(len(c.noisy))} too noisy to judge")
     if c.unconfirmed:  # moved on fewer compiles than the rule asks: never silent, never counted
         extras.append(f"{len(c.unconfirmed)} unconfirmed (not counted)")
+    if c.undecided_best:  # a best latency the budget could not decide is no unchanged best baseline
+        n = len(c.undecided_best)
+        extras.append(f"{n} best latenc{'ies' if n != 1 else 'y'} undecided")
     if c.undecided:  # neither changed nor the same after the budget: never called "same"
         extras.append(f"{cells(len(c.undecided))} undecided")
     if c.source_unchanged:
@@ -127,7 +130,7 @@ def _view(c: Comparison, scope: str | None = None, only_changed: bool = False, a
         "columns_note": ours(COLUMNS_NOTE),
         "method": sum(x.method for x in c.cells), "attribution": ours(attribution.rstrip("\n")),
         "unconfirmed": c.unconfirmed, "fewer": confirm_text(c.rule), "rule_text": ours(rule_md(c)),
-        "undecided": c.undecided,
+        "undecided": c.undecided, "undecided_best": c.undecided_best,
     }
 
 
