@@ -418,7 +418,7 @@ def test_compare_main_writes_the_format_and_exits_3_when_fail_on_holds(
     assert run_compare(results_dir, BASE[:8], reg, None, "json", "regression", None) == 3
     data = json.loads(capsys.readouterr().out)
     assert list(data) == ["format", "base", "head", "summary", "rule", "instances", "cells", "kernels", "figures",
-                          "added", "removed", "notes", "warnings", "scope"]
+                          "added", "removed", "notes", "warnings", "scope", "stopped"]
     assert data["format"] == formats.COMPARISON.current
     assert data["summary"] == {"changed": True, "best_changed": 0, "regressions": 3, "improvements": 1,
                                "noisy": data["summary"]["noisy"], "kernel_changes": 0, "cells": 213,

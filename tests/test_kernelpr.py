@@ -277,7 +277,7 @@ def test_a_side_pairs_the_kernels_of_the_changed_files_and_measures_the_others_o
 # ---------------------------------------------------------------------------------------------------- the record
 
 
-def test_a_paired_record_of_format_1_reads_with_no_shared_baseline_and_format_2_keeps_it() -> None:
+def test_a_paired_record_of_format_1_reads_with_no_shared_baseline_and_today_s_keeps_it() -> None:
     commit = "a" * 40
     old = {"format": 1, "machine": "m", "torch": "2.11.0", "base": commit, "head": "b" * 40,
            "cells": {"prefill/w/default": [{"round": 1, "base_ms": 1.0, "head_ms": 1.1}]}}
@@ -288,11 +288,11 @@ def test_a_paired_record_of_format_1_reads_with_no_shared_baseline_and_format_2_
                                                     .to_json())))
     assert again.shared == shared and again.shared.holds(("prefill", "w", "eager")) and again == \
         pairing.PairedRecord(**{**record.__dict__, "shared": shared})
-    assert pairing.PairedRecord(**{**record.__dict__, "shared": shared}).to_json()["format"] == pairing.FORMAT == 2
+    assert pairing.PairedRecord(**{**record.__dict__, "shared": shared}).to_json()["format"] == pairing.FORMAT == 3
     with pytest.raises(pairing.PairingError, match="damaged paired record"):
         pairing.from_json({**old, "format": 2, "shared": {"cells": "prefill/w/eager", "commit": commit}})
-    with pytest.raises(pairing.PairingError, match="format 3 is newer"):
-        pairing.from_json({**old, "format": 3})
+    with pytest.raises(pairing.PairingError, match="format 4 is newer"):
+        pairing.from_json({**old, "format": 4})
 
 
 # ---------------------------------------------------------------------------------------------------- stderr

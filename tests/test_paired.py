@@ -137,11 +137,11 @@ def test_the_record_says_how_many_pairs_the_same_needed_and_an_older_one_needed_
     written = pairing.write(tmp_path, record(same_pairs=5))
     back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
     assert back is not None and back.same_pairs == 5 and as_recorded(RULE, back).same_pairs == 5
-    older = json.loads(written.read_text())
-    del older["same_pairs"]
-    written.write_text(json.dumps(older))
+    older = {k: v for k, v in json.loads(written.read_text()).items() if k not in ("same_pairs", "stopped")}
+    written.write_text(json.dumps(older | {"format": 2}))  # a record of the format before
     back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
     assert back is not None and back.same_pairs == 0 and as_recorded(RULE, back).same_pairs == 0
+    assert back.stopped == ""
 
 
 def test_a_newer_damaged_or_linked_record_is_one_clear_error(tmp_path: Path) -> None:

@@ -188,6 +188,25 @@ def test_a_cell_the_budget_cannot_decide_is_undecided_with_its_interval_never_th
 
 
 @pytest.mark.slow
+def test_rounds_the_budget_stopped_say_so_in_the_comment_and_in_what_compare_reads_later(
+        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    moved = ("prefill", "llm_rmsnorm", "max-autotune")
+    fake = PairedFake(MACHINE, plant(c, {moved: 1.03}), sd=lambda cell: 0.02 if cell == moved else 0.005)
+    forge = FileForge(tmp_path / "forge")
+    pr(request(r, c, tmp_path / "results", scope=["llm_rmsnorm"], presets=["prefill"],
+               budget=Budget(seconds=0.01)), forge, fake, devices=[])
+    assert len(fake.batches) == 1  # round 1 runs whatever the budget; no round after it
+    record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
+    assert record is not None and record.stopped.startswith("Measuring stopped, budget spent (")
+    assert "more rounds could decide measured no further" in record.stopped
+    body = (tmp_path / "forge" / "comment.md").read_text()
+    assert f"{record.stopped} `--budget` sets the time." in body
+    comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)
+    assert comparison.stopped == record.stopped and render_comment(comparison) == body
+
+
+@pytest.mark.slow
 def test_unchanged_code_measured_in_pairs_reports_nothing(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     r, c = repo
     out = io.StringIO()

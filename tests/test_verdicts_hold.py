@@ -278,7 +278,9 @@ def test_an_aa_pr_on_the_h100_reports_nothing_and_compare_gives_the_verdicts_it_
     assert len(c.cells) == 20 and not c.changed
     assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed, c.noisy) == ([], [], [], [], [])
     assert {x.verdict for x in c.cells} <= set(QUIET)
-    # every host-bound cell the rounds could not bring within ±3% on five pairs says so: undecided, not the same
+    # every host-bound cell the rounds could not bring within ±3% on five pairs says so: undecided, not the same (its
+    # record, written while the format that keeps the pairs the same needs was made, keeps them)
+    assert c.rule.same_pairs == 5
     assert all(x.verdict == UNDECIDED or min(x.compiles or (0, 0)) >= 5 for x in c.cells)
     # and a later `compare` of the stored results gives the verdicts the posted comment gave
     posted = verdict_rows((AA_PR / "comment-h100-aa-rl.md").read_text())

@@ -180,6 +180,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     scope: str = ""  # what was measured, in words (the PR flow's scope, kept in its paired record)
+    stopped: str = ""  # why a paired measurement's rounds stopped with cells left to decide (its record's words)
 
     @property
     def best_changes(self) -> list[InstanceChange]:
@@ -640,6 +641,7 @@ def compare_runs(source: str | os.PathLike[str] | pd.DataFrame, base: str, head:
     comparison.warnings = warnings
     comparison.notes += [note] if note else []
     comparison.scope = record.scope_text if record is not None else ""
+    comparison.stopped = record.stopped if record is not None else ""
     return comparison
 
 

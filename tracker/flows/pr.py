@@ -97,7 +97,7 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
                                                         request.budget.most),
                                      kernel_files=plan.files if plan else None)
         judge = _Judge(request, results, machine, (base, head), sides, selection, rule, plan, paired)
-        comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm))
+        comparison = rounds.until_decided(paired, judge, request.budget, max(rule.confirm), stopped=judge.stopped_by)
     for w in comparison.warnings:
         print(f"warning: {w}", file=log)
     _post(forge, prcomment.render_comment(comparison, max_chars=forge.body_limit), comparison.changed, log)
@@ -139,6 +139,12 @@ class _Judge:
     rounds: rounds.PairedRounds
     shared: SharedBaseline | None = None
     spent: float = 0.0  # seconds spent judging, over all rounds
+    stopped: str = ""  # why the rounds stopped with cells left to decide: kept in the record
+
+    def stopped_by(self, why: str) -> Comparison:
+        """The last round's comparison again, its record saying why the rounds stopped."""
+        self.stopped = f"Measuring stopped, {why}."
+        return self()
 
     def __call__(self) -> Comparison:
         began = time.monotonic()
@@ -155,14 +161,14 @@ class _Judge:
                                                      self.rounds.baseline_kernels, self.rounds.log)
         said = self.plan is not None and self.shared is not None and bool(self.shared.cells)
         scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
-        _record(self.results, self.machine, self.sides, workloads, scope, self.rule, self.shared)
+        _record(self.results, self.machine, self.sides, workloads, scope, self.rule, self.shared, self.stopped)
         return compare.compare_runs(self.results, *self.commits, self.machine,
                                     rule=self.rule, workloads=workloads, history=r.history, together=True,
                                     joint=workloads)
 
 
 def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Sequence[str], scope_text: str,
-            rule: ChangeRule, shared: SharedBaseline | None = None) -> None:
+            rule: ChangeRule, shared: SharedBaseline | None = None, stopped: str = "") -> None:
     """The paired record of what the two cell stores hold now (tracker.store.pairing), written beside the head's;
     the cells of a `shared` baseline are no pairs."""
     cells_dir = default_cells_dir(results)
@@ -177,7 +183,7 @@ def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Seque
     paired = sorted(k for k in keys[0] & keys[1] if shared is None or not shared.holds(k))
     record = pairing.from_stores(cells_dir, machine, stores[1].key.torch, base, head, paired,
                                  scope=tuple(workloads), joint=tuple(workloads), scope_text=scope_text,
-                                 shared=shared, **recorded(rule))
+                                 shared=shared, stopped=stopped, **recorded(rule))
     pairing.write(cells_dir, record)
 
 

@@ -60,7 +60,8 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
     "head_ms" are its winners' best compiles, its "ratio" the change its best latency was judged on ("judged_on": the
     mode whose own cell carried it; null: best against best). The "figures" are wins (and "tied": of them within
     noise) and geomeans vs eager per mode, head's moved from base's only by the changes the comparison counted.
-    "scope": what was measured, where a paired record says. `only_changed`: the instances, cells and kernels lists
+    "scope": what was measured, where a paired record says; "stopped": why its rounds stopped with cells left to
+    decide ("": they did not). `only_changed`: the instances, cells and kernels lists
     keep only what changed, and the instances and cells the headline names (best latencies undecided; cells too
     noisy, unconfirmed, undecided, source unchanged); the summary still counts the whole comparison."""
     rule = asdict(c.rule)
@@ -89,7 +90,7 @@ def comparison_json(c: Comparison, only_changed: bool = False) -> dict[str, Any]
                     for k in kernels],
         "figures": [asdict(f) for f in c.figures],
         "added": [list(k) for k in c.added], "removed": [list(k) for k in c.removed],
-        "notes": c.notes, "warnings": c.warnings, "scope": c.scope,
+        "notes": c.notes, "warnings": c.warnings, "scope": c.scope, "stopped": c.stopped,
     }))
 
 

@@ -94,13 +94,31 @@ def update_paired_to_2(record: Document) -> Document:
     return {**record, "shared": None}
 
 
+def update_paired_to_3(record: Document) -> Document:
+    """A paired record of generation 2 is from before the pairs the same needs (any number) and the rounds' stop
+    reason (none said); one written while generation 3 was made may carry the pairs already."""
+    return {"same_pairs": 0, "stopped": "", **record}
+
+
+def update_comparison_to_2(doc: Document) -> Document:
+    """A comparison of generation 1 is from before the same needed a number of pairs (any), the count of best
+    latencies undecided (those of its listed instances, where it lists every one; else unknown, null) and a paired
+    measurement's stop reason (none said)."""
+    instances = doc.get("instances") or []
+    summary = doc.get("summary") or {}
+    listed_all = len(instances) == summary.get("instances")
+    undecided = sum(1 for i in instances if i.get("latency_verdict") == "undecided" and not i.get("best_changed"))
+    return {**doc, "summary": {**summary, "undecided_best": undecided if listed_all else None},
+            "rule": {**(doc.get("rule") or {}), "same_pairs": 0}, "stopped": ""}
+
+
 CELL = Format("cell record", (update_cell_to_2,))
 LAUNCH_FLOOR = Format("launch floor")
 SUMMARY = Format("summary JSON")
-COMPARISON = Format("comparison JSON")
-PAIRED = Format("paired record", (update_paired_to_2,), unversioned=False)
+COMPARISON = Format("comparison JSON", (update_comparison_to_2,))
+PAIRED = Format("paired record", (update_paired_to_2, update_paired_to_3), unversioned=False)
 
 FORMATS: dict[str, Format] = {f.name: f for f in (CELL, LAUNCH_FLOOR, SUMMARY, COMPARISON, PAIRED)}
 
 __all__ = ["CELL", "COMPARISON", "FORMATS", "KEY", "LAUNCH_FLOOR", "PAIRED", "SUMMARY", "Format", "FormatError",
-           "FormatTooNew", "update_cell_to_2", "update_paired_to_2"]
+           "FormatTooNew", "update_cell_to_2", "update_comparison_to_2", "update_paired_to_2", "update_paired_to_3"]

@@ -81,14 +81,15 @@ class PairedRecord:
     joint: tuple[str, ...] = ()  # of those, the ones whose own source changed: their modes are judged together
     scope_text: str = ""  # the scope in words, as the PR comment says it
     # The rule it was decided by: the compiles a side a change needs, the margin of "the same" and the pairs it needs
-    # (0: any, as records written before the rule asked for more), the rounds a cell could get (the looks the
-    # sequential test allows for)
+    # (0: any, as records of format 2 and before), the rounds a cell could get (the looks the sequential test allows
+    # for)
     confirm: tuple[int, int] = (3, 3)
     same_within: float = 0.03
     max_compiles: int = 10
     same_pairs: int = 0
     cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
     shared: SharedBaseline | None = None  # the cells measured once for both sides (none: every cell in pairs)
+    stopped: str = ""  # why the rounds stopped with cells they could still decide, in words ("": they did not)
 
     def pairs(self, cell: Cell) -> tuple[Pair, ...]:
         return self.cells.get("/".join(cell), ())
@@ -147,8 +148,8 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
                             tuple(map(str, data.get("joint", ()))), str(data.get("scope_text", "")),
                             confirm=_confirm(data.get("confirm", (3, 3))),
                             same_within=float(data.get("same_within", 0.03)),
-                            max_compiles=int(data.get("max_compiles", 10)), same_pairs=int(data.get("same_pairs", 0)),
-                            cells=cells, shared=_shared(data.get("shared")))
+                            max_compiles=int(data.get("max_compiles", 10)), same_pairs=int(data["same_pairs"]),
+                            cells=cells, shared=_shared(data.get("shared")), stopped=str(data["stopped"]))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
 
