@@ -23,6 +23,7 @@ from tracker.flows.pr import PrRequest, pr
 from tracker.flows.rounds import Budget, balance, groups_of
 from tracker.flows.sides import Command, FlowError, run_command_line, run_commands, workloads_at
 from tracker.github.forge import GitHubForge
+from tracker.publish.comparetable import render_table
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
 from tracker.publish.units import count
@@ -204,6 +205,7 @@ def test_rounds_the_budget_stopped_say_so_in_the_comment_and_in_what_compare_rea
     assert f"{record.stopped} `--budget` sets the time." in body
     comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)
     assert comparison.stopped == record.stopped and render_comment(comparison) == body
+    assert f"note: {record.stopped}" in render_table(comparison).splitlines()
 
 
 @pytest.mark.slow

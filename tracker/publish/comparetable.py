@@ -130,7 +130,7 @@ def render_table(c: Comparison, only_changed: bool = False) -> str:
     triton = f"triton {b.triton} -> {h.triton}" if b.triton != h.triton else f"triton {h.triton}"
     base = b.commit[:8] + (f" on {b.machine}" if b.machine != h.machine else "")
     lines = [f"compare {base} -> {h.commit[:8]} on {h.machine} · {h.gpu} · {torch} · {triton}", shown(headline(c)), ""]
-    lines += [f"note: {shown(n)}" for n in c.notes]
+    lines += [f"note: {shown(n)}" for n in c.notes] + ([f"note: {shown(c.stopped)}"] if c.stopped else [])
     cells = listed_cells(c, only_changed)
     if cells:
         lines += [*_cell_rows(cells, c.rule.max_spread), COLUMNS_NOTE]
