@@ -388,10 +388,9 @@ def same_pairs_asked(t: TruthTrial, n: int, dest: Path) -> Path:
     """A copy of the trial's verdict run (results and cell store) whose paired record asks `n` pairs of the same."""
     shutil.copytree(t.results, dest)
     shutil.copytree(default_cells_dir(t.results), default_cells_dir(dest))
-    found = sorted(default_cells_dir(dest).glob(f"{t.machine}/{t.head}*/torch-*/paired-{t.base}*.json"))
-    if len(found) != 1:
-        raise ToolError(f"{t.results}: {len(found) or 'no'} paired records of the verdict run, not one")
-    record = pairing.read(default_cells_dir(dest), found[0])
+    record = pairing.find(default_cells_dir(dest), t.machine, t.truth.torch, t.base, t.head)
+    if record is None:
+        raise ToolError(f"{t.results}: no paired record of the verdict run (it was not measured in pairs)")
     pairing.write(default_cells_dir(dest), replace(record, same_pairs=n))
     return dest
 
