@@ -57,7 +57,7 @@ def headline(c: Comparison) -> str:
 
 def _changes(c: Comparison) -> str:
     def cells(n: int) -> str:
-        return f"{n} cell{'s' if n != 1 else ''}"
+        return units.count(n, "cell")
 
     extras = []
     if c.unjudged:  # moved beyond the band, but one side kept no samples: never hidden behind "No change"
@@ -67,8 +67,7 @@ def _changes(c: Comparison) -> str:
     if c.unconfirmed:  # moved on fewer compiles than the rule asks: never silent, never counted
         extras.append(f"{len(c.unconfirmed)} unconfirmed (not counted)")
     if c.undecided_best:  # a best latency the budget could not decide is no unchanged best baseline
-        n = len(c.undecided_best)
-        extras.append(f"{n} best latenc{'ies' if n != 1 else 'y'} undecided")
+        extras.append(f"{units.count(len(c.undecided_best), 'best latency', 'best latencies')} undecided")
     if c.undecided:  # neither changed nor the same after the budget: never called "same"
         extras.append(f"{cells(len(c.undecided))} undecided")
     if c.source_unchanged:
