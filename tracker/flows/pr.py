@@ -141,10 +141,12 @@ class _Judge:
     spent: float = 0.0  # seconds spent judging, over all rounds
     stopped: str = ""  # why the rounds stopped with cells left to decide: kept in the record
 
-    def stopped_by(self, why: str) -> Comparison:
-        """The last round's comparison again, its record saying why the rounds stopped."""
-        self.stopped = f"Measuring stopped, {why}."
-        return self()
+    def stopped_by(self, why: str, comparison: Comparison) -> Comparison:
+        """The last round's comparison, its record rewritten to say why the rounds stopped (nothing else in it
+        changed, so the comparison is not made again)."""
+        self.stopped = comparison.stopped = f"Measuring stopped, {why}."
+        self._write_record()
+        return comparison
 
     def __call__(self) -> Comparison:
         began = time.monotonic()
@@ -159,12 +161,16 @@ class _Judge:
             self.plan, self.shared = baseline.settle(self.plan, self.results, self.machine, self.sides,
                                                      Path(r.repo_dir).resolve(), self.rounds.at_head,
                                                      self.rounds.baseline_kernels, self.rounds.log)
-        said = self.plan is not None and self.shared is not None and bool(self.shared.cells)
-        scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
-        _record(self.results, self.machine, self.sides, workloads, scope, self.rule, self.shared, self.stopped)
+        self._write_record()
         return compare.compare_runs(self.results, *self.commits, self.machine,
                                     rule=self.rule, workloads=workloads, history=r.history, together=True,
                                     joint=workloads)
+
+    def _write_record(self) -> None:
+        said = self.plan is not None and self.shared is not None and bool(self.shared.cells)
+        scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
+        _record(self.results, self.machine, self.sides, self.selection.workloads, scope, self.rule, self.shared,
+                self.stopped)
 
 
 def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Sequence[str], scope_text: str,

@@ -233,12 +233,13 @@ class PairedRounds:
 def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget: Budget, confirm: int = 3,
                   clock: Callable[[], float] = time.monotonic,
                   enough: Callable[[Comparison], bool] | None = None,
-                  stopped: Callable[[str], Comparison] | None = None) -> Comparison:
+                  stopped: Callable[[str, Comparison], Comparison] | None = None) -> Comparison:
     """Round 1, then rounds of the cells still undecided, each to the next number of compiles of the schedule
     (tracker.analyse.paired.schedule), while the budget allows (or, with `budget.compiles`, every cell to that many
     compiles at once), and until `enough` says the caller knows what it needs; the comparison of the last round.
-    Where the budget stops the rounds with cells they could still decide, `stopped` is told why (in words) and gives
-    the comparison to return: the PR flow keeps the words in the paired record, so the comment says them."""
+    Where the budget stops the rounds with cells they could still decide, `stopped` is told why (in words) with the
+    last comparison and gives the one to return: the PR flow keeps the words in the paired record, so the comment
+    says them."""
     start = clock()
     rounds.first()
     comparison, last = judge(), clock() - start
@@ -255,7 +256,7 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
             why = (f"budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about {last:.0f} s): "
                    f"{units.count(len(cells), 'cell')} more rounds could decide measured no further")
             print(f"{rounds.name}: {why}", file=rounds.log)
-            return stopped(why) if stopped is not None else comparison
+            return stopped(why, comparison) if stopped is not None else comparison
         print(f"{rounds.name}: {units.count(len(cells), 'cell')} to decide, measuring to {target} compiles a side "
               f"({spent:.0f} s spent)", file=rounds.log, flush=True)
         began = clock()
