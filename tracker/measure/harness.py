@@ -48,14 +48,15 @@ class IncorrectOutput(Exception):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise CellTimeout after `seconds` (main thread only; elsewhere the runner's process limit applies)."""
+def time_limit(seconds: float | None, limit: float | None = None) -> Iterator[None]:
+    """Raise CellTimeout after `seconds` (main thread only; elsewhere the runner's process limit applies); `limit`:
+    the limit its message names, where `seconds` is what is left of it."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def _raise(signum: int, frame: Any) -> None:
-        raise CellTimeout(f"time limit of {seconds:g} s exceeded")
+        raise CellTimeout(f"time limit of {limit or seconds:g} s exceeded")
 
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -194,6 +195,17 @@ def _start_cuda(result: CellResult, gate: Callable[[], contextlib.AbstractContex
     return True
 
 
+def _take_turn(result: CellResult, turn: Callable[[], contextlib.AbstractContextManager[Any]],
+               held: contextlib.ExitStack) -> float:
+    """Take `turn` (the run's turn on this GPU to go on past CUDA's start, tracker.measure.cudainit) and keep it in
+    `held`; its wait, the phase turn_wait, returned."""
+    asked = time.perf_counter()
+    held.enter_context(turn())
+    waited = time.perf_counter() - asked
+    result.phase_s["turn_wait"] = round(waited, 4)
+    return waited
+
+
 def host_calls(per_call_ms: float | None, budget_ms: float = 20.0) -> int:
     """Calls for host_time_us: about `budget_ms` of them, 5 to 50 (each one's GPU work is waited for)."""
     return 50 if not per_call_ms else max(5, min(50, int(budget_ms / per_call_ms)))
@@ -303,6 +315,7 @@ def measure_cell(
     launch_us: float | None = None,
     cuda_init_gate: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     shared_floor: SharedFloor | None = None,
+    turn: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
@@ -316,7 +329,8 @@ def measure_cell(
     callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`: this
     run's launch floor when another cell measured it already (the runner's workers share one); `shared_floor`: where
     that floor is kept, asked again once the GPU is this cell's, so that of the cells that started together only the
-    first measures it, under the GPU lock; `cuda_init_gate`: see `_start_cuda`."""
+    first measures it, under the GPU lock; `cuda_init_gate`: see `_start_cuda`; `turn`: taken once CUDA is started (at
+    once on a CPU) and held to the end (`_take_turn`), its wait not counted by the time limit."""
     import torch
 
     spec = registry.get(workload)
@@ -332,14 +346,19 @@ def measure_cell(
         return _skip(result, why, start)
     fn_override = candidate.fn if candidate is not None else fn_override
     threads = torch.get_num_threads()
+    held = contextlib.ExitStack()
+    limit, waited = settings.time_limit_s, 0.0
     try:
         if device == "cpu":  # before anything compiles: inductor fixes its kernels' thread count then
             torch.set_num_threads(settings.cpu_threads)
             result.cpu_threads = settings.cpu_threads
             result.host = host_info(device).as_dict()
-        with time_limit(settings.time_limit_s):
+        with time_limit(limit):
             if device == "cuda" and not _start_cuda(result, cuda_init_gate):
                 return _skip(result, "no CUDA device", start)
+        if turn is not None:
+            waited = _take_turn(result, turn, held)
+        with time_limit(limit and max(0.001, limit - (time.perf_counter() - start - waited)), limit):
             result.launch_us = launch_us if launch_us is not None else _launch_floor(result, device, exclusive,
                                                                                        shared_floor)
             _measure_into(result, spec, spec.preset(preset), mode, device, settings, exclusive, fn_override)
@@ -350,6 +369,7 @@ def measure_cell(
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
+        held.close()
     result.wall_s = time.perf_counter() - start
     return result
 
