@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -118,27 +116,6 @@ def test_a_cell_past_its_time_limit_fails_with_the_limit_as_reason() -> None:
     settings = Settings(warmup_ms=1, rep_ms=5, warmup_calls=1, time_limit_s=0.3)
     cell = measure_cell("tiny", "diff_cfg_blend", "kernel:slow", device="cpu", settings=settings, fn_override=slow)
     assert cell.status == "failed" and cell.reason == "time limit of 0.3 s exceeded"
-
-
-def test_a_turn_is_held_through_the_measurement_and_its_wait_counts_in_no_time_limit() -> None:
-    """A process the runner started ahead waits for its turn with CUDA started; the cell's time limit is its own."""
-    plain = measure_cell("tiny", "diff_cfg_blend", "eager", device="cpu", settings=QUICK)  # imports done here
-    assert plain.status == "ok" and "turn_wait" not in plain.phase_s  # no turn, no such phase
-    held: list[float] = []
-
-    @contextlib.contextmanager
-    def turn() -> Iterator[None]:
-        time.sleep(2.5)  # the turns of its GPU all held: longer than the cell's limit
-        held.append(time.time())
-        yield
-        held.append(time.time())
-
-    settings = Settings(warmup_ms=1, rep_ms=5, warmup_calls=1, time_limit_s=2.0)
-    cell = measure_cell("tiny", "diff_cfg_blend", "eager", device="cpu", settings=settings, turn=turn)
-    assert cell.status == "ok", cell.reason
-    assert cell.phase_s["turn_wait"] >= 2.5
-    inputs, timing = (cell.started_at + cell.phase_at[p] for p in ("inputs", "timing"))
-    assert held[0] - 0.002 <= inputs <= timing <= held[1]  # phase_at is kept to the millisecond
 
 
 def test_cells_the_study_does_not_measure_are_skipped_with_a_reason() -> None:

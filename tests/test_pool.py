@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from tracker.measure import cudainit
 from tracker.measure.cellresult import CellResult
 from tracker.runner import memledger, remeasure
 from tracker.runner.config import RunConfig
@@ -95,49 +94,3 @@ def test_a_confirmation_measures_on_every_gpu_of_the_host_with_its_memory_counte
     assert remeasure.confirm_head(conf, "base", "head", "m") == 1
     cfg = seen["cfg"]
     assert cfg.gpus == ("0", "1", "2", "3") and cfg.memory_budget == 72 * GiB and cfg.jobs > 1
-
-
-class Gathering(StandIn):
-    """Each "process" stays in flight until `count` are at once (or `patience` s pass): how many the loop lets
-    start."""
-
-    def __init__(self, store: CellStore, count: int, patience: float = 10.0) -> None:
-        super().__init__(store)
-        self.together = threading.Barrier(count)
-        self.patience = patience
-        self.met = False
-
-    def wait(self, child: Child, timeout: float | None) -> bool:
-        try:
-            self.together.wait(self.patience)
-            self.met = True
-        except threading.BrokenBarrierError:
-            pass
-        return True
-
-
-def test_a_run_starts_its_jobs_and_those_ahead_at_once_each_with_its_own_run_s_turns_on_its_gpu(
-        tmp_path: Path) -> None:
-    cells = [CellId("decode", w, m) for w in ("llm_layernorm", "diff_cfg_blend", "rl_dpo_loss")
-             for m in ("eager", "default")]
-    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=4, ahead=2, device="cuda", gpus=("0",))
-    runs = []
-    for _ in range(2):  # two runs on the same GPUs, as a PR's two sides
-        store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, f"t{len(runs)}"))
-        server = Gathering(store, cfg.in_flight())
-        measured = measure_cells(cells, cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
-        assert server.met and {r.status for r in measured.values()} == {"ok"}  # 4 jobs and 2 ahead at once
-        runs.append({env[cudainit.ENV_TURNS] for _, env in server.launches})
-    for turns in runs:
-        assert len(turns) == 1 and next(iter(turns)).endswith("-0,4")  # the GPU's share of the jobs: 4 turns
-    assert runs[0] != runs[1]  # each run its own
-
-
-def test_without_processes_ahead_no_turn_is_set_and_no_more_than_the_jobs_start(tmp_path: Path) -> None:
-    cells = [CellId("decode", w, "eager") for w in ("llm_layernorm", "diff_cfg_blend", "rl_dpo_loss")]
-    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=2, device="cuda", gpus=("0", "1"))
-    store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
-    server = Gathering(store, 3, patience=1.0)
-    measured = measure_cells(cells, cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
-    assert not server.met and len(measured) == 3  # never three at once
-    assert all(cudainit.ENV_TURNS not in env for _, env in server.launches)

@@ -56,20 +56,3 @@ def test_a_simulated_run_measures_each_once_its_further_compiles_after_its_first
         holds = sorted((r["launched_at"] + g, r["launched_at"] + e) for r in sim if r["gpu_index"] == gpu
                        for _, g, e in r["lock_spans"])
         assert holds and all(b[0] >= a[1] - 1e-9 for a, b in itertools.pairwise(holds))
-
-
-def test_processes_started_ahead_wait_with_cuda_started_and_no_more_than_a_gpu_s_jobs_go_on_at_once() -> None:
-    records = [r for r in simulate_gpus.run_records(_store("h100-i")) if r["preset"] == "decode"
-               and r["workload"].startswith(("llm_", "diff_"))]
-    params = simulate_gpus.Params(gpus=2, cores=32, jobs=8, ahead=2)
-    sim = simulate_gpus.simulate(records, params)
-    assert len(sim) == len(records)
-    for gpu in ("0", "1"):
-        mine = [r for r in sim if r["gpu_index"] == gpu]
-        spans = [(r["launched_at"], r["ended_at"]) for r in mine]
-        turns = [(r["launched_at"] + r["phase_at"]["turn"], r["ended_at"]) for r in mine]
-        assert all(r["phase_at"]["cuda_init"] <= r["phase_at"]["turn"] for r in mine)  # CUDA first, then a turn
-        for t in sorted({a for a, _ in spans}):
-            assert sum(a <= t < e for a, e in spans) <= 4 + 2  # its jobs and those ahead in flight
-            assert sum(a <= t < e for a, e in turns) <= 4  # its jobs past their CUDA start
-        assert max(sum(a <= t < e for a, e in spans) for t, _ in spans) > 4  # some started ahead

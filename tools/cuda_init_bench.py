@@ -42,7 +42,7 @@ def main_child(argv: list[str]) -> int:
     t0 = time.time()
     available = torch.cuda.is_available()
     t1 = time.time()
-    turn = cudainit.Turns(gate.rpartition(",")[0], int(gate.rpartition(",")[2])).held() if gate else None
+    turn = cudainit.InitGate(gate.rpartition(",")[0], int(gate.rpartition(",")[2])).held() if gate else None
     if turn is not None:
         turn.__enter__()
     t2 = time.time()

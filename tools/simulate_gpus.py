@@ -5,14 +5,12 @@ tracker.runner.costs), to predict the wall time and each GPU's lock share on hos
     python tools/simulate_gpus.py STORE                       # the table for 1, 2, 4 and 8 GPUs, 16 cores a GPU
     python tools/simulate_gpus.py STORE --gpus 1 --cores 16   # one host: compare with the run's own wall time
     python tools/simulate_gpus.py STORE --gpus 8 --together 3 --init-s 0.4 --lock-scale 1.0
-    python tools/simulate_gpus.py STORE --gpus 4 --cores 64 --jobs 32 --ahead 0 4   # processes started ahead
 
 STORE is a run's cell directory (MACHINE/COMMIT/torch-VERSION). Each measurement of the run (replicates up to
 --replicates for the autotuned modes, the first for the rest: a confirmation's later compiles are left out) becomes a
 process of the simulated run, made of what its record says it did, its run's waits taken out:
 - the fork and the worker's start and end (--overhead-s), its CUDA init (its own, or --init-s; at most
-  --cuda-inits at once a GPU, as tracker.measure.cudainit allows), then a turn on its GPU held to its end (the jobs
-  a GPU at most; --ahead processes a GPU more may start and wait for one, as the runner's RunConfig.ahead);
+  --cuda-inits at once a GPU, as tracker.measure.cudainit allows);
 - its GPU-lock phases (inputs; warm-up and timing; an eager cell's first call), each holding its GPU's lock
   (first come, first served), scaled by --lock-scale (a host where holding took longer);
 - its compile: CPU work shared among the processes compiling at once on the compile cores (the cores less each GPU's
@@ -28,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -58,7 +55,6 @@ class Params:
     together: int = default_together("cuda")
     init_s: float | None = None  # None: each measurement's own
     cuda_inits: int = RunConfig.cuda_inits
-    ahead: int = 0  # processes a GPU started beyond its turns, waiting with CUDA started (RunConfig.ahead)
     lock_scale: float = 1.0
     overhead_s: float = 0.3
     start_s: float = 20.0  # until the fork server has imported torch (the runs' first lines: 20-25 s)
@@ -84,7 +80,7 @@ def segments(record: dict[str, Any], p: Params) -> list[tuple[str, float]]:
     mode = BY_NAME.get(record["mode"])
     cost = from_record(CellResult.from_json(record))
     timed = sum(ph.get(n, 0.0) for n in ("warmup", "host_time", "timing")) * p.lock_scale
-    out = [("fixed", p.overhead_s), ("init", init), ("turn", 0.0)]
+    out = [("fixed", p.overhead_s), ("init", init)]
     if mode is not None and not mode.compiled:
         return [*out, ("lock", (ph.get("inputs", 0.0) + ph.get("first_call", 0.0)) * p.lock_scale + timed)]
     autotune = max(0.0, (record.get("lock_held_s") or 0.0) - sum(ph.get(n, 0.0) for n in LOCKED)) * p.lock_scale
@@ -110,7 +106,6 @@ class _Process:
     left: float = 0.0
     kind: str = ""
     asked: float = 0.0
-    turned: bool = False  # holds one of its GPU's turns (to the end)
     spans: list[list[float]] = field(default_factory=list)
     phase_at: dict[str, float] = field(default_factory=dict)
 
@@ -140,7 +135,7 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     jobs = p.jobs or min(16 * p.gpus, p.cores)
     clock = [0.0]
     costs = Costs.from_records(map(CellResult.from_json, records))
-    sched = Scheduler([j for j in by_job if j.replicate == 1], costs, p.gpus, jobs + p.ahead * p.gpus, p.budget,
+    sched = Scheduler([j for j in by_job if j.replicate == 1], costs, p.gpus, jobs, p.budget,
                       counts, p.together, clock=lambda: clock[0])
     store, running, out = _SimStore(), [], []
     compile_cores = max(1, p.cores - 2 * p.gpus)
@@ -151,7 +146,7 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
             proc = _Process(s, by_job[s.job], deque(segments(by_job[s.job], p)), s.gpu or 0, t)
             proc.next(t)
             running.append(proc)
-        _grant(running, t, p, math.ceil(jobs / p.gpus))
+        _grant(running, t, p)
         compiling = sum(1 for r in running if r.kind == "cpu")
         rate = min(1.0, compile_cores / compiling) if compiling else 1.0
         active = [r for r in running if r.kind in ("cpu", "fixed") or r.began is not None]
@@ -161,7 +156,7 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
         t += max(0.0, step)
         for proc in list(running):
             while proc.kind and proc.left <= 1e-9 and (proc.kind in ("cpu", "fixed") or proc.began is not None
-                                                       or (proc.left <= 0 and proc.kind != "turn")):
+                                                       or proc.left <= 0):
                 _segment_done(proc, t)
             if not proc.kind:
                 running.remove(proc)
@@ -169,22 +164,19 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     return out
 
 
-def _grant(running: list[_Process], t: float, p: Params, per_gpu: int) -> None:
-    """Hand each GPU's lock to the longest waiter (first come, first served), and CUDA-init turns and the turns to
-    go on past CUDA's start (held to the end) likewise."""
-    turns = {"lock": 1, "init": p.cuda_inits, "turn": per_gpu}
+def _grant(running: list[_Process], t: float, p: Params) -> None:
+    """Hand each GPU's lock to the longest waiter (first come, first served), and CUDA-init turns likewise."""
+    turns = {"lock": 1, "init": p.cuda_inits}
     asking: dict[tuple[int, str], list[_Process]] = defaultdict(list)
     for r in running:
         if r.kind in turns:
             asking[(r.gpu, r.kind)].append(r)
     for (_, kind), mine in asking.items():
-        held = sum(1 for r in running if r.gpu == mine[0].gpu and r.turned) if kind == "turn" else 0
-        free = turns[kind] - held - sum(1 for r in mine if r.began is not None)
+        free = turns[kind] - sum(1 for r in mine if r.began is not None)
         for r in sorted((r for r in mine if r.began is None), key=lambda r: r.asked)[:max(0, free)]:
             r.began = t
-            r.turned = r.turned or kind == "turn"
-            if kind in ("init", "turn"):
-                r.phase_at.setdefault("cuda_init" if kind == "init" else "turn", t)
+            if kind == "init":
+                r.phase_at.setdefault("cuda_init", t)
 
 
 def _segment_done(proc: _Process, t: float) -> None:
@@ -245,12 +237,12 @@ def _row(pred: Prediction) -> str:
     busy = ", ".join(f"{b:.0%}" for b in pred.lock_busy)
     middle = min(pred.middle_busy)
     floors = ", ".join(f"{k} {v:.0f}" for k, v in pred.bounds.items())
-    return (f"{p.gpus:>4} {p.cores:>5} {p.jobs or min(16 * p.gpus, p.cores):>4} {p.ahead:>5} {p.together:>8} "
+    return (f"{p.gpus:>4} {p.cores:>5} {p.jobs or min(16 * p.gpus, p.cores):>4} {p.together:>8} "
             f"{'own' if p.init_s is None else f'{p.init_s:g}':>6} {p.lock_scale:>5.2f} {pred.wall_s:>7.0f}   "
             f"{busy} (middle >= {middle:.0%}); floors: {floors}")
 
 
-HEADER = "gpus cores jobs ahead together init_s lockx  wall_s   lock busy per GPU; floors (s)"
+HEADER = "gpus cores jobs together init_s lockx  wall_s   lock busy per GPU; floors (s)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,7 +254,6 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--together", type=int, nargs="+", default=[Params.together])
     a.add_argument("--init-s", type=float)
     a.add_argument("--cuda-inits", type=int, default=Params.cuda_inits)
-    a.add_argument("--ahead", type=int, nargs="+", default=[Params.ahead])
     a.add_argument("--lock-scale", type=float, default=1.0)
     a.add_argument("--overhead-s", type=float, default=0.3)
     a.add_argument("--start-s", type=float, default=20.0)
@@ -273,11 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for n in args.gpus:
         for together in args.together:
-            for ahead in args.ahead:
-                p = Params(gpus=n, cores=args.cores or 16 * n, jobs=args.jobs, together=together,
-                           init_s=args.init_s, cuda_inits=args.cuda_inits, ahead=ahead, lock_scale=args.lock_scale,
-                           overhead_s=args.overhead_s, start_s=args.start_s)
-                print(_row(predict(records, p)), flush=True)
+            p = Params(gpus=n, cores=args.cores or 16 * n, jobs=args.jobs, together=together, init_s=args.init_s,
+                       cuda_inits=args.cuda_inits, lock_scale=args.lock_scale, overhead_s=args.overhead_s,
+                       start_s=args.start_s)
+            print(_row(predict(records, p)), flush=True)
     return 0
 
 

@@ -40,9 +40,8 @@ class CellResult:
     flush_mib: int | None = None  # CUDA: the L2 flush buffer written before each timed call
     flush_capped: bool = False  # free GPU memory allowed less flush than the host's time per call needed
     # Seconds per part of the cell ("cuda_init", "launch_floor", "inputs", "first_call", "warmup", "host_time",
-    # "timing"), lock waits excluded; "cuda_init_wait": the wait for a turn to create the CUDA context, "turn_wait"
-    # (a process started ahead) for one to go on past it. In a parallel run, the seconds this process held and waited
-    # for the lock.
+    # "timing"), lock waits excluded; "cuda_init_wait": the wait for a turn to create the CUDA context. In a parallel
+    # run, the seconds this process held and waited for the lock.
     phase_s: dict[str, float] = field(default_factory=dict)
     started_at: float | None = None  # when the measurement began (seconds since the epoch)
     phase_at: dict[str, float] = field(default_factory=dict)  # when each phase began, seconds after started_at

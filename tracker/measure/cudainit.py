@@ -1,15 +1,10 @@
-"""Turns a measuring process takes around its CUDA start: how many processes of one GPU create their CUDA context at
-once, and how many of a run's on one GPU go on past it.
+"""How many processes of one GPU create their CUDA context at once.
 
 Context creation is driver work, and many processes creating contexts at once on a host of several GPUs took many
-times as long each as on a host of one (docs/runner.md has the figures). The runner gives each GPU a few turns to
-create one (`Turns`, files under flock beside its GPU lock); a measurement takes one for its cuda_init phase and
-records its wait for it as the phase cuda_init_wait (tracker.measure.harness._start_cuda), so a run's cell store shows
-the queue apart from the work.
-
-A run may also start a few processes a GPU ahead of its measuring ones, so that their CUDA start is done by the time
-one of them may measure: each takes one of the run's turns on its GPU once CUDA is started and holds it to its end
-(ENV_TURNS, the phase turn_wait), so that no more than the run's workers a GPU compile and measure at once.
+times as long each as on a host of one (docs/runner.md has the figures). The runner gives each GPU a few turns
+(`InitGate`), files under flock beside its GPU lock; a measurement takes one for its cuda_init phase and records its
+wait for it as the phase cuda_init_wait (tracker.measure.harness._start_cuda), so a run's cell store shows the queue
+apart from the work.
 """
 
 from __future__ import annotations
@@ -21,11 +16,10 @@ import time
 from collections.abc import Iterator
 
 ENV_GATE = "COMPILE_BASELINES_CUDA_INIT_GATE"  # "PATH_PREFIX,N": N turns, the files PATH_PREFIX-0 ... -(N-1)
-ENV_TURNS = "COMPILE_BASELINES_TURNS"  # likewise: the run's turns on this GPU to go on past CUDA's start
 POLL_S = 0.005
 
 
-class Turns:
+class InitGate:
     """`turns` lock files; `held` takes the first one free (polling, so no turn idles while another is waited on)."""
 
     def __init__(self, prefix: str, turns: int) -> None:
@@ -58,11 +52,10 @@ def spec(prefix: str, turns: int) -> str:
     return f"{prefix},{turns}"
 
 
-def from_env(name: str = ENV_GATE) -> Turns | None:
-    """The turns the runner set for this worker in `name` (ENV_GATE: to create the CUDA context; ENV_TURNS: to go
-    on past it), or None (none set: one cell at a time, or `measure`)."""
-    value = os.environ.get(name)
+def from_env() -> InitGate | None:
+    """The gate the runner set for this worker, or None (no gate: one cell at a time, or `measure`)."""
+    value = os.environ.get(ENV_GATE)
     if not value:
         return None
     prefix, _, turns = value.rpartition(",")
-    return Turns(prefix, int(turns))
+    return InitGate(prefix, int(turns))

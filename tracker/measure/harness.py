@@ -48,15 +48,14 @@ class IncorrectOutput(Exception):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float | None, limit: float | None = None) -> Iterator[None]:
-    """Raise CellTimeout after `seconds` (main thread only; elsewhere the runner's process limit applies); `limit`:
-    the limit its message names, where `seconds` is what is left of it."""
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise CellTimeout after `seconds` (main thread only; elsewhere the runner's process limit applies)."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def _raise(signum: int, frame: Any) -> None:
-        raise CellTimeout(f"time limit of {limit or seconds:g} s exceeded")
+        raise CellTimeout(f"time limit of {seconds:g} s exceeded")
 
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -195,19 +194,6 @@ def _start_cuda(result: CellResult, gate: Callable[[], contextlib.AbstractContex
     return True
 
 
-@contextlib.contextmanager
-def _turn(result: CellResult, turn: Callable[[], contextlib.AbstractContextManager[Any]] | None) -> Iterator[float]:
-    """Hold `turn` (the run's turn on this GPU to go on past CUDA's start, tracker.measure.cudainit), if any; its
-    wait, the phase turn_wait, yielded."""
-    if turn is None:
-        yield 0.0
-        return
-    asked = time.perf_counter()
-    with turn():
-        result.phase_s["turn_wait"] = round(time.perf_counter() - asked, 4)
-        yield result.phase_s["turn_wait"]
-
-
 def host_calls(per_call_ms: float | None, budget_ms: float = 20.0) -> int:
     """Calls for host_time_us: about `budget_ms` of them, 5 to 50 (each one's GPU work is waited for)."""
     return 50 if not per_call_ms else max(5, min(50, int(budget_ms / per_call_ms)))
@@ -317,21 +303,20 @@ def measure_cell(
     launch_us: float | None = None,
     cuda_init_gate: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     shared_floor: SharedFloor | None = None,
-    turn: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> CellResult:
     """Measure one cell in this process. Unknown names raise KeyError; anything else is a failed result.
 
-    `exclusive` guards the GPU work that must not overlap another process's timing (input building, the eager reference,
-    the launch floor, an eager first call, warm-up and timing); the parallel runner passes its cross-process GPU lock.
-    The CUDA context is created before it (no kernels). The first call of a compiled mode runs outside it: that call
-    still compiles, and the GPU would idle while other cells wait for the lock (docs/runner.md).
+    `exclusive` guards the GPU work that must not overlap another process's timing (input building, the
+    eager reference, the launch floor, an eager first call, warm-up and timing); the parallel runner passes its
+    cross-process GPU lock. The CUDA context is created before it (no kernels). The first call of a compiled
+    mode runs outside it: that call still compiles, and the GPU would idle while other cells wait for the lock
+    (docs/runner.md).
     A mode "kernel:NAME" measures the registered candidate NAME of the workload (workloads.kernels.registry) instead of
-    a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other callable with
-    the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`: this run's launch floor
-    when another cell measured it already (the runner's workers share one); `shared_floor`: where that floor is kept,
-    asked again once the GPU is this cell's, so that of the cells that started together only the first measures it,
-    under the GPU lock; `cuda_init_gate`: see `_start_cuda`; `turn`: taken once CUDA is started (at once on a CPU) and
-    held to the end (`_turn`), its wait not counted by the time limit."""
+    a compile mode; a candidate that does not support the device is skipped. `fn_override` times any other
+    callable with the workload's signature on its inputs, in eager, under `mode` as its label. `launch_us`: this
+    run's launch floor when another cell measured it already (the runner's workers share one); `shared_floor`: where
+    that floor is kept, asked again once the GPU is this cell's, so that of the cells that started together only the
+    first measures it, under the GPU lock; `cuda_init_gate`: see `_start_cuda`."""
     import torch
 
     spec = registry.get(workload)
@@ -346,14 +331,15 @@ def measure_cell(
     if why := _not_here(spec, preset, device, candidate):
         return _skip(result, why, start)
     fn_override = candidate.fn if candidate is not None else fn_override
-    threads, limit = torch.get_num_threads(), settings.time_limit_s
+    threads = torch.get_num_threads()
     try:
         if device == "cpu":  # before anything compiles: inductor fixes its kernels' thread count then
-            _use_cpu_threads(result, settings.cpu_threads)
-        with time_limit(limit):
+            torch.set_num_threads(settings.cpu_threads)
+            result.cpu_threads = settings.cpu_threads
+            result.host = host_info(device).as_dict()
+        with time_limit(settings.time_limit_s):
             if device == "cuda" and not _start_cuda(result, cuda_init_gate):
                 return _skip(result, "no CUDA device", start)
-        with _turn(result, turn) as waited, time_limit(_left(limit, start + waited), limit):
             result.launch_us = launch_us if launch_us is not None else _launch_floor(result, device, exclusive,
                                                                                        shared_floor)
             _measure_into(result, spec, spec.preset(preset), mode, device, settings, exclusive, fn_override)
@@ -366,19 +352,6 @@ def measure_cell(
             torch.cuda.empty_cache()
     result.wall_s = time.perf_counter() - start
     return result
-
-
-def _left(limit: float | None, since: float) -> float | None:
-    """What is left of `limit` seconds counted from `since` (perf_counter), at least a millisecond; None: no limit."""
-    return limit and max(0.001, limit - (time.perf_counter() - since))
-
-
-def _use_cpu_threads(result: CellResult, threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-    result.cpu_threads = threads
-    result.host = host_info("cpu").as_dict()
 
 
 def _launch_floor(result: CellResult, device: str, exclusive: Callable[[], Any],

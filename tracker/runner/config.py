@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -38,18 +37,6 @@ class RunConfig:
     cuda_inits: int = 4
     # A cell's further compiles that run at once, once its first is in (tracker.runner.remaining.next_replicate)
     together: int = 1
-    # Processes a GPU starts beyond its share of `jobs`, each waiting with its CUDA started for one of the run's turns
-    # on that GPU (tracker.measure.cudainit), so that a measurement's CUDA start is done before its turn to compile
-    # comes; 0: none ahead, no turns.
-    ahead: int = 0
-
-    def turns(self) -> int:
-        """This run's measurements past their CUDA start at once on one GPU: its share of the jobs."""
-        return math.ceil(max(1, self.jobs) / max(1, len(self.gpus)))
-
-    def in_flight(self) -> int:
-        """This run's processes at once: its jobs and, where it runs cells in parallel on GPUs, those started ahead."""
-        return max(1, self.jobs) + (self.ahead * len(self.gpus) if self.gpus and self.jobs > 1 else 0)
 
     def replicates_of(self, cell: CellId) -> int:
         if cell in self.replicates_per_cell:

@@ -44,7 +44,7 @@ _AUTOTUNED_WORKLOADS = frozenset(w.name for w in workload_registry.WORKLOADS if 
 
 @dataclass(frozen=True)
 class Cost:
-    """One measurement: its process's seconds (`wall_s`, without waiting for the lock, a turn or memory),
+    """One measurement: its process's seconds (`wall_s`, without waiting for the lock, a CUDA init turn or memory),
     of them holding the GPU lock (`lock_s`), compiling (`compile_s`, its first call) and creating its CUDA context
     (`init_s`), and its peak GPU memory in bytes (None: not known). `recorded`: from a stored measurement."""
 
@@ -95,7 +95,7 @@ def prior(cell: CellId) -> Cost:
 def from_record(record: CellResult) -> Cost:
     """A stored measurement's cost, its run's waits taken out (see the module's docstring)."""
     phases = {k: float(v) for k, v in (record.phase_s or {}).items() if isinstance(v, (int, float))}
-    waits = (record.lock_wait_s or 0.0) + phases.get("cuda_init_wait", 0.0) + phases.get("turn_wait", 0.0)
+    waits = (record.lock_wait_s or 0.0) + phases.get("cuda_init_wait", 0.0)
     wall = max(0.0, (record.wall_s or 0.0) - waits)
     compile_wait = _compile_waits(record, phases)
     mode = BY_NAME.get(record.mode)

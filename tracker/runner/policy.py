@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from tracker.measure.hostinfo import cuda_available, cuda_build
 from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
@@ -37,16 +35,6 @@ def default_jobs(device: str, gpus: int = 1) -> int:
     if device != "cuda":
         return 1
     return max(1, min(16 * max(1, gpus), HOST_JOBS, len(usable_cpus())))
-
-
-def default_ahead(device: str, jobs: int, gpus: int) -> int:
-    """Processes a GPU starts ahead of its share of the jobs (RunConfig.ahead): half that share on a GPU host that
-    runs cells in parallel, so that the next measurements' CUDA start, slow where many processes start at once
-    (docs/runner.md, "CUDA's start"), is done while the ones before them compile; none on a CPU or one cell at a
-    time."""
-    if device != "cuda" or jobs < 2 or gpus < 1:
-        return 0
-    return max(1, math.ceil(jobs / gpus) // 2)
 
 
 def default_jobs_here(listed: tuple[str, ...] | None = None) -> int:

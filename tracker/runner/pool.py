@@ -1,5 +1,4 @@
-"""Run a set of cells: one process per measurement, `jobs` at a time, GPU timing serialized by a lock per GPU; on
-GPUs a few more processes started ahead, each waiting with its CUDA started for a turn (RunConfig.ahead).
+"""Run a set of cells: one process per measurement, `jobs` at a time, GPU timing serialized by a lock per GPU.
 
 Each process is forked from a server that has imported torch and the compiler once (tracker.runner.forkserver).
 Workers overlap their CPU-bound parts (tracing, inductor and Triton compilation); every GPU timing (ours and
@@ -9,7 +8,6 @@ the cell store at once, so an interrupted run resumes where it stopped."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
@@ -70,17 +68,17 @@ class _Workers:
 
 
 def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
-             kernels_dir: Path, turns: str | None = None) -> CellResult | None:
+             kernels_dir: Path) -> CellResult | None:
     """Make one measurement (a replicate of a cell) in a fresh process, on the GPU the scheduler chose; None when the
     run is being interrupted (nothing recorded). `kernels_dir`: where this run keeps each cell's compiled Triton
-    binaries (`cache_dirs`); `turns`: where its turns to go on past CUDA's start are (`worker_env`)."""
+    binaries (`cache_dirs`)."""
     if workers.stopping.is_set():
         return None
     job, cell = start.job, start.job.cell
     with tempfile.TemporaryDirectory(prefix="cb-cell-") as tmp:
         inductor, triton = cache_dirs(job, cfg, tmp, kernels_dir)
         argv = [cell.preset, cell.workload, cell.mode, str(job.replicate)]
-        env = worker_env(cfg, cell, inductor, triton, start.gpu, start.reserve_bytes, turns)
+        env = worker_env(cfg, cell, inductor, triton, start.gpu, start.reserve_bytes)
         status, err = workers.run(argv, env, cfg.cell_timeout_s, Path(tmp) / "stderr.txt")
     if workers.stopping.is_set():
         return None
@@ -134,13 +132,11 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     own_server = server is None
     workers = _Workers(server or ForkServer())
     costs = Costs.from_store_root(cfg.store_root)
-    schedule = Scheduler(pending(cells, cfg, store), costs, len(cfg.gpus), cfg.in_flight(), cfg.memory_budget,
+    schedule = Scheduler(pending(cells, cfg, store), costs, len(cfg.gpus), cfg.jobs, cfg.memory_budget,
                          {c: len(to_make(c, cfg, store)) for c in cells}, cfg.together)
-    pool = ThreadPoolExecutor(max_workers=cfg.in_flight())
+    pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     kernels = tempfile.TemporaryDirectory(prefix="cb-kernels-")
-    turns = tempfile.TemporaryDirectory(prefix="cb-turns-")
-    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, progress, check,
-                os.path.join(turns.name, "turn") if cfg.in_flight() > max(1, cfg.jobs) else None)
+    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, progress, check)
     try:
         run.drain(schedule, further=True)
         if cfg.jobs > 1:
@@ -156,7 +152,6 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
         if own_server:
             workers.server.close()
         kernels.cleanup()
-        turns.cleanup()
     out = {}
     for c in cells:
         cell = store.get(c.preset, c.workload, c.mode)
@@ -177,15 +172,13 @@ class _Loop:
     done: dict[Job, CellResult]
     progress: Progress | None
     check: Callable[[], None] | None = None
-    turns: str | None = None  # the run's turns to go on past CUDA's start, where it starts processes ahead
 
     def drain(self, schedule: Scheduler, further: bool = False) -> None:
         """Run `schedule`'s measurements; with `further`, each cell's further compiles as they are asked for."""
         futures: dict[Future[CellResult | None], Start] = {}
         while schedule or futures:
-            while len(futures) < self.cfg.in_flight() and (start := schedule.start()) is not None:
-                futures[self.pool.submit(_run_one, start, self.cfg, self.store, self.workers, self.kernels_dir,
-                                         self.turns)] = start
+            while len(futures) < max(1, self.cfg.jobs) and (start := schedule.start()) is not None:
+                futures[self.pool.submit(_run_one, start, self.cfg, self.store, self.workers, self.kernels_dir)] = start
             if not futures:
                 raise RuntimeError("the scheduler holds measurements but starts none with nothing running")
             finished, _ = wait(futures, timeout=1.0 if self.check else None, return_when=FIRST_COMPLETED)

@@ -26,7 +26,7 @@ from tracker.errors import ToolError
 from tracker.publish import units
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
-from tracker.runner.policy import default_ahead, default_jobs, default_together, device, memory_budget
+from tracker.runner.policy import default_jobs, default_together, device, memory_budget
 from tracker.runner.request import pick_gpus
 from tracker.runner.suite import run_suite
 from tracker.store.cells import default_cells_dir, torch_version
@@ -53,10 +53,9 @@ def confirm_head(conf: Any, base: str, head: str, machine: str | None, head_mach
         return 0
     dev = device(None)
     gpus = pick_gpus(dev, None)  # every GPU of the host, as `run` measures; each compile records its own
-    jobs = jobs or default_jobs(dev, len(gpus))
     cfg = RunConfig(store_root=Path(cells_dir or default_cells_dir(results_dir)).resolve(),
-                    machine=c.head.machine, commit=c.head.commit, jobs=jobs,
-                    ahead=default_ahead(dev, jobs, len(gpus)), device=dev, replicates_per_cell=more, gpus=gpus,
+                    machine=c.head.machine, commit=c.head.commit, jobs=jobs or default_jobs(dev, len(gpus)),
+                    device=dev, replicates_per_cell=more, gpus=gpus,
                     memory_budget=memory_budget(gpus) if gpus else None, together=default_together(dev))
     print(f"confirm: {units.count(len(cells), 'cell')} moved; measuring each at head {c.head.commit[:8]} in "
           f"{confirm.COMPILES} more compiles", file=out, flush=True)

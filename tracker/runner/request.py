@@ -83,11 +83,10 @@ def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -
     settings = Settings(warmup_ms=request.warmup_ms, rep_ms=request.rep_ms or policy.default_rep_ms(),
                         warmup_calls=request.warmup_calls, time_limit_s=request.time_limit_s,
                         cpu_threads=request.cpu_threads)
-    jobs = request.jobs or policy.default_jobs(device, len(gpus))
     cfg = RunConfig(
         # absolute: the workers run in the repository root, whatever the working directory here
         store_root=Path(request.cells_dir or default_cells_dir(conf.results_dir)).resolve(),
-        machine=machine, commit=commit, jobs=jobs, ahead=policy.default_ahead(device, jobs, len(gpus)), device=device,
+        machine=machine, commit=commit, jobs=request.jobs or policy.default_jobs(device, len(gpus)), device=device,
         settings=settings, cell_timeout_s=request.cell_timeout_s,
         warm_cache_dir=Path(request.warm_cache).resolve() if request.warm_cache else None,  # the workers' cwd differs
         retry_failed=request.retry_failed, replicates=request.replicates or policy.default_replicates(device),

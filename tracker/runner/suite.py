@@ -109,8 +109,6 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
         each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
         print(f"{units.count(len(cells), 'cell')} ({done} already measured for this commit, machine and torch): "
               f"{units.count(total, 'measurement')} to make, {cfg.jobs} at a time"
-              + (f" ({ahead} more started ahead, their CUDA ready)" if (ahead := cfg.in_flight() - cfg.jobs) > 0
-                 else "")
               + (f"; {units.count(len(counts), 'cell gets', 'cells get')} {each} compiles each" if counts else ""),
               file=out, flush=True)
         progress = Progress(total, out)

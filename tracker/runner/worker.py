@@ -4,11 +4,11 @@ the cell's measurements this is (default 1).
 
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 
-Measures with the cross-process GPU lock when the runner set one, after a turn to create its CUDA context and,
-where the runner started it ahead, a turn to go on past it (tracker.measure.cudainit), holding its share of the GPU's
-memory (tracker.runner.memledger) where the runner set them, and stores the result atomically in the cell store of
-this run (COMPILE_BASELINES_CELLS, ASV_COMMIT, COMPILE_BASELINES_MACHINE), with when it ran (`_when`). The first cell
-to finish records the host's launch floor there; later cells of the run reuse it instead of measuring it."""
+Measures with the cross-process GPU lock when the runner set one, after a turn to create its CUDA context
+(tracker.measure.cudainit) and holding its share of the GPU's memory (tracker.runner.memledger) where the runner set
+them, and stores the result atomically in the cell store of this run (COMPILE_BASELINES_CELLS, ASV_COMMIT,
+COMPILE_BASELINES_MACHINE), with when it ran (`_when`). The first cell to finish records the host's launch floor
+there; later cells of the run reuse it instead of measuring it."""
 
 from __future__ import annotations
 
@@ -43,15 +43,14 @@ def main(argv: list[str]) -> int:
         gpulock.keep_off_timing_cpus(gpulock.reserved_cpus(lock))
         gpulock.install(lock, compiler=mode in COMPILED)
         exclusive = lock.held
-    gate, turns = cudainit.from_env(), cudainit.from_env(cudainit.ENV_TURNS)
+    gate = cudainit.from_env()
     memory = memledger.from_env()
     store = CellStore(default_root(), RunKey.from_env())
     floor = store.launch_floor()
     with memory[0].reserved(memory[1]) if memory else contextlib.nullcontext(None) as memory_wait_s:
         cell = measure_cell(preset, workload, mode, device=os.environ.get("COMPILE_BASELINES_DEVICE") or None,
                             settings=settings, exclusive=exclusive, launch_us=floor,
-                            cuda_init_gate=gate.held if gate else contextlib.nullcontext, shared_floor=store,
-                            turn=turns.held if turns else None)
+                            cuda_init_gate=gate.held if gate else contextlib.nullcontext, shared_floor=store)
     try:
         store.put(_when(replace(stored_form(cell), replicate=replicate), lock, memory_wait_s))
         if floor is None and cell.launch_us is not None:

@@ -51,13 +51,11 @@ def timing_cpus(cfg: RunConfig, slot: int = 0) -> list[int]:
 
 
 def worker_env(cfg: RunConfig, cell: CellId, inductor_cache: str, triton_cache: str,
-               slot: int | None = None, reserve_bytes: int = 0, turns: str | None = None) -> dict[str, str]:
+               slot: int | None = None, reserve_bytes: int = 0) -> dict[str, str]:
     """The environment of a worker measuring `cell` with these compile caches; `slot`: its GPU's position in
     `cfg.gpus`, where it takes a turn to create its CUDA context (`cfg.cuda_inits` at once) and reserves
     `reserve_bytes` of the memory (when the GPU's budget is known). Each GPU's lock, init turns and ledger are files
-    in the store's root named by the GPU, so every run measuring on it shares them. `turns`: where this run keeps its
-    turns to go on past CUDA's start (`cfg.turns()` a GPU, for the processes it starts ahead): the run's own, since
-    two runs on one GPU (a PR's two sides) each have their jobs."""
+    in the store's root named by the GPU, so every run measuring on it shares them."""
     env = dict(os.environ)
     timing = timing_cpus(cfg, slot or 0)
     compile_cores = len(usable_cpus()) - len(timing) * max(1, len(cfg.gpus))
@@ -71,8 +69,6 @@ def worker_env(cfg: RunConfig, cell: CellId, inductor_cache: str, triton_cache: 
         if cfg.cuda_inits > 0:
             env[cudainit.ENV_GATE] = cudainit.spec(str(cfg.store_root / f".gpu-{file_key(gpu)}.init"),
                                                    cfg.cuda_inits)
-        if turns is not None:
-            env[cudainit.ENV_TURNS] = cudainit.spec(f"{turns}-{file_key(gpu)}", cfg.turns())
         if cfg.memory_budget is not None:
             env.update({memledger.ENV_LEDGER: str(memledger.ledger_path(cfg.store_root, gpu)),
                         memledger.ENV_BUDGET: str(cfg.memory_budget), memledger.ENV_RESERVE: str(reserve_bytes)})
