@@ -94,3 +94,28 @@ def test_a_confirmation_measures_on_every_gpu_of_the_host_with_its_memory_counte
     assert remeasure.confirm_head(conf, "base", "head", "m") == 1
     cfg = seen["cfg"]
     assert cfg.gpus == ("0", "1", "2", "3") and cfg.memory_budget == 72 * GiB and cfg.jobs > 1
+
+
+class Hungry(StandIn):
+    """Every measurement records that its process held 30 GiB at once (its compile's), its timed region far less."""
+
+    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
+        child = super().launch(module, argv, env, cwd, stderr)
+        preset, workload, mode, replicate = argv
+        record = self.store.replicate(preset, workload, mode, int(replicate))
+        assert record is not None
+        record.peak_mem_bytes, record.process_peak_bytes = 2 * GiB, 30 * GiB
+        self.store.put(record)
+        return child
+
+
+def test_a_cell_s_further_compiles_reserve_what_its_first_held_in_this_run(tmp_path: Path) -> None:
+    cell = CellId("prefill", "llm_layernorm", "default")
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=4, device="cuda", gpus=("0",),
+                    memory_budget=70 * GiB, replicates=3, replicated_modes=None)
+    store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
+    server = Hungry(store)
+    measure_cells([cell], cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
+    reserved = {int(argv[3]): int(env[memledger.ENV_RESERVE]) for argv, env in server.launches}
+    assert reserved[1] < 30 * GiB  # never measured: the prior
+    assert reserved[2] >= 30 * GiB and reserved[3] >= 30 * GiB  # what the first held, with room

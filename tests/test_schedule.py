@@ -177,6 +177,29 @@ def test_a_cell_not_compiled_by_torch_compile_starts_all_its_compiles_at_once(tm
     assert next_replicate(Job(c, 1), CellResult.from_json(ok), cfg, store) == []  # 2 and 3 run already
 
 
+def test_a_measurement_reserves_its_process_s_peak_where_recorded_not_only_its_timed_region_s() -> None:
+    """The logits projection's prefill timed region peaked at 2-5 GiB on the H100 (the trial t12's cell stores), yet
+    its compiles asked for 16 GiB more beside it and ran out of memory: the whole process's peak is what it needs."""
+    path = next(FIXTURE.glob("*/*/torch-*/prefill/diff_unet_resblock/max-autotune.json"))
+    record = json.loads(path.read_text())
+    timed = from_record(CellResult.from_json(record))
+    whole = from_record(CellResult.from_json({**record, "process_peak_bytes": record["peak_mem_bytes"] + 20 * 2**30}))
+    assert whole.peak_bytes == record["peak_mem_bytes"] + 20 * 2**30 and whole.reserve_bytes > timed.reserve_bytes
+    less = from_record(CellResult.from_json({**record, "process_peak_bytes": 1}))
+    assert less.peak_bytes == record["peak_mem_bytes"]  # the larger of the two
+
+
+def test_a_run_learns_each_cell_s_cost_from_its_own_measurements_as_they_finish() -> None:
+    path = next(FIXTURE.glob("*/*/torch-*/prefill/diff_unet_resblock/max-autotune.json"))
+    record = CellResult.from_json({**json.loads(path.read_text()), "process_peak_bytes": 30 * 2**30})
+    costs, unet = Costs(), cell("diff_unet_resblock", "max-autotune")
+    assert not costs.of(unet, 2).recorded
+    costs.learn(record)  # its first compile is in: its next ones reserve what it held
+    assert costs.of(unet, 2).peak_bytes == 30 * 2**30
+    costs.learn(CellResult.from_json({**record.to_json(), "status": "failed", "reason": "out of memory"}))
+    assert costs.of(unet).peak_bytes == 30 * 2**30  # a failure teaches nothing
+
+
 def test_a_cell_s_cost_is_what_the_store_recorded_without_its_run_s_waits() -> None:
     path = next(FIXTURE.glob("*/*/torch-*/prefill/diff_unet_resblock/max-autotune.json"))
     record = json.loads(path.read_text())

@@ -32,6 +32,9 @@ class CellResult:
     p99_ms: float | None = None
     compile_s: float | None = None
     peak_mem_bytes: int | None = None  # CUDA only, during the timed region
+    # CUDA only: the most the process's allocator held of the GPU at once over the whole measurement (the eager
+    # reference, the compile and autotuning's benchmarks included): what it needs beside others on its GPU
+    process_peak_bytes: int | None = None
     correct: bool | None = None
     error_vs_eager: float | None = None  # relative L2 error (floats) or mismatch fraction (integers)
     launch_us: float | None = None  # this host's launch floor: a one-element add under the same timer

@@ -422,6 +422,7 @@ def _warm_up(result: CellResult, call: Callable[[], Any], device: str, settings:
     flush = affordable_flush(wanted, torch.cuda.mem_get_info()[0])
     result.flush_capped = flush < wanted
     result.flush_mib = flush * FLUSH_BYTES // 2**20
+    result.process_peak_bytes = int(torch.cuda.max_memory_reserved())  # before the timed region's peak is reset
     torch.cuda.reset_peak_memory_stats()
     return flush
 
@@ -470,6 +471,7 @@ def _measure_into(result: CellResult, spec: Workload, p: Preset | Shape, mode: s
             samples = bench(call, device, settings.warmup_ms, settings.rep_ms, flush)
         if device == "cuda":
             result.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
+            result.process_peak_bytes = max(result.process_peak_bytes or 0, int(torch.cuda.max_memory_reserved()))
     if fn_override is None and m.compiled:
         result.fingerprint = compiled_fingerprint(before)
     result.samples_ms = samples

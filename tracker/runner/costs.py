@@ -25,8 +25,9 @@ from workloads.modes import BY_NAME
 from workloads.names import is_plugin_workload
 
 GiB = 2**30
-# A reservation is the recorded peak (the timed region's, tracker.measure.harness) with this much room over it, and
-# what a process holds beside its tensors (its CUDA context, cuBLAS's workspace, the caching allocator's slack).
+# A reservation is the recorded peak (the process's over the whole measurement where recorded, else the timed region's:
+# tracker.measure.harness) with this much room over it, and what a process holds beside its tensors (its CUDA
+# context, cuBLAS's workspace).
 PEAK_HEADROOM = 1.25
 PROCESS_BYTES = 1 * GiB
 PRIOR_RESERVE = 4 * GiB  # a cell never measured: its peak is not known (most cells of the suite take ~1 GiB)
@@ -103,7 +104,8 @@ def from_record(record: CellResult) -> Cost:
     lock = record.lock_held_s
     if lock is None:  # one cell at a time: no lock was taken, its phases say what it would have held
         lock = sum(phases.get(p, 0.0) for p in LOCKED_PHASES) + (0.0 if compiles else phases.get("first_call", 0.0))
-    peak = record.peak_mem_bytes
+    peak = max((p for p in (record.peak_mem_bytes, record.process_peak_bytes) if isinstance(p, (int, float))),
+               default=None)
     return Cost(wall, float(lock), max(0.0, phases.get("first_call", 0.0) - compile_wait) if compiles else 0.0,
                 phases.get("cuda_init", PRIOR_INIT_S), int(peak) if isinstance(peak, (int, float)) else None,
                 recorded=True)
@@ -132,11 +134,11 @@ class Costs:
     @classmethod
     def from_records(cls, records: Iterable[CellResult | None]) -> Costs:
         """Of ok and skipped measurements, the last of each cell's first and further ones."""
-        out: dict[tuple[str, str, str, bool], Cost] = {}
+        costs = cls()
         for r in records:
-            if r is not None and r.status in (OK, SKIPPED) and names_its_cell(r):
-                out[(r.preset, r.workload, r.mode, r.replicate_number > 1)] = from_record(r)
-        return cls(out)
+            if r is not None:
+                costs.learn(r)
+        return costs
 
     @classmethod
     def from_store_root(cls, root: Path, runs: int = 5) -> Costs:
@@ -144,6 +146,13 @@ class Costs:
         and torch versions alike: a cell costs much the same in each), the latest of them winning."""
         dirs = sorted((d for d in root.glob("*/*/torch-*") if d.is_dir()), key=lambda d: d.stat().st_mtime)[-runs:]
         return cls.from_records(_read(p) for d in dirs for p in sorted(d.glob("*/*/*.json")))
+
+    def learn(self, record: CellResult) -> None:
+        """What a measurement of this run has just recorded: its cell's further measurements cost (and reserve) as it
+        did, not as the store's older runs or the prior said."""
+        if record.status in (OK, SKIPPED) and names_its_cell(record):
+            self.recorded[(record.preset, record.workload, record.mode, record.replicate_number > 1)] = (
+                from_record(record))
 
     def of(self, cell: CellId, replicate: int = 1) -> Cost:
         key = (cell.preset, cell.workload, cell.mode)

@@ -136,7 +136,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
                          {c: len(to_make(c, cfg, store)) for c in cells}, cfg.together)
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     kernels = tempfile.TemporaryDirectory(prefix="cb-kernels-")
-    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, progress, check)
+    run = _Loop(cfg, store, workers, Path(kernels.name), pool, done, costs, progress, check)
     try:
         run.drain(schedule, further=True)
         if cfg.jobs > 1:
@@ -170,6 +170,7 @@ class _Loop:
     kernels_dir: Path
     pool: ThreadPoolExecutor
     done: dict[Job, CellResult]
+    costs: Costs  # the scheduler's: what each measurement of the run records, its cell's next ones reserve
     progress: Progress | None
     check: Callable[[], None] | None = None
 
@@ -196,6 +197,7 @@ class _Loop:
         if result is None:
             return
         self.done[job] = result
+        self.costs.learn(result)
         if self.progress:
             self.progress.cell_done(job, result)
         if schedule is None:

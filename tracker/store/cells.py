@@ -354,7 +354,7 @@ def problem(record: Any, where: tuple[str, str, str, int] | None = None) -> str 
     samples = record.get("samples_ms")
     if not isinstance(samples, list) or not samples or not all(map(is_latency, samples)):
         return "samples_ms is not a list of latencies (positive, finite numbers of ms)"
-    for key in ("compile_s", "launch_us", "peak_mem_bytes", "p25_ms", "p99_ms"):
+    for key in ("compile_s", "launch_us", "peak_mem_bytes", "process_peak_bytes", "p25_ms", "p99_ms"):
         value = record.get(key)
         if (value is not None or key == "compile_s") and not (type(value) in (int, float) and 0 <= value < math.inf):
             return f"{key} {value!r} is not a non-negative number"
