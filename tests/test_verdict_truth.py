@@ -199,3 +199,21 @@ def test_trial_t11_judged_again_as_its_record_asks_gives_the_verdicts_pr_posted(
     c = compare_runs(H100_T11 / "verdict" / "results", "0d544eb9", "c02b1925", "h100-t11")
     posted = verdict_rows((H100_T11 / "verdict" / "comment.md").read_text())
     assert len(posted) == 1 + 6 + 4 + 59 and verdict_rows(render_comment(c)) == posted
+
+
+H100_T12 = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12"
+
+
+def test_on_the_h100_trial_t12_on_four_gpus_the_comment_comes_again_from_the_results_and_no_5_percent_move_is_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))  # no repository at hand: the results say it all
+    c = compare_runs(H100_T12 / "verdict" / "results", "651c5fc5", "9bb472d3", "h100-t12")
+    assert render_comment(c) == (H100_T12 / "verdict" / "comment.md").read_text()
+    out = truth_cmd(str(H100_T12))
+    assert out.returncode == 0, out.stderr
+    cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
+    assert cells >= 8 and same == wrong == 0 and reported + undecided == cells
+    assert "0 alarms of 10 cells" in out.stdout and "a best-baseline change in the headline: 3 of 3" in out.stdout
