@@ -28,7 +28,7 @@ from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
 from tracker.publish.units import count
 from tracker.store import commits, pairing
-from tracker.store.cells import default_cells_dir, torch_version
+from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
 from tracker.store.commits import CommitError, resolve_ref
 from workloads.names import WORKLOAD_NAMES
 
@@ -186,6 +186,25 @@ def test_a_cell_the_budget_cannot_decide_is_undecided_with_its_interval_never_th
     body = (tmp_path / "forge" / "comment.md").read_text()
     assert f"{count(len(comparison.undecided), 'cell')} undecided" in body.splitlines()[2]  # in the headline
     assert f"~{cell.more} more" in body
+
+
+@pytest.mark.slow
+def test_a_resumed_pr_measures_again_beside_its_other_side_what_an_interrupted_round_stored_of_one_side(
+        repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    r, c = repo
+    cell = ("prefill", "llm_rmsnorm", "max-autotune")
+    results, ask = tmp_path / "results", {"scope": ["llm_rmsnorm"], "presets": ["prefill"]}
+    pr(request(r, c, results, **ask), FileForge(tmp_path / "forge"), PairedFake(MACHINE), devices=[])
+    head = CellStore(default_cells_dir(results), RunKey(MACHINE, c["head"], torch_version()))
+    last = len(head.replicates(*cell))
+    head.remove(*cell, last)  # interrupted: the base's last compile stored, the head's not
+    log, again = io.StringIO(), PairedFake(MACHINE)
+    pr(request(r, c, results, **ask), FileForge(tmp_path / "forge"), again, devices=[], log=log)
+    assert "pr: 1 measurement of one side that an interrupted round left without its other side forgotten" in (
+        log.getvalue())
+    base = CellStore(default_cells_dir(results), RunKey(MACHINE, c["base"], torch_version()))
+    assert len(base.replicates(*cell)) == len(head.replicates(*cell)) >= last  # measured again, both sides
+    assert again.batches and all(b == ["base", "head"] for b in again.batches)  # both sides together, each round
 
 
 @pytest.mark.slow

@@ -84,6 +84,9 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
         baseline.choose(selection, sides, request.history, machine, request.presets, request.modes, repo_dir, files)
     if plan is not None:
         print(f"pr: {plan.describe()}", file=log)
+    if dropped := _drop_unpaired(results, machine, sides, plan is None):
+        print(f"pr: {units.count(dropped, 'measurement')} of one side that an interrupted round left without its "
+              "other side forgotten: measured again beside it", file=log)
     rule = rule_for(request.budget.most, COMPILES)
     devices = gpus.listed() if devices is None else devices
     # the comparison's statistics import scipy (a second): imported while round 1 measures rather than after it
@@ -171,6 +174,17 @@ class _Judge:
         scope = self.selection.describe().capitalize() + "." + (f" {self.plan.describe()}" if said else "")
         _record(self.results, self.machine, self.sides, self.selection.workloads, scope, self.rule, self.shared,
                 self.stopped)
+
+
+def _drop_unpaired(results: Path, machine: str, sides: Sequence[Side], one_sided: bool) -> int:
+    """A resumed PR's measurements of one side whose other side was never measured (tracker.store.pairing), of the
+    workloads both sides measure; `one_sided`: whether a cell only one side holds is one (not where it may be a
+    kernel-only change's baseline, measured once)."""
+    if len(sides) < 2:
+        return 0
+    common = set(sides[0].workloads) & set(sides[1].workloads)
+    return pairing.drop_unpaired(default_cells_dir(results), machine, torch_version(), sides[0].commit,
+                                 sides[1].commit, common, one_sided)
 
 
 def _record(results: Path, machine: str, sides: Sequence[Side], workloads: Sequence[str], scope_text: str,

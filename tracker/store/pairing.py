@@ -191,9 +191,31 @@ def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head
     return PairedRecord(machine, torch, base, head, cells=out, **asked)
 
 
+def drop_unpaired(cells_dir: str | Path, machine: str, torch: str, base: str, head: str,
+                  workloads: Iterable[str], one_sided: bool = True) -> int:
+    """Forget each measurement of one side that no measurement of the other side pairs, of the `workloads` measured
+    in pairs: a cell's replicates beyond those the other side holds. An interrupted round leaves them (one side's
+    stored, the other's not); measured again, both sides of each pair are measured together and on one GPU, rather
+    than the other side alone, later, perhaps on another GPU. `one_sided`: a cell only one side holds is unpaired too
+    (not where it may be a baseline measured once for both sides: a kernel-only change's). How many were forgotten."""
+    stores = [CellStore.of_run(cells_dir, RunKey(machine, c, torch)) for c in (base, head)]
+    held = [{(r.preset, r.workload, r.mode) for r in s.all() if r.has("mode")} if s else set() for s in stores]
+    dropped, measured = 0, set(workloads)
+    for cell in sorted(held[0] | held[1] if one_sided else held[0] & held[1]):
+        if cell[1] not in measured:
+            continue
+        base_n, head_n = (len(s.replicates(*cell)) if s else 0 for s in stores)
+        for store, extra in ((stores[0], range(head_n + 1, base_n + 1)), (stores[1], range(base_n + 1, head_n + 1))):
+            for replicate in extra:
+                assert store is not None  # it holds this replicate
+                store.remove(*cell, replicate)
+                dropped += 1
+    return dropped
+
+
 def _gpu(record: CellResult) -> str | None:
     return None if record.gpu_index is None else str(record.gpu_index)
 
 
-__all__ = ["FORMAT", "Pair", "PairedRecord", "PairingError", "SharedBaseline", "find", "from_json", "from_stores",
-           "path", "read", "write"]
+__all__ = ["FORMAT", "Pair", "PairedRecord", "PairingError", "SharedBaseline", "drop_unpaired", "find", "from_json",
+           "from_stores", "path", "read", "write"]
