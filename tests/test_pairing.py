@@ -42,6 +42,15 @@ def test_a_resumed_pr_forgets_what_one_side_holds_beyond_the_other_so_each_pair_
     assert pairing.drop_unpaired(tmp_path, MACHINE, TORCH, BASE, HEAD, ["llm_rmsnorm", "llm_rope_apply"]) == 0
 
 
+def test_a_gap_in_one_side_s_replicates_ends_its_pairs_there(tmp_path: Path) -> None:
+    _store(tmp_path, BASE, {NORM: ["0", "0", "0", "0"]})
+    _store(tmp_path, HEAD, {NORM: ["0", "0", "1", "1"]})
+    CellStore(tmp_path, RunKey(MACHINE, BASE, TORCH)).remove(*NORM, 3)  # its third compile measured again alone, say
+    assert pairing.drop_unpaired(tmp_path, MACHINE, TORCH, BASE, HEAD, ["llm_rmsnorm"]) == 1 + 2
+    assert _held(tmp_path, BASE, NORM) == _held(tmp_path, HEAD, NORM) == ["0", "0"]
+    assert CellStore(tmp_path, RunKey(MACHINE, BASE, TORCH)).replicate(*NORM, 4) is None  # past the gap: forgotten
+
+
 def test_what_one_side_alone_holds_stays_where_it_may_be_a_baseline_measured_once_or_its_workload_is_not_paired(
         tmp_path: Path) -> None:
     _store(tmp_path, BASE, {KERNEL: ["1", "1"]})

@@ -194,23 +194,35 @@ def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head
 def drop_unpaired(cells_dir: str | Path, machine: str, torch: str, base: str, head: str,
                   workloads: Iterable[str], one_sided: bool = True) -> int:
     """Forget each measurement of one side that no measurement of the other side pairs, of the `workloads` measured
-    in pairs: a cell's replicates beyond those the other side holds. An interrupted round leaves them (one side's
+    in pairs: a cell's replicates past those both sides hold from 1 on. An interrupted round leaves them (one side's
     stored, the other's not); measured again, both sides of each pair are measured together and on one GPU, rather
     than the other side alone, later, perhaps on another GPU. `one_sided`: a cell only one side holds is unpaired too
     (not where it may be a baseline measured once for both sides: a kernel-only change's). How many were forgotten."""
     stores = [CellStore.of_run(cells_dir, RunKey(machine, c, torch)) for c in (base, head)]
-    held = [{(r.preset, r.workload, r.mode) for r in s.all() if r.has("mode")} if s else set() for s in stores]
-    dropped, measured = 0, set(workloads)
-    for cell in sorted(held[0] | held[1] if one_sided else held[0] & held[1]):
-        if cell[1] not in measured:
-            continue
-        base_n, head_n = (len(s.replicates(*cell)) if s else 0 for s in stores)
-        for store, extra in ((stores[0], range(head_n + 1, base_n + 1)), (stores[1], range(base_n + 1, head_n + 1))):
-            for replicate in extra:
+    held: list[dict[Cell, set[int]]] = [{}, {}]
+    measured = set(workloads)
+    for side, store in zip(held, stores, strict=True):
+        for r in store.all() if store else []:
+            if r.has("mode") and r.workload in measured:
+                side.setdefault((r.preset, r.workload, r.mode), set()).add(r.replicate_number)
+    dropped = 0
+    for cell in sorted(held[0].keys() | held[1].keys() if one_sided else held[0].keys() & held[1].keys()):
+        numbers = [side.get(cell, set()) for side in held]
+        paired = min(_run_from_one(n) for n in numbers)
+        for store, extra in zip(stores, numbers, strict=True):
+            for replicate in sorted(r for r in extra if r > paired):
                 assert store is not None  # it holds this replicate
                 store.remove(*cell, replicate)
                 dropped += 1
     return dropped
+
+
+def _run_from_one(numbers: set[int]) -> int:
+    """How many of 1, 2, 3 ... `numbers` holds without a gap."""
+    count = 0
+    while count + 1 in numbers:
+        count += 1
+    return count
 
 
 def _gpu(record: CellResult) -> str | None:
