@@ -106,3 +106,16 @@ def test_the_gpu_of_each_cell_is_read_from_the_cell_store(tool: ModuleType, tmp_
     assert list(a.per_gpu) == ["head"]
     assert {g: s.cells for g, s in a.per_gpu["head"].items()} == {
         "0": sum(k[0] == "prefill" for k in both), "1": sum(k[0] == "decode" for k in both)}
+
+
+def test_agreement_may_be_read_over_the_cells_of_50_us_or_more_alone(tool: ModuleType,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    runs, _ = list_runs(AA / "results")
+    base, head = tool.pick(runs, "h100-c"), tool.pick(runs, f"h100-d@{COMMIT[:8]}")
+    cells, _ = tool.measured(AA / "results", [base, head])
+    long = tool.agreement(cells[base.path], cells[head.path], 0.05)
+    b = _medians("h100-c")
+    both = _ok_cells("h100-c").keys() & _ok_cells("h100-d").keys()
+    assert 0 < long.in_common == sum(b[k] >= 0.05 for k in both) < len(both)
+    assert tool.main([str(AA / "results"), "--pair", "h100-c", "h100-d", "--min-us", "50"]) == 0
+    assert f"{long.in_common} cells in common of 50 us or more" in capsys.readouterr().out

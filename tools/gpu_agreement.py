@@ -9,7 +9,7 @@ On the GPU host (each step is the real CLI), one commit C, one results directory
 
 Anywhere, on what those left behind (the cell store beside R, R/../cells, as `run` keeps it):
 
-    python tools/gpu_agreement.py R --pair one-a one-b --pair one-a multi
+    python tools/gpu_agreement.py R --pair one-a one-b --pair one-a multi [--min-us 50]
 
 Each `--pair BASE HEAD` names two runs by machine: its latest run, or MACHINE@COMMIT (a hash prefix). For each pair
 it prints the cells in common (measured ok in both) and the distribution of |head/base - 1| over their medians as
@@ -71,8 +71,10 @@ class Agreement:
     per_gpu: dict[str, dict[str, Spread]] = field(default_factory=dict)
 
 
-def agreement(base: Mapping[Key, Cell], head: Mapping[Key, Cell]) -> Agreement:
-    common = sorted(base.keys() & head.keys())
+def agreement(base: Mapping[Key, Cell], head: Mapping[Key, Cell], min_ms: float = 0.0) -> Agreement:
+    """`min_ms`: only the cells whose base median is at least this long (host-bound cells of a few us differ between
+    runs by far more than the GPU-bound ones)."""
+    common = sorted(k for k in base.keys() & head.keys() if base[k].median_ms >= min_ms)
     deviation = {k: abs(head[k].median_ms / base[k].median_ms - 1) for k in common}
     per_gpu: dict[str, dict[str, Spread]] = {}
     for side, cells in (("base", base), ("head", head)):
@@ -115,11 +117,13 @@ def _name(run: RunFile) -> str:
     return f"{run.machine} {run.commit[:8]}"
 
 
-def render(base: RunFile, head: RunFile, measured_base: int, measured_head: int, a: Agreement) -> str:
+def render(base: RunFile, head: RunFile, measured_base: int, measured_head: int, a: Agreement,
+           min_us: float = 0.0) -> str:
     gpus = dict.fromkeys(r.params.get("gpu", "unknown") for r in (base, head))
     torches = dict.fromkeys(r.torch for r in (base, head))
     lines = [f"{_name(base)} vs {_name(head)} ({' / '.join(torches)}, {' / '.join(gpus)}): {a.in_common} cells in "
-             f"common (of {measured_base} and {measured_head} measured)"]
+             f"common{f' of {min_us:g} us or more' if min_us else ''} (of {measured_base} and {measured_head} "
+             "measured)"]
     if a.overall is not None:
         lines.append(_line("|head/base - 1|", a.overall))
     for side, groups in a.per_gpu.items():
@@ -133,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", type=Path, help="asv results directory (its cell store beside it)")
     parser.add_argument("--pair", nargs=2, action="append", required=True, metavar=("BASE", "HEAD"),
                         help="two runs: MACHINE (its latest run) or MACHINE@COMMIT")
+    parser.add_argument("--min-us", type=float, default=0.0,
+                        help="only the cells whose base median is at least this many us (default: every cell)")
     a = parser.parse_args(argv)
     runs, warnings = list_runs(a.results)
     pairs = [(pick(runs, b), pick(runs, h)) for b, h in a.pair]
@@ -140,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     for warning in warnings + loading:
         print(f"warning: {warning}", file=sys.stderr)
     for b, h in pairs:
-        print(render(b, h, len(cells[b.path]), len(cells[h.path]), agreement(cells[b.path], cells[h.path])))
+        print(render(b, h, len(cells[b.path]), len(cells[h.path]),
+                     agreement(cells[b.path], cells[h.path], a.min_us / 1e3), a.min_us))
     return 0
 
 
