@@ -200,8 +200,8 @@ def test_a_resumed_pr_measures_again_beside_its_other_side_what_an_interrupted_r
     head.remove(*cell, last)  # interrupted: the base's last compile stored, the head's not
     log, again = io.StringIO(), PairedFake(MACHINE)
     pr(request(r, c, results, **ask), FileForge(tmp_path / "forge"), again, devices=[], log=log)
-    assert "pr: 1 measurement of one side that an interrupted round left without its other side forgotten" in (
-        log.getvalue())
+    assert "pr: 1 measurement an interrupted round stored at one side only dropped: measured again beside the other " \
+           "side" in log.getvalue()
     base = CellStore(default_cells_dir(results), RunKey(MACHINE, c["base"], torch_version()))
     assert len(base.replicates(*cell)) == len(head.replicates(*cell)) >= last  # measured again, both sides
     assert again.batches and all(b == ["base", "head"] for b in again.batches)  # both sides together, each round

@@ -85,8 +85,8 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
     if plan is not None:
         print(f"pr: {plan.describe()}", file=log)
     if dropped := _drop_unpaired(results, machine, sides, plan is None):
-        print(f"pr: {units.count(dropped, 'measurement')} of one side that an interrupted round left without its "
-              "other side forgotten: measured again beside it", file=log)
+        print(f"pr: {units.count(dropped, 'measurement')} an interrupted round stored at one side only dropped: "
+              "measured again beside the other side", file=log)
     rule = rule_for(request.budget.most, COMPILES)
     devices = gpus.listed() if devices is None else devices
     # the comparison's statistics import scipy (a second): imported while round 1 measures rather than after it
