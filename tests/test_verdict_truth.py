@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -217,3 +218,8 @@ def test_on_the_h100_trial_t12_on_four_gpus_the_comment_comes_again_from_the_res
     cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
     assert cells >= 8 and same == wrong == 0 and reported + undecided == cells
     assert "0 alarms of 10 cells" in out.stdout and "a best-baseline change in the headline: 3 of 3" in out.stdout
+    # how often undecided, and what would settle those cells: each says how many more compiles a side it asks
+    [undecided] = [line for line in out.stdout.splitlines() if line.startswith("undecided: ")]
+    verbose = truth_cmd(str(H100_T12), "--verbose").stdout
+    asked = [int(n) for n in re.findall(r"about (\d+) more compiles a side", verbose)]
+    assert asked and f"median {sorted(asked)[len(asked) // 2]}," in undecided and f"at most {max(asked)}" in undecided

@@ -420,6 +420,7 @@ class Tally:
     best: dict[str, list[bool]] = field(default_factory=dict)  # trial -> each instance really moved: reported?
     control: Counter[str] = field(default_factory=Counter)
     control_moved: float = 0.0  # the largest real change of a control cell
+    settle: list[int] = field(default_factory=list)  # each undecided planted cell: the compiles a side more it asks
     lines: list[str] = field(default_factory=list)
 
 
@@ -459,6 +460,7 @@ def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
         cls = cls.split(" ", 1)[1]
         said = outcome(x.verdict if x else None, truth.change)
         tally.cells[(cls, truth.size, said)] += 1
+        tally.settle += [x.more] if said == "undecided" and x is not None and x.more else []
         if cls == "GPU-bound" and truth.moved >= 0.03 and truth.steady:
             tally.steady[said] += 1
         tally.lines.append(f"  {cls:10} {said:9}  {_said(t, cell, truth, x)}")
@@ -507,7 +509,10 @@ def print_truth(tally: Tally, trials: Sequence[TruthTrial]) -> None:
     planted = sum(tally.cells.values())
     undecided = sum(n for (_, _, o), n in tally.cells.items() if o == "undecided")
     controls = _share(tally.control["undecided"], tally.control["cells"])
-    print(f"undecided: {_share(undecided, planted)} planted cells, {controls} control cells")
+    settle = sorted(tally.settle)
+    more = (f"; what would settle them, more compiles a side: median {settle[len(settle) // 2]}, 5 or fewer for "
+            f"{_share(sum(n <= 5 for n in settle), len(settle))}, at most {settle[-1]}") if settle else ""
+    print(f"undecided: {_share(undecided, planted)} planted cells, {controls} control cells{more}")
     best = [b for t in trials for b in tally.best.get(t.name, [])]
     each = ", ".join(f"{t.name}: {_share(sum(tally.best.get(t.name, [])), len(tally.best.get(t.name, [])))}"
                      for t in trials)
