@@ -37,7 +37,7 @@ from tracker.runner import timeline
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs, from_record
 from tracker.runner.plan import CellId, Job
-from tracker.runner.policy import default_together
+from tracker.runner.policy import HOST_JOBS, default_together
 from tracker.runner.remaining import next_replicate
 from tracker.runner.schedule import Scheduler, Start
 from workloads.modes import BY_NAME
@@ -51,7 +51,7 @@ AUTOTUNE_CHUNKS = 4  # an autotuning compile's lock holds, spread through it
 class Params:
     gpus: int = 1
     cores: int = 16
-    jobs: int | None = None  # default: the runner's, 16 a GPU up to one a core
+    jobs: int | None = None  # default: the runner's (policy.default_jobs: 16 a GPU, HOST_JOBS a host, one a core)
     together: int = default_together("cuda")
     init_s: float | None = None  # None: each measurement's own
     cuda_inits: int = RunConfig.cuda_inits
@@ -124,6 +124,11 @@ class _SimStore:
         return self.done.get((preset, workload, mode, replicate))
 
 
+def _jobs(p: Params) -> int:
+    """The measurements at once: as asked, else as the runner would on such a host."""
+    return p.jobs or min(16 * p.gpus, HOST_JOBS, p.cores)
+
+
 def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     """The simulated run's measurements, each with the timeline fields a real run records (tracker.runner.timeline);
     the clock starts at 0 when the run starts (the fork server's start up included)."""
@@ -132,7 +137,7 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     for job in by_job:
         counts[job.cell] = max(counts.get(job.cell, 0), job.replicate)
     cfg = RunConfig(store_root=Path("."), machine="sim", commit="sim", replicates_per_cell=counts, together=p.together)
-    jobs = p.jobs or min(16 * p.gpus, p.cores)
+    jobs = _jobs(p)
     clock = [0.0]
     costs = Costs.from_records(map(CellResult.from_json, records))
     sched = Scheduler([j for j in by_job if j.replicate == 1], costs, p.gpus, jobs, p.budget,
@@ -237,7 +242,7 @@ def _row(pred: Prediction) -> str:
     busy = ", ".join(f"{b:.0%}" for b in pred.lock_busy)
     middle = min(pred.middle_busy)
     floors = ", ".join(f"{k} {v:.0f}" for k, v in pred.bounds.items())
-    return (f"{p.gpus:>4} {p.cores:>5} {p.jobs or min(16 * p.gpus, p.cores):>4} {p.together:>8} "
+    return (f"{p.gpus:>4} {p.cores:>5} {_jobs(p):>4} {p.together:>8} "
             f"{'own' if p.init_s is None else f'{p.init_s:g}':>6} {p.lock_scale:>5.2f} {pred.wall_s:>7.0f}   "
             f"{busy} (middle >= {middle:.0%}); floors: {floors}")
 
