@@ -107,7 +107,7 @@ def from_record(record: CellResult) -> Cost:
     peak = max((p for p in (record.peak_mem_bytes, record.process_peak_bytes) if isinstance(p, (int, float))),
                default=None)
     return Cost(wall, float(lock), max(0.0, phases.get("first_call", 0.0) - compile_wait) if compiles else 0.0,
-                phases.get("cuda_init", PRIOR_INIT_S), int(peak) if isinstance(peak, (int, float)) else None,
+                phases.get("cuda_init", PRIOR_INIT_S), None if peak is None else int(peak),
                 recorded=True)
 
 
