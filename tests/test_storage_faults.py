@@ -70,7 +70,8 @@ class Workers:
         self.status, self.stderr = status, stderr
         self.stopping = SimpleNamespace(is_set=lambda: False)
 
-    def run(self, argv: list[str], env: dict[str, str], timeout: float, stderr: Path) -> tuple[int | None, str]:
+    def run(self, job: Job, gpu: int | None, argv: list[str], env: dict[str, str], timeout: float,
+            stderr: Path) -> tuple[int | None, str]:
         return self.status, self.stderr
 
 

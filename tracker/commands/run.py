@@ -68,6 +68,9 @@ def add(commands: Commands) -> None:
                           "each in its own process; the best is recorded with the spread (default: 3 on CUDA, 1 on "
                           "CPU; a cell already measured gets the replicates it lacks)")
     run.add_argument("--replicate-all-modes", action="store_true", help="--replicates applies to every mode")
+    run.add_argument("--fresh-processes", action="store_true",
+                     help="every measurement in a process of its own (default: a cell's first does; its further "
+                          "compiles may go to a process done with another cell, its compiler state cleared)")
     run.add_argument("--cell", nargs="+", metavar="P/W/M",
                      help="only these cells, PRESET/WORKLOAD/MODE (how a candidate change is re-measured)")
     timing_options(run)
@@ -93,7 +96,8 @@ def _main(args: argparse.Namespace, server: ForkServer) -> int:
         shard=_parse_shard(args.shard), device=args.device, gpus=args.gpus, machine=args.machine, commit=args.commit,
         date_ms=args.date, jobs=args.jobs, cells_dir=args.cells_dir, cell_timeout_s=args.cell_timeout,
         warm_cache=args.warm_cache, retry_failed=args.retry_failed, replicates=args.replicates,
-        replicate_all_modes=args.replicate_all_modes, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+        replicate_all_modes=args.replicate_all_modes, fresh_processes=args.fresh_processes,
+        warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
         warmup_calls=args.warmup_calls, time_limit_s=args.time_limit, cpu_threads=args.cpu_threads)
     return _run(request, Path(args.config), args.results_dir, server)
 

@@ -62,6 +62,8 @@ class CellResult:
     launched_at: float | None = None  # when the runner asked for its process
     lock_spans: list[list[float]] | None = None  # each hold of the GPU lock: (asked, got, released), after started_at
     memory_wait_s: float | None = None  # the wait for its share of the GPU's memory (tracker.runner.memledger)
+    # Its place among the measurements its process made (tracker.runner.resident); None: the first, a fresh process
+    process_turn: int | None = None
     shared_from: str | None = None  # measured in another run (a shared baseline): that run's commit
     source: str | None = None  # not measured by a run: where it came from ("import-csv FILE")
     # A cell's replicates combined (tracker.store.cells.combine):

@@ -37,6 +37,8 @@ class RunConfig:
     cuda_inits: int = 4
     # A cell's further compiles that run at once, once its first is in (tracker.runner.remaining.next_replicate)
     together: int = 1
+    # Whether a process may stay, its measurement stored, for further compiles of other cells (tracker.runner.resident)
+    stay: bool = True
 
     def replicates_of(self, cell: CellId) -> int:
         if cell in self.replicates_per_cell:

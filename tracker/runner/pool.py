@@ -22,49 +22,116 @@ from tracker.measure.cellresult import FAILED, CellResult
 from tracker.paths import REPO_ROOT
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs
-from tracker.runner.forkserver import Child, ForkServer, stderr_tail
+from tracker.runner.forkserver import ForkServer, stderr_tail
 from tracker.runner.plan import CellId, Job
 from tracker.runner.progress import Progress
 from tracker.runner.remaining import lacking, next_replicate, pending, to_make, waits_for_first
+from tracker.runner.resident import Request, Resident, may_take
 from tracker.runner.schedule import Scheduler, Start
 from tracker.runner.worker import EXIT_NOT_KEPT
 from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore
 
+# Processes of a GPU that may wait, done with a measurement, for a further compile of another cell: each holds its CUDA
+# context, in the share of the GPU's memory the reservations leave free (policy.MEMORY_SHARE).
+SPARE = 2
+
 
 class _Workers:
-    """The running worker processes, forked from one server (tracker.runner.forkserver), so an interrupt can end them
-    all and record nothing half-done."""
+    """The worker processes, forked from one server (tracker.runner.forkserver), so an interrupt can end them all and
+    record nothing half-done; with `stay`, each may stay for further compiles (tracker.runner.resident), SPARE a GPU
+    at most waiting for one beside those the scheduler runs."""
 
-    def __init__(self, server: ForkServer) -> None:
+    def __init__(self, server: ForkServer, stay: bool = False) -> None:
         self.stopping = threading.Event()
-        self.server = server
-        self._children: set[Child] = set()
+        self.server, self.stay = server, stay
+        self._running: set[Resident] = set()
+        self._idle: list[Resident] = []
         self._lock = threading.Lock()
 
-    def run(self, argv: list[str], env: dict[str, str], timeout: float, stderr: Path) -> tuple[int | None, str]:
+    def run(self, job: Job, gpu: int | None, argv: list[str], env: dict[str, str], timeout: float,
+            stderr: Path) -> tuple[int | None, str]:
         """(exit status, the tail of its stderr); status None when it was killed at `timeout`."""
-        child = self.server.launch("tracker.runner.worker", argv, env, REPO_ROOT, stderr)
-        with self._lock:
-            self._children.add(child)
+        worker = self._reuse(job, gpu, Request(argv, env, str(stderr))) or self._launch(gpu, argv, env, stderr)
+        worker.measured.add(job.cell)
         try:
-            if not self.server.wait(child, timeout):
-                self.server.kill(child)
-                self.server.wait(child, 60)
-                return None, stderr_tail(stderr)
+            return self._outcome(worker, timeout, stderr)
+        finally:
+            with self._lock:
+                self._running.discard(worker)
+
+    def _reuse(self, job: Job, gpu: int | None, request: Request) -> Resident | None:
+        with self._lock:
+            for worker in self._idle:
+                if worker.gpu == gpu and may_take(job, worker.measured):
+                    self._idle.remove(worker)
+                    self._running.add(worker)
+                    break
+            else:
+                return None
+        if worker.send(request):
+            return worker
+        self._retire(worker)
+        return None
+
+    def _launch(self, gpu: int | None, argv: list[str], env: dict[str, str], stderr: Path) -> Resident:
+        worker = Resident(gpu)
+        with self._lock:
+            self._running.add(worker)
+        worker.child = self.server.launch("tracker.runner.worker", argv, {**env, **(worker.env() if self.stay else {})},
+                                          REPO_ROOT, stderr)
+        return worker
+
+    def _outcome(self, worker: Resident, timeout: float, stderr: Path) -> tuple[int | None, str]:
+        child = worker.child
+        if self.stay:
+            report, timed_out = worker.report(timeout, child.exited.is_set)
+        else:
+            report, timed_out = None, not self.server.wait(child, timeout)
+        if timed_out:
+            self.server.kill(child)
+            self.server.wait(child, 60)
+            worker.close()
+            return None, stderr_tail(stderr)
+        if report is None:  # it exited without a report (a crash, or it was never to stay)
+            worker.close()
+            self.server.wait(child, 60)
             if child.status is None:  # its server exited first: a new one serves the next measurement
                 return -1, stderr_tail(stderr) + "\nthe fork server exited while this measurement ran"
             return child.status, stderr_tail(stderr)
-        finally:
-            with self._lock:
-                self._children.discard(child)
+        with self._lock:
+            retired = [worker]
+            if report.get("stays") and not self.stopping.is_set():
+                self._idle.append(worker)
+                waiting = [w for w in self._idle if w.gpu == worker.gpu]
+                retired = waiting[:max(0, len(waiting) - SPARE)]  # those that have waited longest
+                for w in retired:
+                    self._idle.remove(w)
+        for w in retired:
+            w.close()
+        return int(report.get("status", 1)), stderr_tail(stderr)
+
+    def _retire(self, worker: Resident) -> None:
+        with self._lock:
+            self._running.discard(worker)
+        worker.close()
+
+    def release(self) -> None:
+        """The processes waiting for a further compile told to exit (no more stay from here)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
 
     def stop(self) -> None:
         self.stopping.set()
         with self._lock:
-            for child in self._children:
-                self.server.kill(child)
-
+            workers = [*self._running, *self._idle]
+            self._idle = []
+        for worker in workers:
+            if worker.child is not None:
+                self.server.kill(worker.child)
+            worker.close()
 
 
 def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
@@ -79,7 +146,7 @@ def _run_one(start: Start, cfg: RunConfig, store: CellStore, workers: _Workers,
         inductor, triton = cache_dirs(job, cfg, tmp, kernels_dir)
         argv = [cell.preset, cell.workload, cell.mode, str(job.replicate)]
         env = worker_env(cfg, cell, inductor, triton, start.gpu, start.reserve_bytes)
-        status, err = workers.run(argv, env, cfg.cell_timeout_s, Path(tmp) / "stderr.txt")
+        status, err = workers.run(job, start.gpu, argv, env, cfg.cell_timeout_s, Path(tmp) / "stderr.txt")
     if workers.stopping.is_set():
         return None
     why = (f"killed after the cell time limit of {cfg.cell_timeout_s:g} s" if status is None
@@ -130,7 +197,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     done: dict[Job, CellResult] = {}
     store.dir.mkdir(parents=True, exist_ok=True)
     own_server = server is None
-    workers = _Workers(server or ForkServer())
+    workers = _Workers(server or ForkServer(), cfg.stay)
     costs = Costs.from_store_root(cfg.store_root)
     schedule = Scheduler(pending(cells, cfg, store), costs, len(cfg.gpus), cfg.jobs, cfg.memory_budget,
                          {c: len(to_make(c, cfg, store)) for c in cells}, cfg.together)
@@ -140,6 +207,8 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     try:
         run.drain(schedule, further=True)
         if cfg.jobs > 1:
+            workers.release()
+            workers.stay = False  # alone on its GPU: no process of the run waits beside it
             again = [job for job in done if needs_gpu_alone(done[job])]
             for job in again:
                 store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
@@ -149,6 +218,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        workers.release()
         if own_server:
             workers.server.close()
         kernels.cleanup()

@@ -47,6 +47,7 @@ class RunRequest:
     retry_failed: bool = False
     replicates: int | None = None
     replicate_all_modes: bool = False
+    fresh_processes: bool = False  # every measurement in a process of its own (RunConfig.stay off)
     warmup_ms: float = Settings.warmup_ms
     rep_ms: float | None = None  # None: the run's budget (policy.default_rep_ms)
     warmup_calls: int = Settings.warmup_calls
@@ -91,7 +92,8 @@ def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -
         warm_cache_dir=Path(request.warm_cache).resolve() if request.warm_cache else None,  # the workers' cwd differs
         retry_failed=request.retry_failed, replicates=request.replicates or policy.default_replicates(device),
         replicated_modes=None if request.replicate_all_modes else AUTOTUNED_MODES, gpus=gpus,
-        memory_budget=policy.memory_budget(gpus) if gpus else None, together=policy.default_together(device))
+        memory_budget=policy.memory_budget(gpus) if gpus else None, together=policy.default_together(device),
+        stay=not request.fresh_processes)
     return Prepared(cells, cfg, conf, presets, repo, date_ms)
 
 

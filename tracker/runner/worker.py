@@ -1,6 +1,7 @@
-"""One cell in one process of its own: `main([PRESET, WORKLOAD, MODE, REPLICATE])` in a child the runner's fork server
+"""A measurement in a worker process: `main([PRESET, WORKLOAD, MODE, REPLICATE])` in a child the runner's fork server
 starts (or `python -m tracker.runner.worker PRESET WORKLOAD MODE [REPLICATE]`); REPLICATE (1, 2, ...) says which of
-the cell's measurements this is (default 1).
+the cell's measurements this is (default 1). Where the runner lets it stay, the process then makes the further
+compiles it is handed (tracker.runner.resident), each recording its place among them (`process_turn`).
 
 MODE is a compile mode or `kernel:NAME`, a registered candidate of WORKLOAD (measure_cell resolves it).
 
@@ -19,9 +20,9 @@ import sys
 import time
 from dataclasses import replace
 
-from tracker.measure import cudainit, gpulock
+from tracker.measure import cudainit, fresh, gpulock
 from tracker.measure.harness import CellResult, Settings, measure_cell
-from tracker.runner import memledger
+from tracker.runner import memledger, resident
 from tracker.runner.workerenv import ENV_GPU, ENV_LAUNCHED, ENV_SETTINGS
 from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
@@ -34,16 +35,47 @@ GPU_INDEX = "gpu_index"  # where a measurement records it ("gpu" in results and 
 
 
 def main(argv: list[str]) -> int:
+    """Measure the cell `argv` names; where the runner lets this process stay (tracker.runner.resident), then each
+    further compile it is handed, its compiler state cleared in between, until it is told no more or is unfit."""
+    status, turn, channel = _measure(argv, 1), 1, None
+    while True:
+        channel = channel or resident.Channel.from_env()
+        if channel is None:
+            return status
+        stays = status == 0 and fresh.fit_for_another(fresh.clear())
+        channel.report(status, stays)
+        request = channel.next() if stays else None
+        if request is None:
+            return status
+        resident.take(request)
+        turn += 1
+        status = _measure(request.argv, turn)
+
+
+_LOCK: gpulock.GpuLock | None = None  # this process's hold on its GPU's lock, installed once
+
+
+def _gpu_lock(compiler: bool) -> gpulock.GpuLock | None:
+    """The GPU lock the runner set, installed where the process times (again for a compiled cell after an eager one);
+    its counts restarted for this measurement."""
+    global _LOCK
+    if _LOCK is None:
+        _LOCK = gpulock.from_env()
+        if _LOCK is None:
+            return None
+        gpulock.keep_off_timing_cpus(gpulock.reserved_cpus(_LOCK))
+    gpulock.install(_LOCK, compiler=compiler)
+    _LOCK.restart()
+    return _LOCK
+
+
+def _measure(argv: list[str], turn: int) -> int:
     preset, workload, mode, *rest = argv
     replicate = int(rest[0]) if rest else 1
     settings = Settings(**json.loads(os.environ.get(ENV_SETTINGS) or "{}"))
-    lock = gpulock.from_env()
-    exclusive = contextlib.nullcontext
-    if lock is not None:
-        gpulock.keep_off_timing_cpus(gpulock.reserved_cpus(lock))
-        gpulock.install(lock, compiler=mode in COMPILED)
-        exclusive = lock.held
-    gate = cudainit.from_env()
+    lock = _gpu_lock(compiler=mode in COMPILED)
+    exclusive = lock.held if lock is not None else contextlib.nullcontext
+    gate = cudainit.from_env() if turn == 1 else None  # a later measurement's context is made
     memory = memledger.from_env()
     store = CellStore(default_root(), RunKey.from_env())
     floor = store.launch_floor()
@@ -52,7 +84,8 @@ def main(argv: list[str]) -> int:
                             settings=settings, exclusive=exclusive, launch_us=floor,
                             cuda_init_gate=gate.held if gate else contextlib.nullcontext, shared_floor=store)
     try:
-        store.put(_when(replace(stored_form(cell), replicate=replicate), lock, memory_wait_s))
+        stored = replace(stored_form(cell), replicate=replicate, process_turn=turn if turn > 1 else None)
+        store.put(_when(stored, lock, memory_wait_s))
         if floor is None and cell.launch_us is not None:
             store.set_launch_floor(cell.launch_us)
     except (OSError, atomic.LockError) as e:  # the last line of stderr: what the runner says
