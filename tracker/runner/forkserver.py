@@ -1,6 +1,7 @@
 """Start each measurement's process by forking one that has already imported torch, dynamo, inductor and Triton.
 
-Every measurement runs in a process of its own: its own compile caches, CUDA context and autotuning. Started as a
+Every cell's first measurement runs in a process of its own: its own compile caches, CUDA context and autotuning (a
+process may then stay for further compiles of other cells, tracker.runner.resident). Started as a
 fresh interpreter, each process first spent seconds of CPU importing torch and the compiler, on the cores the other
 cells compile on (docs/runner.md). The server imports them once and forks a child per measurement. It
 never initializes CUDA (a forked child could not use a context made before the fork; `torch.cuda.is_available`

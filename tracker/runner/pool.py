@@ -1,6 +1,8 @@
-"""Run a set of cells: one process per measurement, `jobs` at a time, GPU timing serialized by a lock per GPU.
+"""Run a set of cells: `jobs` measurements at a time, each a fresh compile, GPU timing serialized by a lock per GPU.
 
-Each process is forked from a server that has imported torch and the compiler once (tracker.runner.forkserver).
+Each process is forked from a server that has imported torch and the compiler once (tracker.runner.forkserver); a
+cell's first measurement has a fresh one, and a process done with its measurement may stay for further compiles of
+other cells (tracker.runner.resident).
 Workers overlap their CPU-bound parts (tracing, inductor and Triton compilation); every GPU timing (ours and
 autotuning's) holds its GPU's cross-process lock (tracker.measure.gpulock). With several GPUs (`gpus`) each
 measurement runs on the one the scheduler chose (tracker.runner.schedule), the workers shared. Finished cells land in
