@@ -8,6 +8,7 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from tracker.commands.pr import exit_code
 from tracker.errors import UsageError
 from tracker.flows.forge import FileForge, PrintForge
 from tracker.flows.pr import PrRequest, pr
-from tracker.flows.rounds import Budget, balance, groups_of
-from tracker.flows.sides import Command, FlowError, run_command_line, run_commands, workloads_at
+from tracker.flows.rounds import Budget, PairedRounds, balance, groups_of
+from tracker.flows.sides import Command, FlowError, Side, run_command_line, run_commands, workloads_at
 from tracker.github.forge import GitHubForge
 from tracker.publish.comparetable import render_table
 from tracker.publish.markdown import MARKER
@@ -362,3 +363,22 @@ def test_the_sides_run_at_once_each_line_of_their_output_after_its_label_on_its_
     assert codes == [0, 0]
     err = capfd.readouterr().err
     assert "base | done base 1 [0]\n" in err and "head | done head 1 [0]\n" in err
+
+
+def test_round_one_puts_the_workloads_whose_autotuning_benchmarks_templates_on_different_gpus(tmp_path: Path) -> None:
+    heavy = ["llm_logits_projection_softmax", "diff_vae_decoder_upsample"]
+    workloads = ("llm_rmsnorm", "llm_rope_apply", heavy[0], "llm_qk_norm", heavy[1], "llm_kl_divergence_loss")
+    sides = [Side(label, "c" * 40, workloads) for label in ("base", "head")]
+    seen: list[Command] = []
+
+    def runner(commands: Sequence[Command]) -> list[int]:
+        seen.extend(commands)
+        return [0] * len(commands)
+
+    rounds = PairedRounds(sides, {s.label: tmp_path for s in sides}, tmp_path / "results", "m", 8, None, None, runner,
+                          groups_of(["0", "1"], list(range(8))), log=io.StringIO())
+    rounds.first()
+    on_gpu = {gpu: {w for c in seen if c.env["CUDA_VISIBLE_DEVICES"] == gpu
+                    for w in c.argv[c.argv.index("--workload") + 1:c.argv.index("--replicates")]}
+              for gpu in ("0", "1")}
+    assert all(len(set(heavy) & placed) == 1 for placed in on_gpu.values()), on_gpu

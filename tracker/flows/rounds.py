@@ -9,7 +9,8 @@ are started together, by two `run`s (one a side, each in its own worktree) that 
 timings alternate on the same GPU: a pair never straddles two GPUs or two rounds. On a host of several GPUs the round's
 work is split over the GPUs (`Group`: one GPU, and a share of the cores of its own so that the groups' timing cores stay
 apart), whole workloads in round 1 (or single presets where there are fewer workloads than GPUs), cells in later rounds,
-the most expensive first onto the least loaded GPU. Both sides' run for one GPU is handed CUDA_VISIBLE_DEVICES of that
+the most expensive first onto the least loaded GPU (in round 1 by the GPU-lock seconds its cell store or the modes'
+priors expect, tracker.runner.costs). Both sides' run for one GPU is handed CUDA_VISIBLE_DEVICES of that
 GPU alone, so a base of any version measures where it is put.
 
 Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
@@ -43,13 +44,18 @@ from tracker.flows.sides import (
     run_command_line,
 )
 from tracker.publish import units
+from tracker.runner.costs import Costs
+from tracker.runner.plan import CellId
+from tracker.store.cells import default_cells_dir
 from workloads.kernels.registry import candidate_name
 from workloads.modes import BY_NAME as MODE_BY_NAME
+from workloads.modes import MODES
 
 # Round 1 of a kernel-only change: its kernels' cells (a few seconds each, every compile started at once:
 # tracker.runner.remaining.waits_for_first) get five compiles a side, since a round of its own costs a side's start
 # again (docs/verdicts.md, "A PR that changes only kernels under test").
 KERNEL_ONLY_FIRST = 5
+STUDY_PRESETS = ("prefill", "decode")  # what `run` measures on a GPU where the PR names no preset
 
 Cell = tuple[str, str, str]
 Step = tuple[str, Side, list[str]]  # a command of a round: its label, its side (whose worktree), its argv
@@ -139,6 +145,7 @@ class PairedRounds:
         self._records: list[Path] = []  # each baseline run's untouched kernels (tracker.flows.kernelrun)
         self._kernels_at_head: list[Cell] = []  # those `at_head` measured
         self.measured: list[float] = []  # each call's wall time of measuring, in seconds (the time report)
+        self._costs: Costs | None = None  # what round 1 expects each cell to cost (`_prior`)
 
     def first(self) -> None:
         """Round 1: every cell of the sides' workloads, `first_compiles` a side; of a kernel-only change, the changed
@@ -149,12 +156,21 @@ class PairedRounds:
         units: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
         if len(workloads) >= n or len(self.presets or ()) < 2:
             units = [(tuple(ws), self.presets and tuple(self.presets)) for ws in
-                     balance(workloads, lambda w: 1.0, n) if ws]
+                     balance(workloads, lambda w: self._prior(w, self.presets or STUDY_PRESETS), n) if ws]
             placed = list(zip(range(n), units, strict=False))
         else:
             pairs = [(w, p) for w in workloads for p in self.presets or ()]
-            placed = [(k, ((w,), (p,))) for k, b in enumerate(balance(pairs, lambda x: 1.0, n)) for w, p in b]
+            placed = [(k, ((w,), (p,))) for k, b in enumerate(balance(pairs, lambda x: self._prior(x[0], (x[1],)), n))
+                      for w, p in b]
         self._run([(self.groups[k], self._first_steps(ws, ps)) for k, (ws, ps) in placed])
+
+    def _prior(self, workload: str, presets: Sequence[str]) -> float:
+        """A workload's expected GPU-lock seconds in round 1, from what the results' cell store recorded of its cells
+        before, else their modes' priors (tracker.runner.costs): the GPUs' shares are balanced by it."""
+        if self._costs is None:
+            self._costs = Costs.from_store_root(default_cells_dir(self.results))
+        cells = [CellId(p, workload, m) for p in presets for m in self.modes or MODES]
+        return sum(self._costs.of(c).lock_s + (self.first_compiles - 1) * self._costs.of(c, 2).lock_s for c in cells)
 
     def _first_steps(self, workloads: Sequence[str], presets: Sequence[str] | None) -> list[Step]:
         if self.baseline is None:

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         channel = channel or resident.Channel.from_env()
         if channel is None:
             return status
-        stays = status == 0 and fresh.fit_for_another(fresh.clear())
+        stays = status == 0 and _fit_for_another()
         channel.report(status, stays)
         request = channel.next() if stays else None
         if request is None:
@@ -50,6 +50,14 @@ def main(argv: list[str]) -> int:
         resident.take(request)
         turn += 1
         status = _measure(request.argv, turn)
+
+
+def _fit_for_another() -> bool:
+    """This process cleared for another measurement, and fit for it (a CUDA error that outlived the last one: not)."""
+    try:
+        return fresh.fit_for_another(fresh.clear())
+    except Exception:
+        return False
 
 
 _LOCK: gpulock.GpuLock | None = None  # this process's hold on its GPU's lock, installed once
