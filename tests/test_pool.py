@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tracker.measure.cellresult import CellResult
-from tracker.runner import memledger, remeasure
+from tracker.runner import memledger, remeasure, resident
 from tracker.runner.config import RunConfig
 from tracker.runner.forkserver import Child
 from tracker.runner.plan import CellId
@@ -119,3 +119,13 @@ def test_a_cell_s_further_compiles_reserve_what_its_first_held_in_this_run(tmp_p
     reserved = {int(argv[3]): int(env[memledger.ENV_RESERVE]) for argv, env in server.launches}
     assert reserved[1] < 30 * GiB  # never measured: the prior
     assert reserved[2] >= 30 * GiB and reserved[3] >= 30 * GiB  # what the first held, with room
+
+
+def test_a_process_may_stay_only_in_a_run_with_further_compiles_to_hand_it(tmp_path: Path) -> None:
+    for replicates, stays in ((1, False), (2, True)):
+        root = tmp_path / str(replicates)
+        cfg = RunConfig(store_root=root, machine="m", commit="c" * 40, jobs=2, device="cuda", gpus=("0",),
+                        replicates=replicates, replicated_modes=None)
+        server = StandIn(CellStore(root, RunKey(cfg.machine, cfg.commit, "t")))
+        measure_cells(CELLS[1:], cfg, server.store, server=server)  # type: ignore[arg-type]  # stands in for one
+        assert {resident.ENV_SOCKET in env for _, env in server.launches} == {stays}
