@@ -86,6 +86,7 @@ class _Workers:
 
     def _outcome(self, worker: Resident, timeout: float, stderr: Path) -> tuple[int | None, str]:
         child = worker.child
+        assert child is not None  # launched, or handed over once launched
         if self.stay:
             report, timed_out = worker.report(timeout, child.exited.is_set)
         else:

@@ -28,10 +28,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracker.runner.plan import CellId, Job
 from workloads.modes import MODES
+
+if TYPE_CHECKING:
+    from tracker.runner.forkserver import Child
 
 ENV_SOCKET = "COMPILE_BASELINES_RESIDENT"  # where a worker that may stay reports and takes its next measurement
 POLL_S = 0.2
@@ -58,7 +61,7 @@ class Resident:
 
     gpu: int | None
     measured: set[CellId] = field(default_factory=set)
-    child: Any = None  # the fork server's Child once launched
+    child: Child | None = None  # the fork server's, once launched
     _dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="cb-res-"))
     _listener: socket.socket | None = None
     _conn: socket.socket | None = None
