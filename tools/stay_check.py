@@ -14,39 +14,31 @@ same code (fingerprint `code`) as the cell's first compile, per mode.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+
+from tracker.measure.cellresult import CellResult
+from tracker.stats import quantile
+from tracker.store.cells import CellStore, RunKey
 
 Key = tuple[str, str, str, int]
 
 
-def load(store: Path) -> dict[Key, dict[str, Any]]:
-    """The store's ok measurements by (preset, workload, mode, replicate)."""
-    out: dict[Key, dict[str, Any]] = {}
-    for path in sorted(store.rglob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("status") == "ok" and "preset" in record:
-            out[(record["preset"], record["workload"], record["mode"], record.get("replicate") or 1)] = record
-    return out
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def load(store: Path) -> dict[Key, CellResult]:
+    """The ok measurements of the run whose cell store is `store` (CELLS/MACHINE/COMMIT/torch-VERSION), by (preset,
+    workload, mode, replicate), read as `run` reads them (tracker.store.cells.CellStore.all)."""
+    key = RunKey(store.parent.parent.name, store.parent.name, store.name.removeprefix("torch-"))
+    return {(r.preset, r.workload, r.mode, r.replicate_number): r
+            for r in CellStore(store.parent.parent.parent, key).all() if r.ok}
 
 
 def report(store: Path, min_us: float) -> list[str]:
     records = load(store)
-    turns = Counter(r.get("process_turn") or 1 for r in records.values())
-    starts = {later: [r.get("phase_s", {}).get("cuda_init", 0.0) for r in records.values()
-                      if bool(r.get("process_turn")) == later] for later in (False, True)}
+    turns = Counter(r.process_turn or 1 for r in records.values())
+    starts = {later: [r.phase_s.get("cuda_init", 0.0) for r in records.values() if bool(r.process_turn) == later]
+              for later in (False, True)}
     moved: list[float] = []
     same: Counter[str] = Counter()
     compared: Counter[str] = Counter()
@@ -54,19 +46,19 @@ def report(store: Path, min_us: float) -> list[str]:
         first = records.get((*key[:3], 1))
         if key[3] == 1 or first is None:
             continue
-        codes = [(r.get("fingerprint") or {}).get("code") for r in (first, record)]
+        codes = [(r.fingerprint or {}).get("code") for r in (first, record)]
         if all(codes):
             compared[key[2]] += 1
             same[key[2]] += codes[0] == codes[1]
-        if first["median_ms"] * 1e3 >= min_us:
-            moved.append(abs(record["median_ms"] / first["median_ms"] - 1))
+        if first.median_ms and record.median_ms and first.median_ms * 1e3 >= min_us:
+            moved.append(abs(record.median_ms / first.median_ms - 1))
     lines = [f"{store}: {len(records)} measurements; by their place in their process: "
              + ", ".join(f"{t}: {n}" for t, n in sorted(turns.items()))]
     lines.append("  CUDA start (median s): fresh processes " + ", later turns ".join(
         f"{statistics.median(v):.3f}" if v else "-" for v in (starts[False], starts[True])))
     if moved:
         lines.append(f"  further vs first compile, cells of {min_us:g} us or more: |further/first - 1| median "
-                     f"{100 * statistics.median(moved):.2f}%, p90 {100 * _quantile(moved, 0.9):.2f}% ({len(moved)})")
+                     f"{100 * statistics.median(moved):.2f}%, p90 {100 * quantile(moved, 0.9):.2f}% ({len(moved)})")
     lines.append("  the same generated code as the first compile: "
                  + ", ".join(f"{m} {same[m]}/{compared[m]}" for m in sorted(compared)))
     return lines
