@@ -1,8 +1,8 @@
 """What a process clears between two measurements, so that the second compiles as a fresh process would: dynamo's
 caches and guards, inductor's in-memory caches (generated modules, autotuning's choices; the same registry that
 inductor's own `fresh_cache` clears), the CUDA graph trees, AOT autograd's graph numbering, and the GPU memory the
-first left cached. The on-disk
-caches are the next measurement's own (its environment names them: tracker.runner.workerenv.cache_dirs)."""
+first left cached. The on-disk caches are the next measurement's own (its environment names them:
+tracker.runner.workerenv.cache_dirs)."""
 
 from __future__ import annotations
 

@@ -73,21 +73,22 @@ class _Workers:
                 return None
         if worker.send(request):
             return worker
-        self._retire(worker)
+        with self._lock:
+            self._running.discard(worker)
+        worker.close()
         return None
 
     def _launch(self, gpu: int | None, argv: list[str], env: dict[str, str], stderr: Path) -> Resident:
-        worker = Resident(gpu)
+        worker = Resident(gpu, listening=self.stay)
         with self._lock:
             self._running.add(worker)
-        worker.child = self.server.launch("tracker.runner.worker", argv, {**env, **(worker.env() if self.stay else {})},
-                                          REPO_ROOT, stderr)
+        worker.child = self.server.launch("tracker.runner.worker", argv, {**env, **worker.env()}, REPO_ROOT, stderr)
         return worker
 
     def _outcome(self, worker: Resident, timeout: float, stderr: Path) -> tuple[int | None, str]:
         child = worker.child
         assert child is not None  # launched, or handed over once launched
-        if self.stay:
+        if worker.listening:
             report, timed_out = worker.report(timeout, child.exited.is_set)
         else:
             report, timed_out = None, not self.server.wait(child, timeout)
@@ -113,11 +114,6 @@ class _Workers:
         for w in retired:
             w.close()
         return int(report.get("status", 1)), stderr_tail(stderr)
-
-    def _retire(self, worker: Resident) -> None:
-        with self._lock:
-            self._running.discard(worker)
-        worker.close()
 
     def release(self) -> None:
         """The processes waiting for a further compile told to exit (no more stay from here)."""

@@ -60,24 +60,30 @@ class Resident:
     its GPU (its position in the run's list)."""
 
     gpu: int | None
+    listening: bool = True  # False: a worker that is not to stay (no socket, it just exits)
     measured: set[CellId] = field(default_factory=set)
     child: Child | None = None  # the fork server's, once launched
-    _dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="cb-res-"))
+    _dir: str | None = None
     _listener: socket.socket | None = None
     _conn: socket.socket | None = None
     _pending: bytes = b""
 
     def __post_init__(self) -> None:
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.path)
-        self._listener.listen(1)
+        if self.listening:
+            self._dir = tempfile.mkdtemp(prefix="cb-res-")
+            self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._listener.bind(self.path)
+            self._listener.listen(1)
 
     @property
     def path(self) -> str:
+        if self._dir is None:
+            raise ValueError("a worker that is not to stay has no socket")
         return os.path.join(self._dir, "s")
 
     def env(self) -> dict[str, str]:
-        return {ENV_SOCKET: self.path}
+        """What the worker is told of its socket: none where it is not to stay."""
+        return {ENV_SOCKET: self.path} if self.listening else {}
 
     def report(self, timeout: float, gone: Callable[[], bool]) -> tuple[dict[str, Any] | None, bool]:
         """(the worker's report on its measurement, or None; whether `timeout` passed first). None without a timeout:
@@ -119,7 +125,8 @@ class Resident:
             if s is not None:
                 s.close()
         self._conn = self._listener = None
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _now() -> float:
