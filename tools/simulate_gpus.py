@@ -37,7 +37,7 @@ from tracker.runner import timeline
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs, from_record
 from tracker.runner.plan import CellId, Job
-from tracker.runner.policy import HOST_JOBS, default_together
+from tracker.runner.policy import default_jobs, default_together
 from tracker.runner.remaining import next_replicate
 from tracker.runner.schedule import Scheduler, Start
 from workloads.modes import BY_NAME
@@ -126,7 +126,7 @@ class _SimStore:
 
 def _jobs(p: Params) -> int:
     """The measurements at once: as asked, else as the runner would on such a host."""
-    return p.jobs or min(16 * p.gpus, HOST_JOBS, p.cores)
+    return p.jobs or default_jobs("cuda", p.gpus, p.cores)
 
 
 def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:

@@ -26,15 +26,15 @@ def default_presets(device: str) -> list[str]:
 HOST_JOBS = 32
 
 
-def default_jobs(device: str, gpus: int = 1) -> int:
+def default_jobs(device: str, gpus: int = 1, cores: int | None = None) -> int:
     """Cells at once. On a GPU host one per usable core, up to 16 a GPU and HOST_JOBS in all: a cell is mostly CPU
     work (start-up, tracing, compiling, loading caches) around a short GPU timing that its GPU's lock serializes, so
     more workers keep the GPUs busy until the cores run out; 16 is the most that has been measured to help one GPU,
     32 beat 64 on four (docs/runner.md). On a CPU host one, since the timing itself runs on the cores that compiling
-    would take."""
+    would take. `cores`: of another host (a simulation's), else this process's usable ones."""
     if device != "cuda":
         return 1
-    return max(1, min(16 * max(1, gpus), HOST_JOBS, len(usable_cpus())))
+    return max(1, min(16 * max(1, gpus), HOST_JOBS, len(usable_cpus()) if cores is None else cores))
 
 
 def default_jobs_here(listed: tuple[str, ...] | None = None) -> int:
