@@ -44,6 +44,7 @@ from tracker.flows.sides import (
     run_command_line,
 )
 from tracker.publish import units
+from tracker.runner import policy
 from tracker.runner.costs import Costs
 from tracker.runner.plan import CellId
 from tracker.store.cells import default_cells_dir
@@ -55,7 +56,6 @@ from workloads.modes import MODES
 # tracker.runner.remaining.waits_for_first) get five compiles a side, since a round of its own costs a side's start
 # again (docs/verdicts.md, "A PR that changes only kernels under test").
 KERNEL_ONLY_FIRST = 5
-STUDY_PRESETS = ("prefill", "decode")  # what `run` measures on a GPU where the PR names no preset
 
 Cell = tuple[str, str, str]
 Step = tuple[str, Side, list[str]]  # a command of a round: its label, its side (whose worktree), its argv
@@ -104,7 +104,9 @@ def groups_of(devices: Sequence[str], cpus: Sequence[int]) -> list[Group]:
 
 def balance(items: Sequence[T], cost: Callable[[T], float], n: int) -> list[list[T]]:
     """`items` over `n` bins, the most expensive first onto the least loaded bin (LPT); each bin keeps the items'
-    order."""
+    order. One bin takes them all without asking their costs (which may read a cell store)."""
+    if n == 1:
+        return [list(items)]
     bins: list[list[T]] = [[] for _ in range(n)]
     load = [0.0] * n
     for item in sorted(items, key=cost, reverse=True):
@@ -155,8 +157,9 @@ class PairedRounds:
         n = len(self.groups)
         units: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
         if len(workloads) >= n or len(self.presets or ()) < 2:
+            presets = self.presets or policy.default_presets("cuda")  # what `run` measures on a GPU
             units = [(tuple(ws), self.presets and tuple(self.presets)) for ws in
-                     balance(workloads, lambda w: self._prior(w, self.presets or STUDY_PRESETS), n) if ws]
+                     balance(workloads, lambda w: self._prior(w, presets), n) if ws]
             placed = list(zip(range(n), units, strict=False))
         else:
             pairs = [(w, p) for w in workloads for p in self.presets or ()]
