@@ -56,3 +56,17 @@ def test_a_simulated_run_measures_each_once_its_further_compiles_after_its_first
         holds = sorted((r["launched_at"] + g, r["launched_at"] + e) for r in sim if r["gpu_index"] == gpu
                        for _, g, e in r["lock_spans"])
         assert holds and all(b[0] >= a[1] - 1e-9 for a, b in itertools.pairwise(holds))
+
+
+@pytest.mark.slow
+def test_processes_that_stay_predict_the_stay_run_and_shorten_a_run_whose_cuda_starts_queue() -> None:
+    # tests/fixtures/h200-stay: four H200s, processes that stay, 152 s from first launch to last end; CUDA's start a
+    # queue of the whole host, modelled as about 1.5 starts at full speed at once
+    store = next((ROOT / "tests/fixtures/h200-stay/x4/cells-e/h100x4-e").glob("*/torch-*"))
+    records = simulate_gpus.run_records(store)
+    queue = {"gpus": 4, "cores": 64, "start_s": 0.0, "init_s": 0.6, "init_capacity": 1.5}
+    stay = simulate_gpus.predict(records, simulate_gpus.Params(**queue, stay=True)).wall_s
+    fresh = simulate_gpus.predict(records, simulate_gpus.Params(**queue)).wall_s
+    phases = (ROOT / "tests/fixtures/h200-stay/x4/phases-h100x4-e.txt").read_text()
+    measured = float(re.findall(r"measurements over (\d+) s \(first launch to last end\)", phases)[0])
+    assert abs(stay / measured - 1) <= 0.06 and stay < fresh

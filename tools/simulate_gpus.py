@@ -38,7 +38,9 @@ from tracker.runner.config import RunConfig
 from tracker.runner.costs import Costs, from_record
 from tracker.runner.plan import CellId, Job
 from tracker.runner.policy import default_jobs, default_together
+from tracker.runner.pool import SPARE
 from tracker.runner.remaining import next_replicate
+from tracker.runner.resident import may_take
 from tracker.runner.schedule import Scheduler, Start
 from workloads.modes import BY_NAME
 
@@ -58,6 +60,8 @@ class Params:
     lock_scale: float = 1.0
     overhead_s: float = 0.3
     start_s: float = 20.0  # until the fork server has imported torch (the runs' first lines: 20-25 s)
+    init_capacity: float | None = None  # CUDA starts the host makes at full speed at once (None: any number)
+    stay: bool = False  # processes stay for further compiles (tracker.runner.resident), SPARE a GPU waiting
     budget: int | None = 72 * GiB  # 90% of an H100's 80 GB (tracker.runner.policy.memory_budget)
 
 
@@ -73,10 +77,11 @@ def run_records(store: Path, replicates: int = 3) -> list[dict[str, Any]]:
     return out
 
 
-def segments(record: dict[str, Any], p: Params) -> list[tuple[str, float]]:
-    """What a measurement's process does, in order: ("fixed" | "init" | "lock" | "cpu", seconds)."""
+def segments(record: dict[str, Any], p: Params, stayed: bool = False) -> list[tuple[str, float]]:
+    """What a measurement's process does, in order: ("fixed" | "init" | "lock" | "cpu", seconds). `stayed`: in a
+    process that measured before, whose CUDA context is made."""
     ph = record.get("phase_s") or {}
-    init = p.init_s if p.init_s is not None else ph.get("cuda_init", 0.4)
+    init = 0.0 if stayed else p.init_s if p.init_s is not None else ph.get("cuda_init", 0.4)
     mode = BY_NAME.get(record["mode"])
     cost = from_record(CellResult.from_json(record))
     timed = sum(ph.get(n, 0.0) for n in ("warmup", "host_time", "timing")) * p.lock_scale
@@ -102,6 +107,7 @@ class _Process:
     todo: deque[tuple[str, float]]
     gpu: int
     launched: float
+    measured: set[CellId] = field(default_factory=set)  # the cells its process measured before (it stayed)
     began: float | None = None
     left: float = 0.0
     kind: str = ""
@@ -143,21 +149,20 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     sched = Scheduler([j for j in by_job if j.replicate == 1], costs, p.gpus, jobs, p.budget,
                       counts, p.together, clock=lambda: clock[0])
     store, running, out = _SimStore(), [], []
+    idle: dict[int, list[set[CellId]]] = defaultdict(list)  # per GPU, what each waiting process measured
+    stays = p.stay and any(n > 1 for n in counts.values())
     compile_cores = max(1, p.cores - 2 * p.gpus)
     t = p.start_s
     while sched or running:
         clock[0] = t
         while (s := sched.start()) is not None:
-            proc = _Process(s, by_job[s.job], deque(segments(by_job[s.job], p)), s.gpu or 0, t)
-            proc.next(t)
-            running.append(proc)
+            running.append(_launch(s, by_job[s.job], idle[s.gpu or 0] if stays else [], p, t))
         _grant(running, t, p)
-        compiling = sum(1 for r in running if r.kind == "cpu")
-        rate = min(1.0, compile_cores / compiling) if compiling else 1.0
+        rates = _rates(running, compile_cores, p.init_capacity)
         active = [r for r in running if r.kind in ("cpu", "fixed") or r.began is not None]
-        step = min((r.left / (rate if r.kind == "cpu" else 1.0) for r in active), default=0.0)
+        step = min((r.left / rates.get(r.kind, 1.0) for r in active), default=0.0)
         for proc in active:
-            proc.left -= step * (rate if proc.kind == "cpu" else 1.0)
+            proc.left -= step * rates.get(proc.kind, 1.0)
         t += max(0.0, step)
         for proc in list(running):
             while proc.kind and proc.left <= 1e-9 and (proc.kind in ("cpu", "fixed") or proc.began is not None
@@ -166,7 +171,32 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
             if not proc.kind:
                 running.remove(proc)
                 out.append(_finished(proc, t, sched, store, cfg))
+                if stays:
+                    waiting = idle[proc.gpu]
+                    waiting.append(proc.measured | {proc.start.job.cell})
+                    del waiting[:max(0, len(waiting) - SPARE)]  # those that waited longest exit
     return out
+
+
+def _launch(s: Start, record: dict[str, Any], idle: list[set[CellId]], p: Params, t: float) -> _Process:
+    """The process of measurement `s`: one of its GPU's waiting ones where the runner's rule lets it take `s`
+    (tracker.runner.resident.may_take), else a fresh one."""
+    measured = next((m for m in idle if may_take(s.job, m)), None)
+    if measured is not None:
+        idle.remove(measured)
+    proc = _Process(s, record, deque(segments(record, p, stayed=measured is not None)), s.gpu or 0, t,
+                    measured=measured or set())
+    proc.next(t)
+    return proc
+
+
+def _rates(running: list[_Process], compile_cores: int, init_capacity: float | None) -> dict[str, float]:
+    """How fast each shared kind of work goes: compiling shares the compile cores, CUDA's start (once its turn is
+    given) the host's `init_capacity`."""
+    compiling = sum(1 for r in running if r.kind == "cpu")
+    starting = sum(1 for r in running if r.kind == "init" and r.began is not None)
+    return {"cpu": min(1.0, compile_cores / compiling) if compiling else 1.0,
+            "init": min(1.0, init_capacity / starting) if init_capacity and starting else 1.0}
 
 
 def _grant(running: list[_Process], t: float, p: Params) -> None:
@@ -262,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--lock-scale", type=float, default=1.0)
     a.add_argument("--overhead-s", type=float, default=0.3)
     a.add_argument("--start-s", type=float, default=20.0)
+    a.add_argument("--init-capacity", type=float, help="CUDA starts the host makes at full speed at once")
+    a.add_argument("--stay", action="store_true", help="processes stay for further compiles, as the runner's do")
     a.add_argument("--replicates", type=int, default=3)
     args = a.parse_args(argv)
     records = run_records(Path(args.store), args.replicates)
@@ -271,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         for together in args.together:
             p = Params(gpus=n, cores=args.cores or 16 * n, jobs=args.jobs, together=together, init_s=args.init_s,
                        cuda_inits=args.cuda_inits, lock_scale=args.lock_scale, overhead_s=args.overhead_s,
-                       start_s=args.start_s)
+                       start_s=args.start_s, init_capacity=args.init_capacity, stay=args.stay)
             print(_row(predict(records, p)), flush=True)
     return 0
 
