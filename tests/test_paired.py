@@ -72,7 +72,54 @@ def test_the_same_needs_five_pairs_three_still_ones_may_be_one_state_of_a_cell_w
 def test_a_rule_allowing_fewer_compiles_than_the_same_needs_calls_the_same_on_all_it_may_get() -> None:
     assert paired.rule_for(10, 3).same_pairs == 5 and paired.rule_for(3, 3).same_pairs == 3
     assert paired.recorded(paired.rule_for(4, 3)) == {"confirm": (3, 3), "same_within": 0.03, "same_pairs": 4,
-                                                     "max_compiles": 4}
+                                                     "max_compiles": 4, "confirm_rounds": 2}
+    # one round is all three compiles allow: a change is confirmed in it
+    assert paired.rule_for(3, 3).confirm_rounds == 1 and paired.rule_for(10, 3).confirm_rounds == 2
+
+
+ROUNDS = ChangeRule(confirm=(3, 3), confirm_rounds=2)
+
+
+def in_runs(changes: list[list[float]]) -> list[Pair]:
+    """Constructed pairs of several runs (one list a run), numbered on."""
+    out = [(run, c) for run, cs in enumerate(changes) for c in cs]
+    return [Pair(r, 0.1, 0.1 * c, run=f"run{run}") for r, (run, c) in enumerate(out, 1)]
+
+
+def judge_runs(runs: list[list[float]], round_var: float | None = None, prior: float | None = 0.01 ** 2):
+    d = paired.Differences.of(in_runs(runs))
+    assert d is not None
+    n = d.n + d.set_aside
+    e = paired.evidence(d, prior, ROUNDS, 0.01, 0.0, (n, n), round_var)
+    assert e is not None
+    level = paired.nominal_alpha(ROUNDS.alpha, paired.looks(ROUNDS))
+    return paired.verdict_of(e, e.p_value < level, 1, ROUNDS)
+
+
+def test_a_change_seen_in_one_round_alone_is_unconfirmed_its_runs_state_may_be_all_it_is() -> None:
+    # An A/A PR on four H200s (tests/fixtures/h200-stay/aa-pr): every small cell of one GPU's round-1 runs read about
+    # 3.6% faster at head, and one of them, three pairs within 1.6% of each other, was reported "faster"
+    assert judge_runs([[0.967, 0.952, 0.959]]).verdict == UNCONFIRMED
+    assert judge_runs([[1.08, 1.07, 1.09], [1.08, 1.08]]).verdict == SLOWER
+
+
+def test_the_rounds_shared_noise_widens_the_interval_of_a_cell_of_few_rounds() -> None:
+    runs = [[0.967, 0.952, 0.959], [0.99, 1.0]]
+    quiet, shared = judge_runs(runs), judge_runs(runs, round_var=0.03 ** 2)
+    assert quiet.ci is not None and shared.ci is not None
+    assert shared.ci[1] - shared.ci[0] > 2 * (quiet.ci[1] - quiet.ci[0])
+    assert quiet.verdict == FASTER and shared.verdict == UNDECIDED
+
+
+def test_a_rounds_variance_is_what_its_rounds_means_spread_beyond_their_pairs() -> None:
+    apart = paired.Differences.of(in_runs([[1.03, 1.031, 1.029], [0.97, 0.971]]))
+    alike = paired.Differences.of(in_runs([[1.03, 0.97, 1.0], [1.03, 0.97]]))
+    one = paired.Differences.of(in_runs([[1.03, 0.97, 1.0]]))
+    assert apart and alike and one
+    assert paired.round_variance(apart) == pytest.approx(0.06 ** 2 / 2, rel=0.1)
+    assert paired.round_variance(alike) == 0.0 and paired.round_variance(one) is None
+    shared = paired.pooled_round_variance({1: ("c", apart), 2: ("c", alike), 3: ("c", one), 4: ("d", one)})
+    assert shared == {"c": pytest.approx(paired.round_variance(apart) / 2)}
 
 
 def test_what_the_pairs_cannot_decide_is_undecided_with_how_much_more_would() -> None:
@@ -141,7 +188,21 @@ def test_the_record_says_how_many_pairs_the_same_needed_and_an_older_one_needed_
     written.write_text(json.dumps(older | {"format": 2}))  # a record of the format before
     back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
     assert back is not None and back.same_pairs == 0 and as_recorded(RULE, back).same_pairs == 0
-    assert back.stopped == ""
+    assert back.stopped == "" and back.confirm_rounds == 1  # an older record counts no rounds
+
+
+def test_each_pair_names_its_run_and_an_older_record_names_none(tmp_path: Path) -> None:
+    cells = {"prefill/llm_rmsnorm/default": (Pair(1, 0.1, 0.11, "0", "0", "r1"), Pair(4, 0.1, 0.108, "1", "1", "r2"))}
+    written = pairing.write(tmp_path, PairedRecord("h100", "2.11.0+cu130", BASE, HEAD, cells=cells, confirm_rounds=2))
+    back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
+    assert back is not None and [p.run for p in back.pairs(("prefill", "llm_rmsnorm", "default"))] == ["r1", "r2"]
+    assert back.confirm_rounds == 2
+    data = json.loads(written.read_text())
+    data["cells"] = {k: [{f: v for f, v in p.items() if f != "run"} for p in ps] for k, ps in data["cells"].items()}
+    written.write_text(json.dumps({k: v for k, v in data.items() if k != "confirm_rounds"} | {"format": 3}))
+    back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
+    assert back is not None and back.confirm_rounds == 1
+    assert [p.run for p in back.pairs(("prefill", "llm_rmsnorm", "default"))] == [None, None]
 
 
 def test_a_newer_damaged_or_linked_record_is_one_clear_error(tmp_path: Path) -> None:
@@ -163,3 +224,36 @@ def test_a_newer_damaged_or_linked_record_is_one_clear_error(tmp_path: Path) -> 
 
 def test_a_pairs_change_is_its_log_ratio() -> None:
     assert Pair(1, 0.1, 0.11).log_change == pytest.approx(math.log(1.1))
+
+
+# ---------------------------------------------------------------------------------------------------- an A/A PR
+
+AA_PR = Path(__file__).resolve().parent / "fixtures" / "h200-stay" / "aa-pr"
+
+
+@pytest.mark.slow
+def test_an_aa_pr_whose_first_round_moved_one_gpus_cells_alike_reports_nothing_once_changes_need_two_rounds(
+        tmp_path: Path) -> None:
+    import shutil
+    from dataclasses import replace
+
+    from tracker.analyse.compare import compare_runs
+    from tracker.store.cells import default_cells_dir
+
+    shutil.copytree(AA_PR / "results", tmp_path / "results")
+    shutil.copytree(AA_PR / "cells", default_cells_dir(tmp_path / "results"))
+    cells = default_cells_dir(tmp_path / "results")
+    as_run = compare_runs(tmp_path / "results", "df1eb2d0", "78e2c14c", "x4-aa-diffusion")
+    assert [(x.workload, x.mode) for x in as_run.improvements] == [("diff_time_embedding_mlp", "eager")]
+    record = pairing.find(cells, "x4-aa-diffusion", "2.11.0+cu130", as_run.base.commit, as_run.head.commit)
+    assert record is not None and record.confirm_rounds == 1  # written before rounds were counted
+    # its pairs given the rounds pr measured them in (to 3, 5, 8, 10 compiles a side: its log)
+    def run(replicate: int) -> str:
+        return f"round {next(k for k, top in enumerate((3, 5, 8, 10), 1) if replicate <= top)}"
+
+    runs = {k: tuple(replace(p, run=run(p.round)) for p in ps) for k, ps in record.cells.items()}
+    pairing.write(cells, replace(record, cells=runs, confirm_rounds=2))
+    judged = compare_runs(tmp_path / "results", "df1eb2d0", "78e2c14c", "x4-aa-diffusion")
+    assert not judged.regressions and not judged.improvements and not judged.best_changes
+    assert [x.verdict for x in judged.cells if x.workload == "diff_time_embedding_mlp" and x.mode == "eager"
+            and x.preset == "prefill"] == [UNCONFIRMED]

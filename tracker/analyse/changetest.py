@@ -147,13 +147,14 @@ class PairedTest:
                 fast = min(d.base.best_ms, d.head.best_ms)
                 diffs[key] = (cell_class(key[2], fast, launch_us, rule.noise, rule.host), d)
         prior = paired.pooled_variance(diffs)
+        shared = paired.pooled_round_variance(diffs) if rule.confirm_rounds > 1 else {}
         ev: dict[Cell, Evidence] = {}
         for key, (cls, d) in diffs.items():
             b, h = ok[key]
             n = d.n + d.set_aside
             least = max(rule.floor, rule.jitter_floor(min(d.base.best_ms, d.head.best_ms), launch_us))
             least = least if rule.factor is None else max(least, rule.factor - 1)
-            e = paired.evidence(d, prior.get(cls), rule, least, _spread(b, h), (n, n))
+            e = paired.evidence(d, prior.get(cls), rule, least, _spread(b, h), (n, n), shared.get(cls))
             if e is None:
                 judged.verdicts[key] = paired.undecided(d, (n, n), _spread(b, h))
                 judged.evidence.pop(key, None)

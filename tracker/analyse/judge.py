@@ -89,6 +89,9 @@ class ChangeRule:
     same_within: float = 0.03
     same_pairs: int = 5
     max_compiles: int = 10
+    # ... and a change is confirmed only on pairs of this many rounds, the rounds' shared noise weighed in (1: rounds
+    # not counted, as records of format 3 and before)
+    confirm_rounds: int = 1
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
@@ -251,6 +254,7 @@ class Evidence:
     least: float  # the minimum change
     spread: float  # the larger relative IQR of the two recorded measurements (NaN: unknown)
     noise: CellNoise
+    rounds: int | None = None  # the paired test's: the rounds its pairs came from (None: not counted)
 
     @property
     def ratio(self) -> float:

@@ -12,6 +12,17 @@ class measured in two pairs or more, weighing as k = ChangeRule.prior_df pairs (
 cell of three pairs is not judged on two degrees of freedom alone. A gross outlier among the differences (a process
 in another state, three times off the rest: tracker.stats.set_aside) is set aside.
 
+The pairs of one round are not independent of each other: a round is one `run` a side, and what one side's run does
+to all of its processes (its fork server's memory layout, say) moves every difference of the round alike, by a few
+percent on host-sensitive cells (docs/verdicts.md, "Rounds"). Where the rule counts rounds (`ChangeRule.
+confirm_rounds` > 1, paired records of format 4), the mean's variance has that shared part too,
+
+    se^2 = s^2 / n + r^2 * sum(n_i^2) / n^2,
+
+n_i the cell's pairs in round i and r^2 the round-to-round variance of its class (`round_variance`: one-way random
+effects, by moments, the class's median over its cells measured in two rounds or more; 0 while none is), and a change
+is confirmed only on pairs of `confirm_rounds` rounds: three pairs of one round can be one round's state.
+
 The rounds grow (`schedule`: 1, 3, 5, 8, 10 compiles a side by default) and the comparison looks at the data after
 every round, so each look is made at Pocock's nominal level for K looks (`nominal_alpha`, K the rounds of the
 schedule), which keeps the chance that unchanged code is ever called changed, over all looks, at alpha. At each look:
@@ -38,7 +49,7 @@ from typing import Any
 from tracker import stats
 from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfirmed, moved_word
 from tracker.analyse.noise import CellNoise
-from tracker.analyse.verdicts import DISTURBED, NOISY, SAME, UNDECIDED
+from tracker.analyse.verdicts import DISTURBED, FASTER, NOISY, SAME, SLOWER, UNCONFIRMED, UNDECIDED
 from tracker.stats import Compiles
 from tracker.store.pairing import Pair
 
@@ -64,17 +75,22 @@ def schedule(most: int, confirm: int = 3) -> list[int]:
     return out
 
 
+CONFIRM_ROUNDS = 2  # the rounds a paired change is confirmed on (the module's docstring says why)
+
+
 def rule_for(most: int, confirm: int) -> ChangeRule:
-    """The rule of a paired measurement of at most `most` compiles a side that confirms a change on `confirm`. Where
-    the user allows fewer compiles than the same needs, a cell is the same on all it may get."""
-    return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most))
+    """The rule of a paired measurement of at most `most` compiles a side that confirms a change on `confirm` pairs
+    of CONFIRM_ROUNDS rounds. Where the user allows fewer compiles than the same needs, a cell is the same on all it
+    may get; where fewer than the rounds, a change is confirmed on the rounds it may get."""
+    return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most),
+                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1))
 
 
 def recorded(r: ChangeRule) -> dict[str, Any]:
     """The fields of a paired record (tracker.store.pairing) that say which rule decided it, so that any later
     comparison judges as this one did (tracker.analyse.compare.as_recorded)."""
     return {"confirm": r.confirm, "same_within": r.same_within, "same_pairs": r.same_pairs,
-            "max_compiles": r.max_compiles}
+            "max_compiles": r.max_compiles, "confirm_rounds": r.confirm_rounds}
 
 
 def looks(rule: ChangeRule) -> int:
@@ -91,17 +107,30 @@ class Differences:
     set_aside: int
     base: Compiles
     head: Compiles
+    rounds: tuple[str, ...] = ()  # the run of each kept difference ("": not recorded, as one run)
 
     @classmethod
     def of(cls, pairs: Sequence[Pair]) -> Differences | None:
         if not pairs:
             return None
-        kept, out = stats.set_aside([math.exp(p.log_change) for p in pairs])
+        ratios = [math.exp(p.log_change) for p in pairs]
+        kept, out = stats.set_aside(ratios)
         base = Compiles.of([p.base_ms for p in pairs])
         head = Compiles.of([p.head_ms for p in pairs])
         if not kept or base is None or head is None:
             return None
-        return cls(tuple(math.log(x) for x in kept), len(out), base, head)
+        left = list(zip(ratios, (p.run or "" for p in pairs), strict=True))
+        rounds = []
+        for x in kept:
+            i = next(i for i, (r, _) in enumerate(left) if r == x)
+            rounds.append(left.pop(i)[1])
+        return cls(tuple(math.log(x) for x in kept), len(out), base, head, tuple(rounds))
+
+    def by_round(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for x, r in zip(self.logs, self.rounds, strict=True):
+            out.setdefault(r, []).append(x)
+        return out
 
     @property
     def n(self) -> int:
@@ -129,20 +158,47 @@ def pooled_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str
     return {cls: float(median(v)) for cls, v in by_class.items()}
 
 
+def round_variance(d: Differences) -> float | None:
+    """The variance one round adds to all of its differences alike, as this cell's pairs tell it: (MS_between -
+    MS_within) / n0 of a one-way random-effects layout, at least 0; None without two rounds and a round of two pairs."""
+    groups = list(d.by_round().values())
+    n, k = d.n, len(groups)
+    if k < 2 or n - k < 1:
+        return None
+    m = d.mean
+    between = math.fsum(len(g) * (math.fsum(g) / len(g) - m) ** 2 for g in groups) / (k - 1)
+    within = math.fsum((x - math.fsum(g) / len(g)) ** 2 for g in groups for x in g) / (n - k)
+    n0 = (n - sum(len(g) ** 2 for g in groups) / n) / (k - 1)
+    return max(0.0, (between - within) / n0)
+
+
+def pooled_round_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str, float]:
+    """r^2 by class: the median `round_variance` of this comparison's cells measured in two rounds or more."""
+    by_class: dict[str, list[float]] = {}
+    for cls, d in diffs.values():
+        if (v := round_variance(d)) is not None:
+            by_class.setdefault(cls, []).append(v)
+    return {cls: float(median(v)) for cls, v in by_class.items()}
+
+
 def evidence(d: Differences, prior_var: float | None, rule: ChangeRule, least: float, spread: float,
-             compiles: tuple[int, int]) -> Evidence | None:
-    """The paired evidence of one cell; None where nothing tells its noise yet (one pair and no prior)."""
+             compiles: tuple[int, int], round_var: float | None = None) -> Evidence | None:
+    """The paired evidence of one cell; None where nothing tells its noise yet (one pair and no prior).
+    `round_var`: its class's round-to-round variance, where the rule counts rounds."""
     k = rule.prior_df if prior_var is not None else 0.0
     own = (d.n - 1) * d.var if d.var is not None else 0.0
     df = k + d.n - 1
     if df <= 0:
         return None
     var = (k * (prior_var or 0.0) + own) / df
-    se = math.sqrt(var / d.n)
+    shared = (round_var or 0.0) * sum(len(g) ** 2 for g in d.by_round().values()) / d.n ** 2
+    se = math.sqrt(var / d.n + shared)
     p = stats.t_p_value(d.mean / se, df) if se > 0 else (0.0 if d.mean else 1.0)
-    source = f"{d.n} pairs" + (f" and its class's spread (as {k:g} pairs)" if k else "")
+    source = f"{d.n} pairs" + (f" and its class's spread (as {k:g} pairs)" if k else "") + \
+        (" and its rounds' shared spread" if shared else "")
     noise = CellNoise(math.sqrt(var / 2), df, 0.0, 0.0, f"paired: {source}", own_df=d.n - 1)
-    return Evidence(d.base, d.head, compiles, d.mean, se, df, p, least, spread, noise)
+    rounds = len(set(d.rounds)) if rule.confirm_rounds > 1 else None
+    return Evidence(d.base, d.head, compiles, d.mean, se, df, p, least, spread, noise, rounds)
 
 
 def more_to_settle(e: Evidence, rule: ChangeRule, families: int) -> int:
@@ -178,6 +234,8 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
     if selected and abs(e.log_change) > math.log1p(e.least):
         verdict = moved_word(e, half, rule)
         verdict = _unconfirmed(verdict, e.compiles, rule)
+        if verdict in (SLOWER, FASTER) and e.rounds is not None and e.rounds < rule.confirm_rounds:
+            verdict = UNCONFIRMED
     elif abs(e.log_change) + stats.t_quantile(level, e.df) * e.se < _margin(e, rule) and \
             min(e.compiles) >= rule.same_pairs:
         verdict = SAME
@@ -195,5 +253,6 @@ def undecided(d: Differences, compiles: tuple[int, int], spread: float) -> Verdi
                    means_ms=(d.base.mean_ms, d.head.mean_ms), noise="paired: 1 pair, its noise unknown yet", more=1)
 
 
-__all__ = ["Differences", "evidence", "looks", "more_to_settle", "nominal_alpha", "pooled_variance", "recorded",
-           "rule_for", "schedule", "undecided", "verdict_of"]
+__all__ = ["CONFIRM_ROUNDS", "Differences", "evidence", "looks", "more_to_settle", "nominal_alpha",
+           "pooled_round_variance", "pooled_variance", "recorded", "round_variance", "rule_for", "schedule",
+           "undecided", "verdict_of"]

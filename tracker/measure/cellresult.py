@@ -64,6 +64,9 @@ class CellResult:
     memory_wait_s: float | None = None  # the wait for its share of the GPU's memory (tracker.runner.memledger)
     # Its place among the measurements its process made (tracker.runner.resident); None: the first, a fresh process
     process_turn: int | None = None
+    # The `run` that made it (an id of the runner's process): a run's measurements share its fork server, and whatever
+    # that does to them all (tracker.analyse.paired counts a PR's rounds by it)
+    run_id: str | None = None
     shared_from: str | None = None  # measured in another run (a shared baseline): that run's commit
     source: str | None = None  # not measured by a run: where it came from ("import-csv FILE")
     # A cell's replicates combined (tracker.store.cells.combine):

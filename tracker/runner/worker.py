@@ -23,7 +23,7 @@ from dataclasses import replace
 from tracker.measure import cudainit, fresh, gpulock
 from tracker.measure.harness import CellResult, Settings, measure_cell
 from tracker.runner import memledger, resident
-from tracker.runner.workerenv import ENV_GPU, ENV_LAUNCHED, ENV_SETTINGS
+from tracker.runner.workerenv import ENV_GPU, ENV_LAUNCHED, ENV_RUN, ENV_SETTINGS
 from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey, default_root, stored_form
 from workloads.modes import COMPILED
@@ -106,6 +106,7 @@ def _when(cell: CellResult, lock: gpulock.GpuLock | None, memory_wait_s: float |
     """The cell with what the runner's timeline reads beside it (tools/bench_runner.py phases): its GPU, when it was
     asked for and ended, its holds of the GPU lock and its waits for the lock and for memory."""
     cell.ended_at = round(time.time(), 3)
+    cell.run_id = os.environ.get(ENV_RUN) or None
     if os.environ.get(ENV_GPU):
         cell.gpu_index = os.environ[ENV_GPU]
     if os.environ.get(ENV_LAUNCHED):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from tracker.store.cells import ENV_MACHINE, ENV_ROOT, torch_version
 # What a worker (tracker.runner.worker) reads of its environment beside the store's and the lock's
 ENV_SETTINGS = "COMPILE_BASELINES_SETTINGS"  # JSON of measure.Settings fields
 ENV_GPU = "COMPILE_BASELINES_GPU"  # the GPU this worker measures on, as CUDA_VISIBLE_DEVICES names it
+ENV_RUN = "COMPILE_BASELINES_RUN_ID"  # the run this worker measures for (CellResult.run_id)
+RUN_ID = uuid.uuid4().hex[:12]  # this runner process's
 ENV_LAUNCHED = "COMPILE_BASELINES_LAUNCHED_AT"  # when the runner asked for this process (seconds since the epoch)
 
 
@@ -85,6 +88,7 @@ def worker_env(cfg: RunConfig, cell: CellId, inductor_cache: str, triton_cache: 
         "TRITON_CACHE_DIR": triton_cache,
         "PYTHONUNBUFFERED": "1",
         ENV_LAUNCHED: f"{time.time():.3f}",
+        ENV_RUN: RUN_ID,
     })
     if cfg.device:
         env["COMPILE_BASELINES_DEVICE"] = cfg.device

@@ -46,6 +46,7 @@ class Pair:
     head_ms: float
     base_gpu: str | None = None
     head_gpu: str | None = None
+    run: str | None = None  # the base side's run (CellResult.run_id): the pairs of one run share its noise
 
     @property
     def log_change(self) -> float:
@@ -87,6 +88,7 @@ class PairedRecord:
     same_within: float = 0.03
     max_compiles: int = 10
     same_pairs: int = 0
+    confirm_rounds: int = 1  # the rounds a change needs, their shared noise weighed in (1: not counted, format 3)
     cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
     shared: SharedBaseline | None = None  # the cells measured once for both sides (none: every cell in pairs)
     stopped: str = ""  # why the rounds stopped with cells they could still decide, in words ("": they did not)
@@ -149,6 +151,7 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
                             confirm=_confirm(data.get("confirm", (3, 3))),
                             same_within=float(data.get("same_within", 0.03)),
                             max_compiles=int(data.get("max_compiles", 10)), same_pairs=int(data["same_pairs"]),
+                            confirm_rounds=int(data["confirm_rounds"]),
                             cells=cells, shared=_shared(data.get("shared")), stopped=str(data["stopped"]))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
@@ -172,7 +175,8 @@ def _pair(p: Mapping[str, Any]) -> Pair:
     if not (is_latency(p["base_ms"]) and is_latency(p["head_ms"])):
         raise ValueError(f"round {p.get('round')}: a latency that no measurement gives")
     gpu = {k: None if p.get(k) is None else str(p[k]) for k in ("base_gpu", "head_gpu")}
-    return Pair(int(p["round"]), float(p["base_ms"]), float(p["head_ms"]), **gpu)
+    run = p.get("run")
+    return Pair(int(p["round"]), float(p["base_ms"]), float(p["head_ms"]), **gpu, run=None if run is None else str(run))
 
 
 def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head: str,
@@ -183,7 +187,7 @@ def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head
     out: dict[str, tuple[Pair, ...]] = {}
     for cell in cells:
         sides = [s.replicates(*cell) if s else [] for s in stores]
-        pairs = tuple(Pair(r, b.median_ms, h.median_ms, _gpu(b), _gpu(h))
+        pairs = tuple(Pair(r, b.median_ms, h.median_ms, _gpu(b), _gpu(h), b.run_id)
                       for r, (b, h) in enumerate(zip(*sides, strict=False), 1)
                       if b.ok and h.ok and b.median_ms is not None and h.median_ms is not None)
         if pairs:
