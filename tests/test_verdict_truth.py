@@ -223,3 +223,21 @@ def test_on_the_h100_trial_t12_on_four_gpus_the_comment_comes_again_from_the_res
     verbose = truth_cmd(str(H100_T12), "--verbose").stdout
     asked = [int(n) for n in re.findall(r"about (\d+) more compiles a side", verbose)]
     assert asked and f"median {sorted(asked)[len(asked) // 2]}," in undecided and f"at most {max(asked)}" in undecided
+
+
+H200_T12 = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12-h200"
+
+
+def test_trial_t12_again_on_four_h200s_with_processes_that_stay_its_comment_comes_again_and_no_5_percent_move_is_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    c = compare_runs(H200_T12 / "verdict" / "results", "21c7c7ec", "fe53066a", "h100-t12")
+    assert render_comment(c) == (H200_T12 / "verdict" / "comment.md").read_text()
+    out = truth_cmd(str(H200_T12))
+    assert out.returncode == 0, out.stderr
+    cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
+    assert cells >= 10 and same == wrong == 0 and reported + undecided == cells
+    assert "0 alarms of 10 cells" in out.stdout and "a best-baseline change in the headline: 3 of 3" in out.stdout

@@ -35,10 +35,11 @@ repository at hand and as if every workload's source had changed, on the runs' o
 
 Planted trials against truth (the measure of record; tests/fixtures/h100-plant-truth/device-trials.sh makes them):
 
-    python tools/verdict_trials.py truth DIR... [--verbose] [--same-pairs N]
+    python tools/verdict_trials.py truth DIR... [--verbose] [--same-pairs N] [--confirm-rounds N]
 
 Each DIR holds a trial.json (the trial's base and head commits, its planted and control workloads, and its two
-runs: machine and results directory, the cell store beside it) and two runs of the same commits made independently:
+runs: machine and results directory, the cell store beside it; the verdict run's own base and head where it
+measured another tree of the same plants) and two runs of the same plants made independently:
 the verdict run (`pr` as a user runs it) and the truth run (`pr --compiles 10`: every cell in exactly ten paired
 compiles a side). `truth` judges the verdict run as `compile-baselines compare` judges its results (the paired record
 `pr` stored makes it judge as `pr` did), reads each cell's real change from the truth run's paired record
@@ -47,8 +48,9 @@ compiles), and counts, per cell class and per size of the real change, the plant
 direction, undecided, called the same, reported the wrong way; the instances whose best latency really moved 4% or
 more and whether each is a best-baseline change; and the control workloads' cells, whose real change is 0 by
 construction, and their alarms. `--same-pairs N` judges the verdict runs as if their records asked N pairs of a cell
-that is the same (ChangeRule.same_pairs; a record written before it asks any number): the pairs they measured read by
-a later rule, not the rounds that rule would have added.
+that is the same (ChangeRule.same_pairs; a record written before it asks any number), `--confirm-rounds N` as if they
+asked pairs of N rounds for a change (ChangeRule.confirm_rounds): the pairs they measured read by a later rule, not
+the rounds that rule would have added.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tracker.analyse import paired
 from tracker.analyse.compare import (
     CellChange,
     ChangeRule,
@@ -373,9 +376,10 @@ def load_trial(directory: Path) -> TruthTrial:
         verdict, truth, base, head = m["verdict"], m["truth"], str(m["base"]), str(m["head"])
         cells = default_cells_dir(directory / truth["results"])
         record = truth_record(cells, truth.get("machine"), base, head)
+        # the verdict run's commits, where it measured another tree of the same plants than the truth's
         return TruthTrial(str(m.get("trial", directory.name)), directory / verdict["results"],
-                          str(verdict["machine"]), base, head, record, truth_launch_floor(cells, record),
-                          frozenset(m.get("controls", ())))
+                          str(verdict["machine"]), str(verdict.get("base", base)), str(verdict.get("head", head)),
+                          record, truth_launch_floor(cells, record), frozenset(m.get("controls", ())))
     except OSError as e:
         raise ToolError(f"{manifest}: no trial here ({e.strerror})") from None
     except ValueError as e:
@@ -384,15 +388,27 @@ def load_trial(directory: Path) -> TruthTrial:
         raise ToolError(f"{manifest}: not a trial manifest (no {e})") from None
 
 
-def same_pairs_asked(t: TruthTrial, n: int, dest: Path) -> Path:
-    """A copy of the trial's verdict run (results and cell store) whose paired record asks `n` pairs of the same."""
+def rule_asked(t: TruthTrial, dest: Path, **rule: int) -> Path:
+    """A copy of the trial's verdict run (results and cell store) whose paired record asks `rule` (its fields:
+    same_pairs, confirm_rounds) instead of what it recorded."""
     shutil.copytree(t.results, dest)
     shutil.copytree(default_cells_dir(t.results), default_cells_dir(dest))
     record = pairing.find(default_cells_dir(dest), t.machine, t.truth.torch, t.base, t.head)
     if record is None:
         raise ToolError(f"{t.results}: no paired record of the verdict run (it was not measured in pairs)")
-    pairing.write(default_cells_dir(dest), replace(record, same_pairs=n))
+    if rule.get("confirm_rounds", 1) > 1:
+        record = replace(record, cells={k: tuple(replace(p, run=p.run or _scheduled_round(p.round, record))
+                                                 for p in ps) for k, ps in record.cells.items()})
+    pairing.write(default_cells_dir(dest), replace(record, **rule))
     return dest
+
+
+def _scheduled_round(replicate: int, record: pairing.PairedRecord) -> str:
+    """The round of pr's schedule that measures `replicate` (three compiles in round 1, then to each number of
+    paired.schedule), for a record written before pairs named their runs: a cell that skipped a round is read as if
+    it had not."""
+    targets = [3, *(t for t in paired.schedule(record.max_compiles, max(record.confirm)) if t > 3)]
+    return f"round {next((k for k, t in enumerate(targets, 1) if replicate <= t), len(targets))}"
 
 
 def truth_record(cells: Path, machine: str | None, base: str, head: str) -> pairing.PairedRecord:
@@ -528,15 +544,18 @@ def cmd_truth(a: argparse.Namespace) -> None:
     trials = [load_trial(Path(d)) for d in a.trials]
     tally = Tally()
     with tempfile.TemporaryDirectory() as tmp:
+        asked = {k: v for k, v in (("same_pairs", a.same_pairs), ("confirm_rounds", a.confirm_rounds))
+                 if v is not None}
         for t in trials:
-            results = t.results if a.same_pairs is None else \
-                same_pairs_asked(t, a.same_pairs, Path(tmp) / t.name / "results")
+            results = rule_asked(t, Path(tmp) / t.name / "results", **asked) if asked else t.results
             c = compare_runs(results, t.base, t.head, t.machine)
             tally_cells(t, c, tally)
             tally_best(t, c, tally)
     print_truth(tally, trials)
     if a.same_pairs is not None:
         print(f"the verdict runs' pairs judged as if a cell needed {a.same_pairs} pairs to be the same")
+    if a.confirm_rounds is not None:
+        print(f"the verdict runs' pairs judged as if a change needed pairs of {a.confirm_rounds} rounds")
     if a.verbose:
         print("\n".join(tally.lines))
 
@@ -605,6 +624,8 @@ def main() -> None:
     tr.add_argument("--verbose", action="store_true", help="list every planted cell, truth and verdict")
     tr.add_argument("--same-pairs", type=int, metavar="N",
                     help="judge the verdict runs as if their records asked N pairs of a cell that is the same")
+    tr.add_argument("--confirm-rounds", type=int, metavar="N",
+                    help="judge the verdict runs as if their records asked pairs of N rounds for a change")
     tr.set_defaults(fn=cmd_truth)
     pa = sub.add_parser("pairs", help="false alarms of the committed A/A pairs of cold full runs")
     pa.add_argument("--test", choices=TESTS, default=TESTS[0])
