@@ -241,3 +241,28 @@ def test_trial_t12_again_on_four_h200s_with_processes_that_stay_its_comment_come
     cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
     assert cells >= 10 and same == wrong == 0 and reported + undecided == cells
     assert "0 alarms of 10 cells" in out.stdout and "a best-baseline change in the headline: 3 of 3" in out.stdout
+
+
+H200_T12_ROUNDS = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12-h200-rounds"
+
+
+def test_under_the_rule_of_two_rounds_a_two_workload_pr_reports_every_5_percent_move_and_its_comment_comes_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+    from tracker.store import pairing
+
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    results = H200_T12_ROUNDS / "verdict" / "results"
+    c = compare_runs(results, "149488a9", "4c35eede", "h100-t12")
+    assert render_comment(c) == (H200_T12_ROUNDS / "verdict" / "comment.md").read_text()
+    record = pairing.find(results.parent / "cells", "h100-t12", "2.11.0+cu130", c.base.commit, c.head.commit)
+    assert record is not None and record.confirm_rounds == 2
+    changed = [x for x in c.cells if x.significant]
+    assert changed and all(len({p.run for p in record.pairs((x.preset, x.workload, x.mode))}) >= 2 for x in changed)
+    # its truth is t12-h200's, which measured more workloads than this run: only this run's two are counted
+    out = truth_cmd(str(H200_T12_ROUNDS))
+    assert out.returncode == 0, out.stderr
+    cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
+    assert cells == reported and cells >= 8 and same == wrong == 0
+    assert "a best-baseline change in the headline: 2 of 2" in out.stdout

@@ -366,6 +366,11 @@ class TruthTrial:
     truth: pairing.PairedRecord
     launch_us: float
     controls: frozenset[str]
+    planted: frozenset[str] = frozenset()  # none: every workload of the truth but the controls
+
+    def counts(self, workload: str) -> bool:
+        """Whether the trial counts `workload`'s cells: a truth may have measured more than its verdict run."""
+        return not self.planted or workload in self.planted or workload in self.controls
 
 
 def load_trial(directory: Path) -> TruthTrial:
@@ -379,7 +384,8 @@ def load_trial(directory: Path) -> TruthTrial:
         # the verdict run's commits, where it measured another tree of the same plants than the truth's
         return TruthTrial(str(m.get("trial", directory.name)), directory / verdict["results"],
                           str(verdict["machine"]), str(verdict.get("base", base)), str(verdict.get("head", head)),
-                          record, truth_launch_floor(cells, record), frozenset(m.get("controls", ())))
+                          record, truth_launch_floor(cells, record), frozenset(m.get("controls", ())),
+                          frozenset(m.get("planted", ())))
     except OSError as e:
         raise ToolError(f"{manifest}: no trial here ({e.strerror})") from None
     except ValueError as e:
@@ -464,7 +470,7 @@ def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
     for key, pairs in t.truth.cells.items():
         cell = tuple(key.split("/", 2))
         truth, x = Truth.of(pairs), verdicts.pop(cell, None)
-        if truth is None:
+        if truth is None or not t.counts(cell[1]):
             continue
         if cell[1] in t.controls:
             tally.control.update(cells=1, alarms=bool(x and x.significant),
@@ -494,6 +500,8 @@ def tally_best(t: TruthTrial, c: Comparison, tally: Tally) -> None:
     reported = {(i.preset, i.workload): i.best_changed for i in c.instances}
     undecided = {(i.preset, i.workload) for i in c.undecided_best}
     for (preset, workload), change in true_best(t.truth).items():
+        if not t.counts(workload):
+            continue
         said = reported.get((preset, workload), False)
         if workload in t.controls:
             tally.control.update(instances=1, best=said)
