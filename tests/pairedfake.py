@@ -75,10 +75,12 @@ class PairedFake:
         kernels = _values(argv, "--kernel") or ["all"]
         cells = [x for x in self._cells(argv) if not x[2].startswith("kernel:") or "all" in kernels
                  or f"{x[1]}:{x[2].removeprefix('kernel:')}" in kernels]
+        run = f"fake-run-{len(self.calls)}"  # each command a run of its own, as each `run` process is
         for cell in cells:
             have = len(store.replicates(*cell))
             for r in range(have + 1, _replicates(argv, cell) + 1):
-                store.put(CellResult.from_json(self._compile(cell, commit, r, c.env.get("CUDA_VISIBLE_DEVICES"))))
+                out = self._compile(cell, commit, r, c.env.get("CUDA_VISIBLE_DEVICES"))
+                store.put(CellResult.from_json(out | {"run_id": run}))
         if self.rc == 0:
             self._record(results, commit, store)
         return self.rc

@@ -46,7 +46,8 @@ class Pair:
     head_ms: float
     base_gpu: str | None = None
     head_gpu: str | None = None
-    run: str | None = None  # the base side's run (CellResult.run_id): the pairs of one run share its noise
+    # its two sides' runs, "BASE/HEAD" (CellResult.run_id): pairs of the same runs share their noise
+    run: str | None = None
 
     @property
     def log_change(self) -> float:
@@ -187,7 +188,7 @@ def from_stores(cells_dir: str | Path, machine: str, torch: str, base: str, head
     out: dict[str, tuple[Pair, ...]] = {}
     for cell in cells:
         sides = [s.replicates(*cell) if s else [] for s in stores]
-        pairs = tuple(Pair(r, b.median_ms, h.median_ms, _gpu(b), _gpu(h), b.run_id)
+        pairs = tuple(Pair(r, b.median_ms, h.median_ms, _gpu(b), _gpu(h), _runs(b, h))
                       for r, (b, h) in enumerate(zip(*sides, strict=False), 1)
                       if b.ok and h.ok and b.median_ms is not None and h.median_ms is not None)
         if pairs:
@@ -227,6 +228,13 @@ def _run_from_one(numbers: set[int]) -> int:
     while count + 1 in numbers:
         count += 1
     return count
+
+
+def _runs(base: CellResult, head: CellResult) -> str | None:
+    """A pair's runs, "BASE/HEAD"; None where neither side recorded its run."""
+    if base.run_id is None and head.run_id is None:
+        return None
+    return f"{base.run_id or '?'}/{head.run_id or '?'}"
 
 
 def _gpu(record: CellResult) -> str | None:
