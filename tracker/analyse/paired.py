@@ -12,10 +12,10 @@ class measured in two pairs or more, weighing as k = ChangeRule.prior_df pairs (
 cell of three pairs is not judged on two degrees of freedom alone. A gross outlier among the differences (a process
 in another state, three times off the rest: tracker.stats.set_aside) is set aside.
 
-The pairs of one round are not independent of each other: a round is one `run` a side, and what one side's run does
-to all of its processes (its fork server's memory layout, say) moves every difference of the round alike, by a few
-percent on host-sensitive cells (docs/verdicts.md, "Rounds"). Where the rule counts rounds (`ChangeRule.
-confirm_rounds` > 1, paired records of format 4), the mean's variance has that shared part too,
+The pairs of one round are not independent of each other: a round is one `run` a side, its processes forked from
+one server, and what a run does to all of its processes moves every difference of the round alike, by a few percent
+on host-sensitive cells (docs/verdicts.md, "Rounds"). Where the rule counts rounds (ChangeRule.confirm_rounds > 1,
+paired records of format 4), the mean's variance has that shared part too,
 
     se^2 = s^2 / n + r^2 * sum(n_i^2) / n^2,
 
