@@ -41,7 +41,7 @@ schedule), which keeps the chance that unchanged code is ever called changed, ov
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -149,13 +149,19 @@ class Differences:
         return math.fsum((x - m) ** 2 for x in self.logs) / (self.n - 1)
 
 
-def pooled_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str, float]:
-    """s0^2 by class: the median variance of the differences of this comparison's cells of two pairs or more."""
+def _median_by_class(diffs: Mapping[object, tuple[str, Differences]],
+                     of: Callable[[Differences], float | None]) -> dict[str, float]:
+    """By class, the median of `of` over this comparison's cells for which it is known."""
     by_class: dict[str, list[float]] = {}
     for cls, d in diffs.values():
-        if d.var is not None:
-            by_class.setdefault(cls, []).append(d.var)
+        if (v := of(d)) is not None:
+            by_class.setdefault(cls, []).append(v)
     return {cls: float(median(v)) for cls, v in by_class.items()}
+
+
+def pooled_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str, float]:
+    """s0^2 by class: the median variance of the differences of this comparison's cells of two pairs or more."""
+    return _median_by_class(diffs, lambda d: d.var)
 
 
 def round_variance(d: Differences) -> float | None:
@@ -174,11 +180,7 @@ def round_variance(d: Differences) -> float | None:
 
 def pooled_round_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str, float]:
     """r^2 by class: the median `round_variance` of this comparison's cells measured in two rounds or more."""
-    by_class: dict[str, list[float]] = {}
-    for cls, d in diffs.values():
-        if (v := round_variance(d)) is not None:
-            by_class.setdefault(cls, []).append(v)
-    return {cls: float(median(v)) for cls, v in by_class.items()}
+    return _median_by_class(diffs, round_variance)
 
 
 def evidence(d: Differences, prior_var: float | None, rule: ChangeRule, least: float, spread: float,
