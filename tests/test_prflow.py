@@ -382,3 +382,35 @@ def test_round_one_puts_the_workloads_whose_autotuning_benchmarks_templates_on_d
                     for w in c.argv[c.argv.index("--workload") + 1:c.argv.index("--replicates")]}
               for gpu in ("0", "1")}
     assert all(len(set(heavy) & placed) == 1 for placed in on_gpu.values()), on_gpu
+
+
+def test_a_later_round_shares_its_cells_over_the_gpus_by_the_lock_seconds_the_earlier_rounds_recorded(
+        tmp_path: Path) -> None:
+    from tracker.runner.costs import Costs
+    from tracker.runner.plan import CellId
+
+    # a t12 verdict run on four H200s: its cell store holds each cell's compiles of rounds 1 and 2
+    trial = Path(__file__).resolve().parent / "fixtures" / "h100-plant-truth" / "t12-h200-r2" / "verdict"
+    record = next(pairing.read(trial / "cells", p) for p in (trial / "cells").glob("*/*/*/paired-*.json"))
+    cells = sorted(tuple(k.split("/")) for k in record.cells)
+    workloads = tuple(sorted({w for _, w, _ in cells}))
+    sides = [Side(label, "c" * 40, workloads) for label in ("base", "head")]
+    seen: list[Command] = []
+
+    def runner(commands: Sequence[Command]) -> list[int]:
+        seen.extend(commands)
+        return [0] * len(commands)
+
+    rounds = PairedRounds(sides, {s.label: tmp_path for s in sides}, trial / "results", "m", 32, None, None, runner,
+                          groups_of(["0", "1", "2", "3"], list(range(32))), log=io.StringIO())
+    rounds.more(cells, 5)
+    lock = Costs.from_store_root(trial / "cells")
+    load = {}
+    for c in seen:
+        names = c.argv[c.argv.index("--cell") + 1:]
+        names = names[:next((i for i, a in enumerate(names) if a.startswith("-")), len(names))]
+        load[(c.label, c.env["CUDA_VISIBLE_DEVICES"])] = sum(lock.of(CellId(*n.split("/")), 2).lock_s for n in names)
+    assert len(load) == 8  # each GPU's share, measured by both sides
+    # longest first onto the least loaded GPU: no GPU's share exceeds another's by more than the dearest cell's
+    dearest = max(lock.of(CellId(*c), 2).lock_s for c in cells)
+    assert max(load.values()) - min(load.values()) <= dearest

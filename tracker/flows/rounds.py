@@ -9,9 +9,9 @@ are started together, by two `run`s (one a side, each in its own worktree) that 
 timings alternate on the same GPU: a pair never straddles two GPUs or two rounds. On a host of several GPUs the round's
 work is split over the GPUs (`Group`: one GPU, and a share of the cores of its own so that the groups' timing cores stay
 apart), whole workloads in round 1 (or single presets where there are fewer workloads than GPUs), cells in later rounds,
-the most expensive first onto the least loaded GPU (in round 1 by the GPU-lock seconds its cell store or the modes'
-priors expect, tracker.runner.costs). Both sides' run for one GPU is handed CUDA_VISIBLE_DEVICES of that
-GPU alone, so a base of any version measures where it is put.
+the most expensive first onto the least loaded GPU, by the GPU-lock seconds its cell store (this PR's earlier rounds
+among its runs) or the modes' priors expect (tracker.runner.costs). Both sides' run for one GPU is handed
+CUDA_VISIBLE_DEVICES of that GPU alone, so a base of any version measures where it is put.
 
 Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
 (tracker.store.pairing) is read off the two cell stores after each round.
@@ -49,7 +49,6 @@ from tracker.runner.costs import Costs
 from tracker.runner.plan import CellId
 from tracker.store.cells import default_cells_dir
 from workloads.kernels.registry import candidate_name
-from workloads.modes import BY_NAME as MODE_BY_NAME
 from workloads.modes import MODES
 
 # Round 1 of a kernel-only change: its kernels' cells (a few seconds each, every compile started at once:
@@ -115,11 +114,6 @@ def balance(items: Sequence[T], cost: Callable[[T], float], n: int) -> list[list
         load[k] += cost(item)
     order = {id(x): i for i, x in enumerate(items)}
     return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
-
-
-def _mode_cost(mode: str) -> float:
-    m = MODE_BY_NAME.get(mode)
-    return float(m.cost) if m is not None else 1.0
 
 
 @dataclass
@@ -213,8 +207,10 @@ class PairedRounds:
                                   sorted({f"{w}:{candidate_name(m)}" for _, w, m in kernels}))
 
     def more(self, cells: Sequence[Cell], compiles: int) -> None:
-        """A later round: `cells` to `compiles` compiles a side."""
-        bins = balance(list(cells), lambda c: _mode_cost(c[2]), len(self.groups))
+        """A later round: `cells` to `compiles` compiles a side, shared over the GPUs by the GPU-lock seconds a
+        further compile of each cell holds, as the rounds before recorded it."""
+        costs = Costs.from_store_root(default_cells_dir(self.results)) if len(self.groups) > 1 else Costs()
+        bins = balance(list(cells), lambda c: costs.of(CellId(*c), 2).lock_s, len(self.groups))
         work = []
         for group, part in zip(self.groups, bins, strict=True):
             if part:
