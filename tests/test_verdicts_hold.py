@@ -287,6 +287,24 @@ def test_an_aa_pr_on_the_h100_reports_nothing_and_compare_gives_the_verdicts_it_
     assert len(posted) == 20 and verdict_rows(render_comment(c)) == posted
 
 
+H200_AA = ROOT / "tests" / "fixtures" / "h200-stay"
+
+
+@pytest.mark.parametrize(("folder", "machine", "base", "head", "cells"), [
+    ("aa-pr2", "x4-aa2-diffusion", "9deecab4", "aa909227", 44),
+    ("aa-pr-rl", "x4-aa-rl", "636171be", "bdd16c48", 20)])
+def test_an_aa_pr_on_four_h200s_under_the_rule_of_two_rounds_reports_nothing_and_compare_posts_it_again(
+        folder: str, machine: str, base: str, head: str, cells: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pr` of a comment added to one module, pr's defaults, every GPU of the host (tests/fixtures/h200-stay)
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))  # judged with no repository at hand
+    run = H200_AA / folder
+    c = compare_runs(run / "results", base, head, machine)
+    assert len(c.cells) == cells and not c.changed and c.rule.confirm_rounds == 2
+    assert (c.best_changes, c.regressions, c.improvements, c.unconfirmed) == ([], [], [], [])
+    assert render_comment(c) == (run / f"comment-{machine}.md").read_text()
+
+
 def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> None:
     # trial 5's DPO max-autotune: 7.30-8.19 us at base, 8.74-9.31 us at head (trial 4 drew 8.16 -> 7.10 us): its
     # head's best lies beyond the base's slowest compile by 7%, but by 0.55 us, half the quarter launch floor
