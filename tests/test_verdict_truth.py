@@ -89,6 +89,15 @@ def test_a_verdict_counts_as_reported_only_in_the_direction_the_cell_really_move
     assert tool.outcome(verdict, change) == said
 
 
+@pytest.mark.parametrize(("mode", "change", "spread", "allowed"), [
+    ("max-autotune", 0.949, 0.055, True), ("max-autotune-no-cudagraphs", 1.06, 0.07, True),
+    ("max-autotune", 0.936, 0.010, False), ("default", 1.06, 0.08, False), ("eager", 1.06, 0.08, False),
+    ("max-autotune", 1.04, 0.08, False), ("max-autotune", 1.06, None, False)])
+def test_only_an_autotuned_cell_whose_own_spread_is_wider_than_its_5_percent_move_may_be_undecided(
+        tool, mode: str, change: float, spread: float | None, allowed: bool) -> None:
+    assert tool.excused(mode, tool.Truth(change, None, spread, 1.0, change, 8)) is allowed
+
+
 def test_an_instances_best_latency_really_moves_from_the_fastest_mode_at_base_to_the_fastest_at_head(tool) -> None:
     record = pairing.PairedRecord("m", "2.11.0", "a" * 40, "b" * 40, cells={
         "prefill/w/eager": tuple(pairs((1.0, 1.0), (1.0, 1.0))),
@@ -265,3 +274,19 @@ def test_under_the_rule_of_two_rounds_a_two_workload_pr_reports_every_5_percent_
     cells, reported, _undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
     assert cells == reported and cells >= 8 and same == wrong == 0
     assert "a best-baseline change in the headline: 2 of 2" in out.stdout
+
+
+@pytest.mark.parametrize("run", ["t12-h200-r2", "t12-h200-r4"])
+def test_under_the_rule_of_two_rounds_trial_t12_whole_again_reports_its_5_percent_moves_on_runs_of_two_rounds(
+        run: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / run
+    _comment_again_and_no_5_percent_move_same(trial, "fba47530", "1f8156b9", 10)
+    results = trial / "verdict" / "results"
+    c = compare_runs(results, "fba47530", "1f8156b9", "h100-t12")
+    record = pairing.find(results.parent / "cells", "h100-t12", "2.11.0+cu130", c.base.commit, c.head.commit)
+    assert record is not None and record.confirm_rounds == 2
+    changed = [x for x in c.cells if x.significant]
+    assert changed and all(len({p.run for p in record.pairs((x.preset, x.workload, x.mode))}) >= 2 for x in changed)

@@ -98,7 +98,7 @@ from tracker.stats import t_quantile
 from tracker.store import asvfiles, pairing
 from tracker.store.cells import CellStore, RunKey, combine, default_cells_dir
 from tracker.store.results import list_runs, load_runs
-from workloads.modes import MODES, REFERENCE
+from workloads.modes import BY_NAME, MODES, REFERENCE
 
 
 def counts(c: Comparison) -> str:
@@ -292,6 +292,7 @@ def cmd_power(a: argparse.Namespace) -> None:
 SIZES_TRUE = (">= 5%", "3-5%, own spread < 1%", "3-5%, own spread >= 1%", "2-3%", "< 2%")
 OUTCOMES = ("reported", "undecided", "same", "wrong way", "other")
 BEST_MOVE = 0.04  # a best latency that really moved this much is to be a best-baseline change in the headline
+AUTOTUNED = frozenset(m for m, mode in BY_NAME.items() if mode.autotuned)
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,13 @@ class Truth:
         ci = f" [{self.ci[0] - 1:+.1%}..{self.ci[1] - 1:+.1%}]" if self.ci else ""
         spread = f", spread {self.spread:.1%}" if self.spread is not None else ""
         return f"{self.change - 1:+.1%}{ci}{spread}, {count(self.pairs, 'pair')}"
+
+
+def excused(mode: str, truth: Truth) -> bool:
+    """A cell the goal allows undecided though it really moved 5% or more: an autotuned mode whose own compiles
+    spread wider than its change (which compile autotuning picks decides more than the code)."""
+    return (truth.moved >= 0.05 and mode in AUTOTUNED and truth.spread is not None
+            and truth.spread >= truth.moved)
 
 
 def outcome(verdict: str | None, change: float) -> str:
@@ -443,6 +451,8 @@ class Tally:
     control: Counter[str] = field(default_factory=Counter)
     control_moved: float = 0.0  # the largest real change of a control cell
     settle: list[int] = field(default_factory=list)  # each undecided planted cell: the compiles a side more it asks
+    # GPU-bound, really moved >= 5%, undecided: an autotuned mode whose own compiles spread wider than the change
+    excused: int = 0
     lines: list[str] = field(default_factory=list)
 
 
@@ -485,6 +495,7 @@ def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
         tally.settle += [x.more] if said == "undecided" and x is not None and x.more else []
         if cls == "GPU-bound" and truth.moved >= 0.03 and truth.steady:
             tally.steady[said] += 1
+        tally.excused += cls == "GPU-bound" and said == "undecided" and excused(cell[2], truth)
         tally.lines.append(f"  {cls:10} {said:9}  {_said(t, cell, truth, x)}")
     for x in verdicts.values():
         if x.workload in t.controls:  # a control the truth run did not measure: its real change is 0 by construction
@@ -527,7 +538,10 @@ def print_truth(tally: Tally, trials: Sequence[TruthTrial]) -> None:
             row = [tally.cells[(cls, size, o)] for o in OUTCOMES]
             print(f"    {size:22} {sum(row):>5}  " + "  ".join(f"{n:>9}" for n in row))
     large = [tally.cells[("GPU-bound", SIZES_TRUE[0], o)] for o in OUTCOMES]
-    print(f"GPU-bound cells that really moved 5% or more: {_share(large[0], sum(large))} reported (goal 95%); "
+    allowed = f", {_share(large[0] + tally.excused, sum(large))} counting {tally.excused} undecided autotuned " \
+        "with their own spread wider than their change" if tally.excused else ""
+    print(f"GPU-bound cells that really moved 5% or more: {_share(large[0], sum(large))} reported{allowed} "
+          "(goal 95%); "
           f"3% or more with their own spread under 1%: {_share(tally.steady['reported'], sum(tally.steady.values()))}"
           " (goal 90%)")
     planted = sum(tally.cells.values())
