@@ -251,6 +251,14 @@ def test_trial_t12_again_on_four_h200s_with_processes_that_stay_its_comment_come
     _comment_again_and_no_5_percent_move_same(H200_T12, "21c7c7ec", "fe53066a", 10)
 
 
+def _every_change_on_pairs_of_two_runs(results: Path, c) -> None:
+    """A run under the rule of two rounds: its record asks two, and every change it reports has pairs of two runs."""
+    record = pairing.find(results.parent / "cells", "h100-t12", "2.11.0+cu130", c.base.commit, c.head.commit)
+    assert record is not None and record.confirm_rounds == 2
+    changed = [x for x in c.cells if x.significant]
+    assert changed and all(len({p.run for p in record.pairs((x.preset, x.workload, x.mode))}) >= 2 for x in changed)
+
+
 @pytest.mark.parametrize(("run", "base", "head", "least", "best"), [
     ("t12-h200-rounds", "149488a9", "4c35eede", 8, "2 of 2"),  # the VAE decoder and the KL loss, four H200s
     ("t12-h200x2-r5", "bedc4ebc", "b35a8bd4", 2, "1 of 1")])  # rope and the rmsnorm kernel, two H200s
@@ -265,10 +273,7 @@ def test_under_the_rule_of_two_rounds_a_two_workload_pr_reports_every_5_percent_
     results = trial / "verdict" / "results"
     c = compare_runs(results, base, head, "h100-t12")
     assert render_comment(c) == (trial / "verdict" / "comment.md").read_text()
-    record = pairing.find(results.parent / "cells", "h100-t12", "2.11.0+cu130", c.base.commit, c.head.commit)
-    assert record is not None and record.confirm_rounds == 2
-    changed = [x for x in c.cells if x.significant]
-    assert changed and all(len({p.run for p in record.pairs((x.preset, x.workload, x.mode))}) >= 2 for x in changed)
+    _every_change_on_pairs_of_two_runs(results, c)
     # its truth is t12-h200's, which measured more workloads than this run: only this run's are counted
     out = truth_cmd(str(trial))
     assert out.returncode == 0, out.stderr
@@ -287,7 +292,4 @@ def test_under_the_rule_of_two_rounds_trial_t12_whole_again_reports_its_5_percen
     _comment_again_and_no_5_percent_move_same(trial, "fba47530", "1f8156b9", 10)
     results = trial / "verdict" / "results"
     c = compare_runs(results, "fba47530", "1f8156b9", "h100-t12")
-    record = pairing.find(results.parent / "cells", "h100-t12", "2.11.0+cu130", c.base.commit, c.head.commit)
-    assert record is not None and record.confirm_rounds == 2
-    changed = [x for x in c.cells if x.significant]
-    assert changed and all(len({p.run for p in record.pairs((x.preset, x.workload, x.mode))}) >= 2 for x in changed)
+    _every_change_on_pairs_of_two_runs(results, c)

@@ -9,9 +9,9 @@ are started together, by two `run`s (one a side, each in its own worktree) that 
 timings alternate on the same GPU: a pair never straddles two GPUs or two rounds. On a host of several GPUs the round's
 work is split over the GPUs (`Group`: one GPU, and a share of the cores of its own so that the groups' timing cores stay
 apart), whole workloads in round 1 (or single presets where there are fewer workloads than GPUs), cells in later rounds,
-the most expensive first onto the least loaded GPU, by the GPU-lock seconds its cell store (this PR's earlier rounds
-among its runs) or the modes' priors expect (tracker.runner.costs). Both sides' run for one GPU is handed
-CUDA_VISIBLE_DEVICES of that GPU alone, so a base of any version measures where it is put.
+the most expensive first onto the least loaded GPU, by the GPU-lock seconds the results' cell store recorded of each
+cell (in later rounds, this PR's own earlier compiles), else the modes' priors (tracker.runner.costs). Both sides' run
+for one GPU is handed CUDA_VISIBLE_DEVICES of that GPU alone, so a base of any version measures where it is put.
 
 Replicate k of a cell at base and replicate k at head are a pair, measured in the same round: the paired record
 (tracker.store.pairing) is read off the two cell stores after each round.
