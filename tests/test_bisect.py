@@ -17,7 +17,7 @@ from pairedfake import ENTRY, PairedFake, _values
 from test_prflow import commit_all, git
 
 from tracker.analyse.bisection import BAD, GOOD, SKIPPED, Commit, Range, change_of, classify
-from tracker.analyse.compare import CellChange
+from tracker.analyse.changes import CellChange
 from tracker.analyse.verdicts import FASTER, SAME, SLOWER, UNDECIDED
 from tracker.cli import main
 from tracker.commands.bisect import show

@@ -22,6 +22,7 @@ import pytest
 from comparecli import run_compare
 
 from tracker.analyse import compare
+from tracker.analyse.changes import CellChange, Comparison, InstanceChange, KernelChange
 from tracker.analyse.compare import (
     FASTER,
     GAINED,
@@ -31,11 +32,7 @@ from tracker.analyse.compare import (
     SAME,
     SLOWER,
     UNDECIDED,
-    CellChange,
     CompareError,
-    Comparison,
-    InstanceChange,
-    KernelChange,
     RunInfo,
     compare_runs,
 )

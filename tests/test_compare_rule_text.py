@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from test_compare import BASE, H100, MACHINE, fake_commit, write_run
 
-from tracker.analyse.compare import UNCONFIRMED, ChangeRule, Comparison, compare_runs, launch_floor
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import UNCONFIRMED, ChangeRule, compare_runs, launch_floor
 from tracker.publish.comparetable import render_table
 from tracker.publish.comparison import comparison_json
 from tracker.publish.prcomment import headline, render_comment

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tracker.analyse.compare import CellChange, InstanceChange
+from tracker.analyse.changes import CellChange, InstanceChange
 from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY
 from tracker.publish.evidence import (
     DASH,

@@ -17,7 +17,8 @@ from pairedfake import PairedFake
 from test_prflow import commit_all, git
 
 from tracker.analyse.attribution import select_workloads
-from tracker.analyse.compare import Comparison, compare_runs
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import compare_runs
 from tracker.flows import pr as prflow
 from tracker.flows.forge import FileForge
 from tracker.flows.pr import PrRequest

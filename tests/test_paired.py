@@ -132,7 +132,7 @@ def test_what_the_pairs_cannot_decide_is_undecided_with_how_much_more_would() ->
 
 
 def test_an_undecided_cell_far_past_the_most_compiles_is_not_chased_one_within_reach_is() -> None:
-    from tracker.analyse.compare import CellChange
+    from tracker.analyse.changes import CellChange
     from tracker.analyse.confirm import futile
 
     def cell(verdict: str, compiles: int, more: int | None) -> CellChange:

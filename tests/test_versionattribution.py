@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tracker import cli
-from tracker.analyse.compare import SAME, ChangeRule, Comparison, compare_files, compare_versions
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import SAME, ChangeRule, compare_files, compare_versions
 from tracker.analyse.verdicts import BY_BOTH, BY_COMMIT, BY_NEITHER, BY_TORCH, BY_UNDECIDED
 from tracker.analyse.versionattribution import MOVED, STAYED, UNCLEAR, Attribution, attribute, cause, leg_state
 from tracker.github.tracking import tracking_body

@@ -14,7 +14,8 @@ import pytest
 from comparecli import run_compare
 
 from tracker.analyse import best as analysis
-from tracker.analyse.compare import UNKNOWN, Comparison, compare_runs, compare_versions
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import UNKNOWN, compare_runs, compare_versions
 from tracker.analyse.pairs import CompareError
 from tracker.errors import UsageError
 from tracker.publish.comparetable import render_table

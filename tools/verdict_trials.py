@@ -68,16 +68,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracker.analyse import paired
-from tracker.analyse.compare import (
-    CellChange,
-    ChangeRule,
-    Comparison,
-    Context,
-    compare_runs,
-    compare_tables,
-    history_of,
-    launch_floor,
-)
+from tracker.analyse.changes import CellChange, Comparison
+from tracker.analyse.compare import ChangeRule, Context, compare_runs, compare_tables, history_of, launch_floor
 from tracker.analyse.confirm import COMPILES
 from tracker.analyse.noise import cell_class
 from tracker.analyse.pairs import _run_info as pairs_info

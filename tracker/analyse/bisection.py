@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tracker.analyse.compare import CellChange
+from tracker.analyse.changes import CellChange
 from tracker.analyse.verdicts import FASTER, SAME, SLOWER
 from tracker.analyse.versionattribution import Attributed
 

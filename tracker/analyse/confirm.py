@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from tracker.analyse.compare import CellChange, Comparison, launch_floor
+from tracker.analyse.changes import CellChange, Comparison
+from tracker.analyse.compare import launch_floor
 from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED, UNDECIDED
 
 COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread

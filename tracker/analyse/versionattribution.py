@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker.analyse.compare import CellChange, Comparison, InstanceChange, compare_files
+from tracker.analyse.changes import CellChange, Comparison, InstanceChange
+from tracker.analyse.compare import compare_files
 from tracker.analyse.pairs import CompareError, RunInfo
 from tracker.analyse.verdicts import (
     BY_BOTH,

@@ -18,7 +18,7 @@ from tracker.paths import project_repo
 from workloads.names import MODES
 
 if TYPE_CHECKING:
-    from tracker.analyse.compare import Comparison
+    from tracker.analyse.changes import Comparison
 
 
 def add(commands: Commands) -> None:

@@ -49,7 +49,8 @@ from tracker.analyse.bisection import (
     classify,
     key,
 )
-from tracker.analyse.compare import ChangeRule, Comparison
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import ChangeRule
 from tracker.analyse.confirm import COMPILES
 from tracker.analyse.paired import recorded, rule_for
 from tracker.analyse.verdicts import SAME

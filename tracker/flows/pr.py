@@ -24,7 +24,8 @@ from typing import TextIO
 
 from tracker.analyse import compare
 from tracker.analyse.attribution import Selection, select_workloads
-from tracker.analyse.compare import ChangeRule, Comparison
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import ChangeRule
 from tracker.analyse.confirm import COMPILES
 from tracker.analyse.paired import recorded, rule_for
 from tracker.flows import baseline, rounds

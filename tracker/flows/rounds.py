@@ -33,7 +33,7 @@ from typing import TextIO, TypeVar
 
 from tracker.analyse import confirm as confirm_
 from tracker.analyse import paired
-from tracker.analyse.compare import Comparison
+from tracker.analyse.changes import Comparison
 from tracker.flows.sides import (
     Command,
     Runner,

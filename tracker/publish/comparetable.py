@@ -15,16 +15,8 @@ import textwrap
 from dataclasses import replace
 from functools import partial
 
-from tracker.analyse.compare import (
-    IMPROVEMENT_VERDICTS,
-    NOISY,
-    REGRESSION_VERDICTS,
-    UNCONFIRMED,
-    UNDECIDED,
-    CellChange,
-    Comparison,
-    InstanceChange,
-)
+from tracker.analyse.changes import CellChange, Comparison, InstanceChange
+from tracker.analyse.compare import IMPROVEMENT_VERDICTS, NOISY, REGRESSION_VERDICTS, UNCONFIRMED, UNDECIDED
 from tracker.publish import units
 from tracker.publish.escape import shown
 from tracker.publish.evidence import (

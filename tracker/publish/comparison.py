@@ -13,13 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracker.analyse.compare import (
-    EXIT_FAIL_ON,
-    ChangeRule,
-    Comparison,
-    compare_runs,
-    compare_versions,
-)
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import EXIT_FAIL_ON, ChangeRule, compare_runs, compare_versions
 from tracker.analyse.judge import NOISE_TEST
 from tracker.analyse.pairs import default_pair
 from tracker.analyse.verdicts import NOISY

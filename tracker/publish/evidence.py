@@ -13,7 +13,7 @@ the reader's unit (tracker.publish.units), so the comment, the terminal table an
 
 from __future__ import annotations
 
-from tracker.analyse.compare import CellChange, InstanceChange
+from tracker.analyse.changes import CellChange, InstanceChange
 from tracker.analyse.verdicts import DISTURBED, HALF_BAND, NOISY, SHARED_BASELINE
 from tracker.publish.units import ARROW, DASH, MICRO, band, change, count, interval, ms, p_is, spread
 from tracker.stats import TOO_NOISY_SPREAD

@@ -9,7 +9,8 @@ from typing import Any
 
 import jinja2
 
-from tracker.analyse.compare import REGRESSION_VERDICTS, CellChange, Comparison, InstanceChange, ModeFigures
+from tracker.analyse.changes import CellChange, Comparison, InstanceChange, ModeFigures
+from tracker.analyse.compare import REGRESSION_VERDICTS
 from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
 from tracker.publish.escape import as_ours, code, markdown_env, ours

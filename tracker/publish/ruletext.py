@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracker.analyse import paired
-from tracker.analyse.compare import ChangeRule, Comparison, launch_floor
+from tracker.analyse.changes import Comparison
+from tracker.analyse.compare import ChangeRule, launch_floor
 from tracker.analyse.judge import NOISE_TEST
 from tracker.publish.units import PLAIN_MICRO, PLAIN_TIMES, TIMES, band, us
 
