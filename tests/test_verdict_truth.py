@@ -227,6 +227,10 @@ def _comment_again_and_no_5_percent_move_same(trial: Path, base: str, head: str,
     assert out.returncode == 0, out.stderr
     cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
     assert cells >= least and same == wrong == 0 and reported + undecided == cells
+    # the same cells by planted workload (a kind of plant each): every one counted once
+    [kinds] = [line for line in out.stdout.splitlines() if line.startswith("  of them, by planted workload: ")]
+    by_kind = [tuple(map(int, m)) for m in re.findall(r" (\d+) of (\d+) \(", kinds)]
+    assert sum(n for _, n in by_kind) == cells and sum(r for r, _ in by_kind) == reported
     assert "0 alarms of 10 cells" in out.stdout and "a best-baseline change in the headline: 3 of 3" in out.stdout
     return out.stdout
 

@@ -445,6 +445,9 @@ class Tally:
     settle: list[int] = field(default_factory=list)  # each undecided planted cell: the compiles a side more it asks
     # GPU-bound, really moved >= 5%, undecided: an autotuned mode whose own compiles spread wider than the change
     excused: int = 0
+    # GPU-bound, really moved >= 5%, by planted workload (one kind of plant each): outcomes, and the trials of them
+    by_workload: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    trials_of: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     lines: list[str] = field(default_factory=list)
 
 
@@ -488,6 +491,9 @@ def tally_cells(t: TruthTrial, c: Comparison, tally: Tally) -> None:
         if cls == "GPU-bound" and truth.moved >= 0.03 and truth.steady:
             tally.steady[said] += 1
         tally.excused += cls == "GPU-bound" and said == "undecided" and excused(cell[2], truth)
+        if cls == "GPU-bound" and truth.size == SIZES_TRUE[0]:
+            tally.by_workload[cell[1]][said] += 1
+            tally.trials_of[cell[1]].add(t.name)
         tally.lines.append(f"  {cls:10} {said:9}  {_said(t, cell, truth, x)}")
     for x in verdicts.values():
         if x.workload in t.controls:  # a control the truth run did not measure: its real change is 0 by construction
@@ -536,6 +542,9 @@ def print_truth(tally: Tally, trials: Sequence[TruthTrial]) -> None:
           "(goal 95%); "
           f"3% or more with their own spread under 1%: {_share(tally.steady['reported'], sum(tally.steady.values()))}"
           " (goal 90%)")
+    kinds = [f"{w} {_share(c['reported'], c.total())} in {count(len(tally.trials_of[w]), 'trial')}"
+             for w, c in sorted(tally.by_workload.items())]
+    print(f"  of them, by planted workload: {'; '.join(kinds) or 'none'}")
     planted = sum(tally.cells.values())
     undecided = sum(n for (_, _, o), n in tally.cells.items() if o == "undecided")
     controls = _share(tally.control["undecided"], tally.control["cells"])
