@@ -365,9 +365,10 @@ def test_the_sides_run_at_once_each_line_of_their_output_after_its_label_on_its_
     assert "base | done base 1 [0]\n" in err and "head | done head 1 [0]\n" in err
 
 
-def test_round_one_puts_the_workloads_whose_autotuning_benchmarks_templates_on_different_gpus(tmp_path: Path) -> None:
-    heavy = ["llm_logits_projection_softmax", "diff_vae_decoder_upsample"]
-    workloads = ("llm_rmsnorm", "llm_rope_apply", heavy[0], "llm_qk_norm", heavy[1], "llm_kl_divergence_loss")
+def _rounds_on_gpus(workloads: tuple[str, ...], tree: Path, results: Path,
+                    gpus: int) -> tuple[PairedRounds, list[Command]]:
+    """The paired rounds of both sides' `workloads` on a host of `gpus` GPUs (8 jobs and cores a GPU), and the list
+    of the commands they hand the runner, which runs none."""
     sides = [Side(label, "c" * 40, workloads) for label in ("base", "head")]
     seen: list[Command] = []
 
@@ -375,8 +376,14 @@ def test_round_one_puts_the_workloads_whose_autotuning_benchmarks_templates_on_d
         seen.extend(commands)
         return [0] * len(commands)
 
-    rounds = PairedRounds(sides, {s.label: tmp_path for s in sides}, tmp_path / "results", "m", 8, None, None, runner,
-                          groups_of(["0", "1"], list(range(8))), log=io.StringIO())
+    return PairedRounds(sides, {s.label: tree for s in sides}, results, "m", 8 * gpus, None, None, runner,
+                        groups_of([str(k) for k in range(gpus)], list(range(8 * gpus))), log=io.StringIO()), seen
+
+
+def test_round_one_puts_the_workloads_whose_autotuning_benchmarks_templates_on_different_gpus(tmp_path: Path) -> None:
+    heavy = ["llm_logits_projection_softmax", "diff_vae_decoder_upsample"]
+    workloads = ("llm_rmsnorm", "llm_rope_apply", heavy[0], "llm_qk_norm", heavy[1], "llm_kl_divergence_loss")
+    rounds, seen = _rounds_on_gpus(workloads, tmp_path, tmp_path / "results", 2)
     rounds.first()
     on_gpu = {gpu: {w for c in seen if c.env["CUDA_VISIBLE_DEVICES"] == gpu
                     for w in c.argv[c.argv.index("--workload") + 1:c.argv.index("--replicates")]}
@@ -394,15 +401,7 @@ def test_a_later_round_shares_its_cells_over_the_gpus_by_the_lock_seconds_the_ea
     record = next(pairing.read(trial / "cells", p) for p in (trial / "cells").glob("*/*/*/paired-*.json"))
     cells = sorted(tuple(k.split("/")) for k in record.cells)
     workloads = tuple(sorted({w for _, w, _ in cells}))
-    sides = [Side(label, "c" * 40, workloads) for label in ("base", "head")]
-    seen: list[Command] = []
-
-    def runner(commands: Sequence[Command]) -> list[int]:
-        seen.extend(commands)
-        return [0] * len(commands)
-
-    rounds = PairedRounds(sides, {s.label: tmp_path for s in sides}, trial / "results", "m", 32, None, None, runner,
-                          groups_of(["0", "1", "2", "3"], list(range(32))), log=io.StringIO())
+    rounds, seen = _rounds_on_gpus(workloads, tmp_path, trial / "results", 4)
     rounds.more(cells, 5)
     lock = Costs.from_store_root(trial / "cells")
     load = {}
