@@ -149,16 +149,14 @@ class PairedRounds:
         nightly's), unless the history holds it."""
         workloads = list(dict.fromkeys(w for s in self.sides for w in s.workloads))
         n = len(self.groups)
-        presets = tuple(self.presets or policy.default_presets("cuda"))  # what `run` measures on a GPU
         units: list[tuple[tuple[str, ...], tuple[str, ...] | None]]
-        # A few workloads over the GPUs are shared by (workload, preset), so that one dear workload is not one GPU's
-        # whole round while the others wait
-        if n == 1 or len(workloads) >= 2 * n or len(presets) < 2:
+        if len(workloads) >= n or len(self.presets or ()) < 2:
+            presets = self.presets or policy.default_presets("cuda")  # what `run` measures on a GPU
             units = [(tuple(ws), self.presets and tuple(self.presets)) for ws in
                      balance(workloads, lambda w: self._prior(w, presets), n) if ws]
             placed = list(zip(range(n), units, strict=False))
         else:
-            pairs = [(w, p) for w in workloads for p in presets]
+            pairs = [(w, p) for w in workloads for p in self.presets or ()]
             placed = [(k, ((w,), (p,))) for k, b in enumerate(balance(pairs, lambda x: self._prior(x[0], (x[1],)), n))
                       for w, p in b]
         self._run([(self.groups[k], self._first_steps(ws, ps)) for k, (ws, ps) in placed])
