@@ -39,7 +39,9 @@ Planted trials against truth (the measure of record; tests/fixtures/h100-plant-t
 
 Each DIR holds a trial.json (the trial's base and head commits, its planted and control workloads, and its two
 runs: machine and results directory, the cell store beside it; the verdict run's own base and head where it
-measured another tree of the same plants) and two runs of the same plants made independently:
+measured another tree of the same plants; `more_truth`, a list of further truth runs of the same plants, each with
+its machine, results and commits, whose pairs are pooled with the truth's) and two runs of the same plants made
+independently:
 the verdict run (`pr` as a user runs it) and the truth run (`pr --compiles 10`: every cell in exactly ten paired
 compiles a side). `truth` judges the verdict run as `compile-baselines compare` judges its results (the paired record
 `pr` stored makes it judge as `pr` did), reads each cell's real change from the truth run's paired record
@@ -380,7 +382,9 @@ def load_trial(directory: Path) -> TruthTrial:
         m = json.loads(manifest.read_text(encoding="utf-8"))
         verdict, truth, base, head = m["verdict"], m["truth"], str(m["base"]), str(m["head"])
         cells = default_cells_dir(directory / truth["results"])
-        record = truth_record(cells, truth.get("machine"), base, head)
+        record = pooled(truth_record(cells, truth.get("machine"), base, head),
+                        [truth_record(default_cells_dir(directory / x["results"]), x.get("machine"), str(x["base"]),
+                                      str(x["head"])) for x in m.get("more_truth", ())])
         # the verdict run's commits, where it measured another tree of the same plants than the truth's
         return TruthTrial(str(m.get("trial", directory.name)), directory / verdict["results"],
                           str(verdict["machine"]), str(verdict.get("base", base)), str(verdict.get("head", head)),
@@ -425,6 +429,16 @@ def truth_record(cells: Path, machine: str | None, base: str, head: str) -> pair
         raise ToolError(f"{cells}: {len(found) or 'no'} paired records of {base[:8]} against {head[:8]}{where}, "
                         "not one (the truth run is `pr --compiles N`, which writes it)")
     return pairing.read(cells, found[0])
+
+
+def pooled(record: pairing.PairedRecord, more: Sequence[pairing.PairedRecord]) -> pairing.PairedRecord:
+    """`record` with the pairs of `more` truth runs of the same plants (measured from another tree, so under other
+    commits) added to each cell's: a cell's truth from every compile measured of it."""
+    cells = dict(record.cells)
+    for r in more:
+        for k, ps in r.cells.items():
+            cells[k] = (*cells.get(k, ()), *ps)
+    return replace(record, cells=cells)
 
 
 def truth_launch_floor(cells: Path, r: pairing.PairedRecord) -> float:
