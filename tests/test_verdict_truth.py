@@ -297,3 +297,31 @@ def test_under_the_rule_of_two_rounds_trial_t12_whole_again_reports_its_5_percen
     results = trial / "verdict" / "results"
     c = compare_runs(results, "fba47530", "1f8156b9", "h100-t12")
     _every_change_on_pairs_of_two_runs(results, c)
+
+
+def test_a_budget_that_allows_one_round_confirms_nothing_and_calls_no_5_percent_move_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+
+    # the logits projection and rope on two H200s, --budget 140: round 1 took 175 s, so no round 2
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12-h200x2-r7"
+    c = compare_runs(trial / "verdict" / "results", "0acdd688", "d02bbd09", "h100-t12")
+    body = render_comment(c)
+    assert body == (trial / "verdict" / "comment.md").read_text() and "budget spent" in body
+    assert not c.changed and c.unconfirmed
+    out = truth_cmd(str(trial))
+    assert out.returncode == 0, out.stderr
+    cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
+    assert cells >= 1 and reported == same == wrong == 0 and undecided == cells
+
+
+def test_a_trial_s_truth_pools_the_pairs_of_every_truth_run_of_its_plants(tool: ModuleType) -> None:
+    # t12-h200's truth (8 pairs a cell, four H200s) and a rope-only truth of 12 more (one GPU of two H200s)
+    here = REPO / "tests" / "fixtures" / "h100-plant-truth"
+    t = tool.load_trial(here / "t12-h200x2-r5")
+    alone = tool.truth_record(here / "t12-h200" / "truth" / "cells", "h100-t12-truth", t.truth.base, t.truth.head)
+    rope, vae = ("prefill", "llm_rope_apply", "max-autotune"), ("prefill", "diff_vae_decoder_upsample", "default")
+    assert len(alone.pairs(rope)) == 8 and len(t.truth.pairs(rope)) == 20
+    assert t.truth.pairs(rope)[:8] == alone.pairs(rope) and t.truth.pairs(vae) == alone.pairs(vae)
