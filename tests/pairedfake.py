@@ -4,7 +4,8 @@ from the store.
 
 Constructed data, not measurements: a cell's compile r at a commit is its latency in a real H100 run
 (tests/fixtures/h100-aa4, run h100-f, replicate 1), times the change planted for that commit, times a draw of the
-cell's noise (log-normal, `sd`, seeded by cell, commit and compile, so a test is the same every time). Its runs are
+cell's noise (log-normal, `sd`, seeded by cell, commit and compile, so a test is the same every time); a planted
+cell's compiles at that commit carry other generated code in their fingerprint, as a code change's do. Its runs are
 keyed by this host's torch. The GPU a compile records is the CUDA_VISIBLE_DEVICES its run was given. A side's run of
 its kernels (tracker.flows.kernelrun, `python -c`) becomes the `run` that script's `command` makes of it.
 """
@@ -96,8 +97,11 @@ class PairedFake:
     def _compile(self, cell: Cell, commit: str, r: int, gpu: str | None) -> dict[str, Any]:
         source = SOURCE_STORE.replicate(*cell)
         assert source is not None, cell
-        factor = self.changes.get(commit, {}).get(cell, 1.0) * math.exp(self.sd(cell) * _draw(*cell, commit, r))
+        planted = self.changes.get(commit, {}).get(cell)
+        factor = (planted or 1.0) * math.exp(self.sd(cell) * _draw(*cell, commit, r))
         out = {**source.to_json(), "replicate": r}
+        if planted is not None and isinstance(out.get("fingerprint"), dict):
+            out["fingerprint"] = {**out["fingerprint"], "code": f"{out['fingerprint'].get('code')}+{commit[:8]}"}
         if out["status"] == "ok":
             for key in ("median_ms", "p25_ms", "p99_ms"):
                 if out.get(key) is not None:

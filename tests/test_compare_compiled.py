@@ -10,7 +10,7 @@ import pytest
 from test_compare import BASE, MACHINE, SCENARIOS, fake_commit, write_run
 
 from tracker.analyse.compare import compare_runs, compiled_change
-from tracker.analyse.verdicts import COMPILED_CODE, COMPILED_CONFIGS, COMPILED_SAME
+from tracker.analyse.verdicts import CODE_UNCHANGED, COMPILED_CODE, COMPILED_CONFIGS, COMPILED_SAME
 from tracker.measure.cellresult import CellResult
 from tracker.publish.comparison import comparison_json
 from tracker.publish.prcomment import headline, render_comment
@@ -40,29 +40,39 @@ def _store_fingerprints(results: Path, commit: str, prints: dict[tuple[str, str,
                    "samples_ms": [0.29, 0.3, 0.31], "compile_s": 20.0, "fingerprint": fp}))
 
 
+MA = ("prefill", "llm_rmsnorm", "max-autotune")
+
+
 @pytest.fixture
 def slower_unet(tmp_path: Path) -> Path:
     """Head: prefill diff_unet_resblock max-autotune-no-cudagraphs 1.5x slower with other launch configs (cold
-    compiles on the H100 drew 279-344 us), llm_rmsnorm default 1.5x slower with the same compiled code."""
+    compiles on the H100 drew 279-344 us), llm_rmsnorm default 1.5x slower with the same compiled code, and llm_rmsnorm
+    max-autotune 1.5x slower with other generated code."""
     results = tmp_path / "results"
     head = fake_commit("head")
     write_run(results, BASE)
-    write_run(results, head, {UNET: 1.5, RMS: 1.5})
-    _store_fingerprints(results, BASE, {UNET: {"code": "aa", "autotune": "t1"}, RMS: {"code": "bb", "autotune": "t"}})
-    _store_fingerprints(results, head, {UNET: {"code": "aa", "autotune": "t2"}, RMS: {"code": "bb", "autotune": "t"}})
+    write_run(results, head, {UNET: 1.5, RMS: 1.5, MA: 1.5})
+    _store_fingerprints(results, BASE, {UNET: {"code": "aa", "autotune": "t1"}, RMS: {"code": "bb", "autotune": "t"},
+                                        MA: {"code": "cc", "autotune": "t"}})
+    _store_fingerprints(results, head, {UNET: {"code": "aa", "autotune": "t2"}, RMS: {"code": "bb", "autotune": "t"},
+                                        MA: {"code": "cd", "autotune": "t"}})
     return results
 
 
-def test_a_significant_cell_says_whether_its_compiled_code_changed(slower_unet: Path):
+def test_a_cell_that_moved_says_what_its_compiled_code_did_and_counts_only_with_other_code(slower_unet: Path):
     c = compare_runs(slower_unet, BASE[:8], fake_commit("head")[:8], MACHINE)
     cells = {(x.preset, x.workload, x.mode): x for x in c.cells}
-    assert cells[UNET].verdict == "slower" and cells[UNET].compiled == COMPILED_CONFIGS
-    assert cells[RMS].verdict == "slower" and cells[RMS].compiled == COMPILED_SAME
+    assert cells[MA].verdict == "slower" and cells[MA].compiled == COMPILED_CODE
+    # the same kernels under the same versions, at most launched with other configs: not the commits' doing
+    assert cells[UNET].verdict == CODE_UNCHANGED and cells[UNET].compiled == COMPILED_CONFIGS
+    assert cells[RMS].verdict == CODE_UNCHANGED and cells[RMS].compiled == COMPILED_SAME
+    assert c.regressions == [cells[MA]] and {(x.preset, x.workload, x.mode) for x in c.code_unchanged} == {UNET, RMS}
     assert cells[("prefill", "llm_rmsnorm", "eager")].compiled is None  # eager compiles nothing
     body = render_comment(c)
-    assert f"**slower** ({COMPILED_CONFIGS})" in body and f"**slower** ({COMPILED_SAME})" in body
+    assert f"**slower** ({COMPILED_CODE})" in body
+    assert "2 cells moved with their compiled code unchanged (not counted)" in body.splitlines()[2]
     by_cell = {(x["preset"], x["workload"], x["mode"]): x for x in comparison_json(c)["cells"]}
-    assert by_cell[UNET]["compiled"] == COMPILED_CONFIGS
+    assert by_cell[UNET]["compiled"] == COMPILED_CONFIGS and by_cell[UNET]["verdict"] == CODE_UNCHANGED
 
 
 def test_cells_too_noisy_to_judge_are_in_the_headline(tmp_path: Path):
@@ -79,12 +89,12 @@ def test_cells_too_noisy_to_judge_are_in_the_headline(tmp_path: Path):
 SMOKE = Path(__file__).resolve().parent / "fixtures" / "h100-smoke" / "results"
 
 
-def test_on_the_h100_pair_the_one_change_is_autotunings_draw():
+def test_on_the_h100_pair_the_one_move_is_autotunings_draw_and_not_counted():
     # two runs of the same measuring code on the H100 (fixtures/h100-smoke/PROVENANCE.md); their cell stores are
     # named by torch 2.11.0 while the results say 2.11.0+cu130, and are found all the same
     c = compare_runs(SMOKE, "406ada5", "44379fb")
-    assert (len(c.best_changes), len(c.regressions)) == (0, 0)
-    [changed] = c.improvements
+    assert (len(c.best_changes), len(c.regressions), len(c.improvements)) == (0, 0, 0)
+    [changed] = c.code_unchanged  # faster, on the same code launched with the configs autotuning drew: not counted
     assert (changed.preset, changed.workload, changed.mode) == ("decode", "diff_unet_resblock", "reduce-overhead")
     assert changed.compiled == COMPILED_CONFIGS
     compiled = [x.compiled for x in c.cells]

@@ -528,3 +528,17 @@ def test_a_cold_full_run_against_the_run_before_reports_no_change_once_confirmed
     c = compare_runs(results, base_commit, head_commit, base_machine, head_machine=head_machine,
                      rule=ChangeRule(confirm=(0, confirm.COMPILES)), history=HISTORY)
     assert len(c.cells) == 213 and (c.best_changes, c.regressions, c.improvements) == ([], [], [])
+
+
+def test_an_aa_pair_of_nights_on_one_gpu_each_counts_no_move_of_a_cell_whose_compiled_code_is_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests/fixtures/h200-night: two nights of the same code, each on one H200, the second confirmed at head; two
+    # cells moved 7-9% on a base of one compile, their generated code the same at both nights
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))  # judged with no repository at hand
+    night = ROOT / "tests" / "fixtures" / "h200-night" / "results"
+    c = compare_runs(night, "3f3e33b5", "e4dbb38e", "h200-night", rule=ChangeRule(confirm=(0, 3)))
+    assert (c.best_changes, c.regressions, c.improvements) == ([], [], []) and not c.changed
+    moved = {(x.preset, x.workload, x.mode): x for x in c.code_unchanged}
+    assert set(moved) == {("prefill", "llm_logits_projection_softmax", "reduce-overhead"),
+                          ("prefill", "llm_gelu_mlp", "default")}
+    assert all(x.compiles[0] == 1 and x.compiles[1] >= 4 and abs(x.ratio - 1) > 0.05 for x in moved.values())

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from tracker.analyse.judge import ChangeRule
 from tracker.analyse.pairs import RunInfo
 from tracker.analyse.verdicts import (
+    CODE_UNCHANGED,
     FAIL_ON,
     GAINED,
     IMPROVEMENT_VERDICTS,
@@ -140,6 +141,11 @@ class Comparison:
     def source_unchanged(self) -> list[CellChange]:
         """Cells that moved beyond noise although nothing they depend on changed: not counted."""
         return [c for c in self.cells if c.verdict == SOURCE_UNCHANGED]
+
+    @property
+    def code_unchanged(self) -> list[CellChange]:
+        """Compiled cells that moved beyond noise with the same generated code under the same versions: not counted."""
+        return [c for c in self.cells if c.verdict == CODE_UNCHANGED]
 
     @property
     def unconfirmed(self) -> list[CellChange]:

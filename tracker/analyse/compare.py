@@ -28,7 +28,9 @@ compiler drew other kernels or launch configs, the machine timed it differently)
 "source unchanged" and not counted, and neither is a best-baseline change it would back. The workloads the source
 change does reach are judged with joint evidence over each instance's modes (tracker.analyse.judge.select). Each
 changed cell also says what its compiled code did (fingerprints: same code, other launch configs, other generated
-code).
+code). Under the same versions, a compiled cell that moved with the same generated code at both commits runs the same
+kernels (at most launched with the configs autotuning drew), so it moved for another reason than the change: "code
+unchanged", not counted, and neither is a best-baseline change resting on such cells alone. This needs no repository.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from tracker.analyse.noise import History
 from tracker.analyse.pairs import CompareError, RunInfo
 from tracker.analyse.verdicts import (
     ADDED,
+    CODE_UNCHANGED,
     COMPILED_CODE,
     COMPILED_CONFIGS,
     COMPILED_SAME,
@@ -220,6 +223,8 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
                        judged, rule, launch) for k in cells if k[2].startswith(MODE_PREFIX)]
     notes = _version_notes(base_info, head_info) + _mark_method(cells, base, head, base_info, head_info, rule, launch)
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
+    if not _version_notes(base_info, head_info):
+        cells_list, instances = _code_unchanged(cells_list, instances)
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
                       _figures(b_ms, h_ms, instances, {(x.preset, x.workload, x.mode): x for x in cells_list}),
                       sorted(head_instances.keys() - base_instances.keys(), key=_order),
@@ -261,6 +266,25 @@ def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels
     kernels = [replace(k, verdict=SOURCE_UNCHANGED) if k.workload in unaffected and k.verdict in (GAINED, LOST)
                else k for k in kernels]
     return cells, instances, kernels
+
+
+def _code_unchanged(cells: list[CellChange], instances: list[InstanceChange]
+                    ) -> tuple[list[CellChange], list[InstanceChange]]:
+    """Under the same versions, a compiled cell whose generated code is the same at both commits runs the same
+    kernels (at most launched with other configs autotuning drew): its timing change is the machine's or autotuning's,
+    not the commits' (CODE_UNCHANGED, never counted), and so is a best-baseline change that rests on such cells
+    alone."""
+    same = {(x.preset, x.workload, x.mode) for x in cells if x.compiled in (COMPILED_SAME, COMPILED_CONFIGS)}
+    cells = [replace(x, verdict=CODE_UNCHANGED) if (x.preset, x.workload, x.mode) in same
+             and x.verdict in (SLOWER, FASTER) else x for x in cells]
+
+    def unchanged(i: InstanceChange) -> bool:
+        return bool(i.base_best and i.head_best) and all((i.preset, i.workload, m) in same
+                                                         for m in (i.base_best, i.head_best))
+
+    instances = [replace(i, best_changed=False, reason=f"{i.reason}; compiled code unchanged: not counted")
+                 if i.best_changed and unchanged(i) else i for i in instances]
+    return cells, instances
 
 
 def _disturbed(rule: ChangeRule, *cells: CellChange | None) -> bool:

@@ -34,6 +34,10 @@ class Word(StrEnum):
     # A cell that moved although no source it depends on changed and the versions are the same (analyse.attribution):
     # not the change's doing, so never counted as a regression or an improvement.
     SOURCE_UNCHANGED = "source unchanged"
+    # A compiled cell that moved although its generated code is the same at both commits under the same GPU, torch and
+    # triton (its fingerprints): the same kernels, at most other launch configs autotuning drew, so not the commits'
+    # doing either (the machine's state or autotuning's draw): never counted.
+    CODE_UNCHANGED = "code unchanged"
     # A cell that moved beyond its band but was not measured in enough fresh compiles to confirm it
     # (ChangeRule.confirm): listed, never counted, until a re-measurement confirms or clears it.
     UNCONFIRMED = "unconfirmed"
@@ -44,7 +48,7 @@ SLOWER, FASTER, SAME, NOISY, UNKNOWN, UNDECIDED = (Word.SLOWER, Word.FASTER, Wor
                                                    Word.UNDECIDED)
 NOW_FAILS, NOW_OK, FAILS, ADDED, REMOVED = Word.NOW_FAILS, Word.NOW_OK, Word.FAILS, Word.ADDED, Word.REMOVED
 GAINED, LOST = Word.GAINED, Word.LOST
-SOURCE_UNCHANGED, UNCONFIRMED = Word.SOURCE_UNCHANGED, Word.UNCONFIRMED
+SOURCE_UNCHANGED, CODE_UNCHANGED, UNCONFIRMED = Word.SOURCE_UNCHANGED, Word.CODE_UNCHANGED, Word.UNCONFIRMED
 # Why a cell is too noisy to judge (NOISY): its samples spread beyond the rule's limit (disturbed while measured), or
 # (the fixed bands) it moved beyond half its band on samples that differ, yet within the band.
 DISTURBED, HALF_BAND = "disturbed", "half band"

@@ -35,6 +35,7 @@ from tracker.analyse.verdicts import (
     BY_NEITHER,
     BY_TORCH,
     BY_UNDECIDED,
+    CODE_UNCHANGED,
     FAILS,
     NOISY,
     SAME,
@@ -48,7 +49,8 @@ from workloads.kernels.registry import MODE_PREFIX
 
 # What one leg says of a change: it moved beyond its band, it stayed within it, or the leg cannot tell.
 MOVED, STAYED, UNCLEAR = "moved", "stayed", "unclear"
-_DOUBTFUL = (NOISY, UNDECIDED, UNKNOWN, SOURCE_UNCHANGED)  # moved beyond the band, but not judged as a change
+# Moved beyond the band, but not judged as a change
+_DOUBTFUL = (NOISY, UNDECIDED, UNKNOWN, SOURCE_UNCHANGED, CODE_UNCHANGED)
 _CAUSE = {(MOVED, STAYED): BY_COMMIT, (STAYED, MOVED): BY_TORCH, (MOVED, MOVED): BY_BOTH, (STAYED, STAYED): BY_NEITHER}
 
 

@@ -11,7 +11,7 @@ import jinja2
 
 from tracker.analyse.changes import CellChange, Comparison, InstanceChange, ModeFigures
 from tracker.analyse.compare import REGRESSION_VERDICTS
-from tracker.analyse.verdicts import NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
+from tracker.analyse.verdicts import CODE_UNCHANGED, NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
 from tracker.publish.escape import as_ours, code, markdown_env, ours
 from tracker.publish.evidence import (
@@ -74,6 +74,9 @@ def _changes(c: Comparison) -> str:
     if c.source_unchanged:
         n = len(c.source_unchanged)
         extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
+    if c.code_unchanged:
+        n = len(c.code_unchanged)
+        extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} compiled code unchanged (not counted)")
     if not c.changed:
         return " · ".join(["No change found", *extras]) if extras else "No change"
     parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
@@ -84,7 +87,7 @@ def _changes(c: Comparison) -> str:
 
 
 # Cells that moved without a counted verdict, which the headline still names: never hidden by --only-changed.
-_NAMED = (NOISY, UNCONFIRMED, UNDECIDED, SOURCE_UNCHANGED, UNKNOWN)
+_NAMED = (NOISY, UNCONFIRMED, UNDECIDED, SOURCE_UNCHANGED, CODE_UNCHANGED, UNKNOWN)
 
 
 def notes_heading(c: Comparison) -> str:
