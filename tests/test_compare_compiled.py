@@ -75,6 +75,14 @@ def test_a_cell_that_moved_says_what_its_compiled_code_did_and_counts_only_with_
     assert by_cell[UNET]["compiled"] == COMPILED_CONFIGS and by_cell[UNET]["verdict"] == CODE_UNCHANGED
 
 
+def test_a_night_confirms_only_the_moved_cells_whose_compiled_code_changed_or_that_compile_nothing(slower_unet: Path):
+    from tracker.analyse.confirm import candidates
+
+    c = compare_runs(slower_unet, BASE[:8], fake_commit("head")[:8], MACHINE)
+    # the unet and rmsnorm default cells moved 1.5x on the same code: more compiles could not make them count
+    assert MA in candidates(c) and UNET not in candidates(c) and RMS not in candidates(c)
+
+
 def test_cells_too_noisy_to_judge_are_in_the_headline(tmp_path: Path):
     results = tmp_path / "results"
     write_run(results, BASE)

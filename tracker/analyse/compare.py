@@ -223,7 +223,7 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
                        judged, rule, launch) for k in cells if k[2].startswith(MODE_PREFIX)]
     notes = _version_notes(base_info, head_info) + _mark_method(cells, base, head, base_info, head_info, rule, launch)
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
-    if not _version_notes(base_info, head_info):
+    if same_versions(base_info, head_info):
         cells_list, instances = _code_unchanged(cells_list, instances)
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
                       _figures(b_ms, h_ms, instances, {(x.preset, x.workload, x.mode): x for x in cells_list}),
@@ -268,13 +268,23 @@ def _attribute(cells: list[CellChange], instances: list[InstanceChange], kernels
     return cells, instances, kernels
 
 
+def same_versions(b: RunInfo, h: RunInfo) -> bool:
+    """Whether two runs were measured on the same GPU with the same torch, triton, CUDA and driver."""
+    return not _version_notes(b, h)
+
+
+def same_code(x: CellChange) -> bool:
+    """Whether a compiled cell's generated code is the same at both runs (at most launched with other configs)."""
+    return x.compiled in (COMPILED_SAME, COMPILED_CONFIGS)
+
+
 def _code_unchanged(cells: list[CellChange], instances: list[InstanceChange]
                     ) -> tuple[list[CellChange], list[InstanceChange]]:
     """Under the same versions, a compiled cell whose generated code is the same at both commits runs the same
     kernels (at most launched with other configs autotuning drew): its timing change is the machine's or autotuning's,
     not the commits' (CODE_UNCHANGED, never counted), and so is a best-baseline change that rests on such cells
     alone."""
-    same = {(x.preset, x.workload, x.mode) for x in cells if x.compiled in (COMPILED_SAME, COMPILED_CONFIGS)}
+    same = {(x.preset, x.workload, x.mode) for x in cells if same_code(x)}
     cells = [replace(x, verdict=CODE_UNCHANGED) if (x.preset, x.workload, x.mode) in same
              and x.verdict in (SLOWER, FASTER) else x for x in cells]
 
@@ -608,4 +618,5 @@ def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, r
 
 __all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison", "Context",
            "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "compare_files",
-           "compare_runs", "compare_tables", "compare_versions", "history_of", "launch_floor"]
+           "compare_runs", "compare_tables", "compare_versions", "history_of", "launch_floor", "same_code",
+           "same_versions"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from tracker.analyse.changes import CellChange, Comparison
-from tracker.analyse.compare import launch_floor
+from tracker.analyse.compare import launch_floor, same_code, same_versions
 from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED, UNDECIDED
 
 COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread
@@ -26,14 +26,17 @@ def candidates(c: Comparison) -> list[Cell]:
     """The cells whose re-measurement decides the comparison: every cell judged to have moved (too noisy to judge
     included: its next measurements may be quiet) or that moved beyond its minimum change (a change only more
     compiles can show), and the old and new winners of every instance whose best baseline (mode or latency)
-    moved."""
+    moved; not a compiled cell whose generated code is the same at both runs under the same versions, whose move
+    cannot count whatever more compiles show (compare's "code unchanged")."""
     moved = (SLOWER, FASTER, UNCONFIRMED, NOISY)
     launch = launch_floor(c.base, c.head)
     keys = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict in moved or _beyond_floor(x, c, launch)}
     for i in c.instances:
         if i.best_changed or i.mode_changed or i.latency_verdict in moved:
             keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
-    return sorted(keys)
+    unchanged = {(x.preset, x.workload, x.mode) for x in c.cells if same_code(x)} if same_versions(c.base, c.head) \
+        else set()
+    return sorted(keys - unchanged)
 
 
 FUTILE = 2.0  # an undecided cell is given up when settling it would take this many times the most compiles

@@ -73,8 +73,9 @@ def _verdict_options(compare: argparse.ArgumentParser) -> None:
 def _confirm_options(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("--confirm", action="store_true",
                          help="before judging, measure every cell that moved again at head, in this checkout (its "
-                              "code, its torch, a GPU host), in 3 more fresh compiles; count only changes that hold "
-                              "on them all")
+                              "code, its torch, a GPU host), in 3 more fresh compiles (not a compiled cell whose "
+                              "generated code is unchanged: its move cannot count); count only changes that hold on "
+                              "them all")
     compare.add_argument("--confirmed-only", action="store_true",
                          help="count only changes whose head cells have 3 compiles (after a --confirm); list the rest "
                               "as unconfirmed")
