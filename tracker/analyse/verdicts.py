@@ -34,9 +34,9 @@ class Word(StrEnum):
     # A cell that moved although no source it depends on changed and the versions are the same (analyse.attribution):
     # not the change's doing, so never counted as a regression or an improvement.
     SOURCE_UNCHANGED = "source unchanged"
-    # A compiled cell that moved although its generated code is the same at both commits under the same GPU, torch and
-    # triton (its fingerprints): the same kernels, at most other launch configs autotuning drew, so not the commits'
-    # doing either (the machine's state or autotuning's draw): never counted.
+    # A compiled cell that moved although its generated code is the same at both commits under the same versions (GPU,
+    # torch, triton, CUDA, driver; its fingerprints): the same kernels, at most other launch configs autotuning drew,
+    # so not the commits' doing either (the machine's state or autotuning's draw): never counted.
     CODE_UNCHANGED = "code unchanged"
     # A cell that moved beyond its band but was not measured in enough fresh compiles to confirm it
     # (ChangeRule.confirm): listed, never counted, until a re-measurement confirms or clears it.
