@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 
 from tracker.analyse.changes import CellChange, Comparison, InstanceChange, ModeFigures
-from tracker.analyse.compare import REGRESSION_VERDICTS
+from tracker.analyse.compare import REGRESSION_VERDICTS, same_versions
 from tracker.analyse.verdicts import CODE_UNCHANGED, NOISY, SOURCE_UNCHANGED, UNCONFIRMED, UNDECIDED, UNKNOWN
 from tracker.publish import units
 from tracker.publish.escape import as_ours, code, markdown_env, ours
@@ -71,12 +71,10 @@ def _changes(c: Comparison) -> str:
         extras.append(f"{units.count(len(c.undecided_best), 'best latency', 'best latencies')} undecided")
     if c.undecided:  # neither changed nor the same after the budget: never called "same"
         extras.append(f"{cells(len(c.undecided))} undecided")
-    if c.source_unchanged:
-        n = len(c.source_unchanged)
-        extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} source unchanged (not counted)")
-    if c.code_unchanged:
-        n = len(c.code_unchanged)
-        extras.append(f"{cells(n)} moved with {'its' if n == 1 else 'their'} compiled code unchanged (not counted)")
+    for moved, what in ((c.source_unchanged, "source"), (c.code_unchanged, "compiled code")):
+        if moved:
+            extras.append(f"{cells(len(moved))} moved with {'its' if len(moved) == 1 else 'their'} {what} unchanged "
+                          "(not counted)")
     if not c.changed:
         return " · ".join(["No change found", *extras]) if extras else "No change"
     parts = [f"Best baselines changed: {len(c.best_changes)}", f"significant regressions: {len(c.regressions)}",
@@ -93,7 +91,7 @@ _NAMED = (NOISY, UNCONFIRMED, UNDECIDED, SOURCE_UNCHANGED, CODE_UNCHANGED, UNKNO
 def notes_heading(c: Comparison) -> str:
     """What the comparison's notes are about: other versions, another way of measuring, or (the source note alone)
     only which workloads the change reaches."""
-    if any(getattr(c.base, k) != getattr(c.head, k) for k in ("gpu", "torch", "triton", "cuda", "driver")):
+    if not same_versions(c.base, c.head):
         return "Versions differ"
     # compare's source note (analyse.compare._unaffected) says what the change reaches, nothing of the method
     return "Method differs" if any(not n.startswith("source: ") for n in c.notes) else "Note"
