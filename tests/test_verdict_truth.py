@@ -214,10 +214,12 @@ def test_trial_t11_judged_again_as_its_record_asks_gives_the_verdicts_pr_posted(
 H100_T12 = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12"
 
 
-def _comment_again_and_no_5_percent_move_same(trial: Path, base: str, head: str, least: int) -> str:
+def _comment_again_and_no_5_percent_move_same(trial: Path, base: str, head: str, least: int,
+                                              best: str = "3 of 3") -> str:
     """A t12 trial's verdict run: `compare` on its stored results renders its comment byte for byte; against its
     truth, at least `least` GPU-bound cells moved 5% or more, each reported or undecided, none the same or the wrong
-    way; its 10 control cells quiet and its 3 moved best latencies best-baseline changes. The truth's output."""
+    way; its 10 control cells quiet and its moved best latencies (`best`) best-baseline changes. The truth's
+    output."""
     from tracker.analyse.compare import compare_runs
     from tracker.publish.prcomment import render_comment
 
@@ -231,7 +233,7 @@ def _comment_again_and_no_5_percent_move_same(trial: Path, base: str, head: str,
     [kinds] = [line for line in out.stdout.splitlines() if line.startswith("  of them, by planted workload: ")]
     by_kind = [tuple(map(int, m)) for m in re.findall(r" (\d+) of (\d+) \(", kinds)]
     assert sum(n for _, n in by_kind) == cells and sum(r for r, _ in by_kind) == reported
-    assert "0 alarms of 10 cells" in out.stdout and "a best-baseline change in the headline: 3 of 3" in out.stdout
+    assert "0 alarms of 10 cells" in out.stdout and f"a best-baseline change in the headline: {best}" in out.stdout
     return out.stdout
 
 
@@ -297,6 +299,21 @@ def test_under_the_rule_of_two_rounds_trial_t12_whole_again_reports_its_5_percen
     results = trial / "verdict" / "results"
     c = compare_runs(results, "fba47530", "1f8156b9", "h100-t12")
     _every_change_on_pairs_of_two_runs(results, c)
+
+
+def test_a_third_trial_of_work_shrunk_at_prs_defaults_calls_no_5_percent_move_the_same_and_its_comment_comes_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+
+    # the logits projection (work shrunk) and rope on two H200s: two rounds, then the budget was spent
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12-h200x2-r8"
+    out = _comment_again_and_no_5_percent_move_same(trial, "36ce3713", "2ce272a7", 3, best="1 of 1")
+    results = trial / "verdict" / "results"
+    _every_change_on_pairs_of_two_runs(results, compare_runs(results, "36ce3713", "2ce272a7", "h100-t12"))
+    # the logits projection's one 5% move is the goal's exception: autotuned, its own spread wider than its change
+    assert "llm_logits_projection_softmax 0 of 1 (0%) in 1 trial;" in out
+    assert "counting 1 undecided autotuned with their own spread wider than their change" in out
 
 
 def test_a_budget_that_allows_one_round_confirms_nothing_and_calls_no_5_percent_move_the_same(
