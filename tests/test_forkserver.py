@@ -129,6 +129,21 @@ def test_modules_preloaded_later_are_imported_before_the_next_child_is_forked(se
     assert loaded("after") is True
 
 
+def test_a_child_that_needs_none_of_the_modules_preloaded_later_is_forked_before_they_are_imported(
+        server: ForkServer, tmp_path: Path) -> None:
+    def loaded(name: str, preloaded: bool) -> bool:
+        out = tmp_path / f"{name}.json"
+        child = server.launch("forkserver_child", ["loaded", str(out), "colorsys"], {}, tmp_path, tmp_path / "err",
+                              preloaded=preloaded)
+        assert server.wait(child, 60) and child.status == 0
+        return json.loads(out.read_text())
+
+    server.preload_more(("colorsys",))  # the compiler, in a run: an eager measurement does not wait for its import
+    assert loaded("eager", preloaded=False) is False
+    assert loaded("compiled", preloaded=True) is True
+    assert loaded("eager again", preloaded=False) is True  # imported once, every child forked after has it
+
+
 def test_the_early_server_is_one_per_process_until_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     from tracker.runner import forkserver
 

@@ -30,13 +30,16 @@ class StandIn:
 
     def __init__(self, store: CellStore) -> None:
         self.store, self.launches, self.in_flight = store, [], 0
+        self.preloaded: dict[str, bool] = {}  # mode -> whether its processes waited for the compiler's import
         self._lock = threading.Lock()
 
-    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
+    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+               preloaded: bool = True) -> Child:
         preset, workload, mode, replicate = argv
         with self._lock:
             first = not any(a[:3] == argv[:3] for a, _ in self.launches)
             self.launches.append((argv, env))
+            self.preloaded[mode] = preloaded
         record: dict[str, Any] = {"preset": preset, "workload": workload, "mode": mode, "replicate": int(replicate),
                                   "device": "cuda", "gpu_index": env[ENV_GPU]}
         if CellId(preset, workload, mode) == BIG and first:
@@ -74,6 +77,16 @@ def test_what_ran_out_of_memory_beside_others_is_measured_again_alone_reserving_
     assert all(env[memledger.ENV_LEDGER].endswith(f".gpu-{env[ENV_GPU]}.memory.json") for _, env in server.launches)
 
 
+def test_only_a_measurement_that_compiles_waits_for_the_fork_servers_import_of_the_compiler(tmp_path: Path) -> None:
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=4, device="cuda", gpus=("0",),
+                    memory_budget=70 * GiB)
+    store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
+    server = StandIn(store)
+    cells = [CellId("decode", "llm_rmsnorm", mode) for mode in ("eager", "default", "kernel:triton_rmsnorm")]
+    measure_cells(cells, cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
+    assert server.preloaded == {"eager": False, "default": True, "kernel:triton_rmsnorm": False}
+
+
 def test_a_confirmation_measures_on_every_gpu_of_the_host_with_its_memory_counted(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
@@ -99,8 +112,9 @@ def test_a_confirmation_measures_on_every_gpu_of_the_host_with_its_memory_counte
 class Hungry(StandIn):
     """Every measurement records that its process held 30 GiB at once (its compile's), its timed region far less."""
 
-    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
-        child = super().launch(module, argv, env, cwd, stderr)
+    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+               preloaded: bool = True) -> Child:
+        child = super().launch(module, argv, env, cwd, stderr, preloaded)
         preset, workload, mode, replicate = argv
         record = self.store.replicate(preset, workload, mode, int(replicate))
         assert record is not None

@@ -12,7 +12,9 @@ per line on stdin and answers on stdout, both JSON:
 
     {"id": 1, "module": "tracker.runner.worker", "argv": [...], "env": {...}, "cwd": "...", "stderr": "FILE"}
     -> {"id": 1, "pid": 4242}, and once the child has exited {"id": 1, "status": 0} (-N: killed by signal N)
-    {"preload": ["torch._dynamo", ...]}: more modules imported before the next fork; no answer
+    {"preload": ["torch._inductor.compile_fx", ...]}: more modules, imported before the next fork of a child that
+    wants them; no answer. A request with "preloaded": false is forked at once, before any still to be imported:
+    a measurement that compiles nothing does not wait seconds for the compiler's import at the start of a run.
 
 A child runs `MODULE.main(argv)` in a session of its own (so a kill of its group ends its compile workers too), with
 exactly `env` as its environment, `cwd` as its directory, stdout discarded and stderr written to FILE.
@@ -78,13 +80,16 @@ class ForkServer:
         self._booting: subprocess.Popen[bytes] | None = None  # a server still importing
         self.closed = False
 
-    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> Child:
+    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+               preloaded: bool = True) -> Child:
+        """Fork a child running `module`; `preloaded`: with every module asked for by `preload_more` imported first
+        (False: at once, with what the server has imported so far)."""
         with self._lock:
             proc = self._running()
             self._next_id += 1
             child = self._children[self._next_id] = Child(self._next_id, proc)
             request = {"id": child.id, "module": module, "argv": argv, "env": env, "cwd": str(cwd),
-                       "stderr": str(stderr)}
+                       "stderr": str(stderr), "preloaded": preloaded}
             try:
                 assert proc.stdin is not None
                 proc.stdin.write(json.dumps(request).encode() + b"\n")
@@ -95,8 +100,8 @@ class ForkServer:
         return child
 
     def preload_more(self, modules: tuple[str, ...]) -> None:
-        """The server imports `modules` too (if it can) before it forks the next child: what a run learns it needs
-        once the server is started."""
+        """The server imports `modules` too (if it can) before it forks the next child that is to have them (see
+        `launch`): what a run learns it needs once the server is started."""
         with self._lock:
             proc = self._running()
             try:
@@ -247,6 +252,7 @@ def _serve(requests: int, replies: int) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wakeup pipe
     children: dict[int, int] = {}  # pid -> request id
     pending = b""
+    wanted: list[str] = []  # asked for by "preload", imported before the next fork of a child that wants them
 
     def reply(message: dict[str, Any]) -> None:
         os.write(replies, json.dumps(message).encode() + b"\n")
@@ -270,9 +276,12 @@ def _serve(requests: int, replies: int) -> None:
         for line in lines:
             request = json.loads(line)
             if "preload" in request:
-                _preload(request["preload"])
-                _freeze()
+                wanted += request["preload"]
                 continue
+            if wanted and request.get("preloaded", True):
+                _preload(wanted)
+                _freeze()
+                wanted = []
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()

@@ -33,6 +33,7 @@ from tracker.runner.schedule import Scheduler, Start
 from tracker.runner.worker import EXIT_NOT_KEPT
 from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore
+from workloads.modes import COMPILED
 
 # Processes of a GPU that may wait, done with a measurement, for a further compile of another cell: each holds its CUDA
 # context, in the share of the GPU's memory the reservations leave free (policy.MEMORY_SHARE).
@@ -54,7 +55,7 @@ class _Workers:
     def run(self, job: Job, gpu: int | None, argv: list[str], env: dict[str, str], timeout: float,
             stderr: Path) -> tuple[int | None, str]:
         """(exit status, the tail of its stderr); status None when it was killed at `timeout`."""
-        worker = self._reuse(job, gpu, Request(argv, env, str(stderr))) or self._launch(gpu, argv, env, stderr)
+        worker = self._reuse(job, gpu, Request(argv, env, str(stderr))) or self._launch(job, gpu, argv, env, stderr)
         worker.measured.add(job.cell)
         try:
             return self._outcome(worker, timeout, stderr)
@@ -78,11 +79,13 @@ class _Workers:
         worker.close()
         return None
 
-    def _launch(self, gpu: int | None, argv: list[str], env: dict[str, str], stderr: Path) -> Resident:
+    def _launch(self, job: Job, gpu: int | None, argv: list[str], env: dict[str, str], stderr: Path) -> Resident:
         worker = Resident(gpu, listening=self.stay)
         with self._lock:
             self._running.add(worker)
-        worker.child = self.server.launch("tracker.runner.worker", argv, {**env, **worker.env()}, REPO_ROOT, stderr)
+        # a measurement that compiles nothing starts before the server has imported the compiler (the ramp's)
+        worker.child = self.server.launch("tracker.runner.worker", argv, {**env, **worker.env()}, REPO_ROOT, stderr,
+                                          preloaded=job.cell.mode in COMPILED)
         return worker
 
     def _outcome(self, worker: Resident, timeout: float, stderr: Path) -> tuple[int | None, str]:
