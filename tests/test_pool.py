@@ -135,6 +135,38 @@ def test_a_cell_s_further_compiles_reserve_what_its_first_held_in_this_run(tmp_p
     assert reserved[2] >= 30 * GiB and reserved[3] >= 30 * GiB  # what the first held, with room
 
 
+class Disturbed(StandIn):
+    """Replicate 2's first attempt and the first replicate's every attempt record a timing spread as only a
+    disturbed one's does (its lower quartile half its median)."""
+
+    def launch(self, module: str, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path,
+               preloaded: bool = True) -> Child:
+        child = super().launch(module, argv, env, cwd, stderr, preloaded)
+        preset, workload, mode, replicate = argv
+        attempts = sum(a == argv for a, _ in self.launches)
+        if replicate == "1" or (replicate == "2" and attempts == 1):
+            record = self.store.replicate(preset, workload, mode, int(replicate))
+            assert record is not None
+            record.p25_ms = record.median_ms / 2
+            self.store.put(record)
+        return child
+
+
+def test_a_disturbed_further_compile_is_measured_again_at_once_and_a_disturbed_first_alone_at_the_end(
+        tmp_path: Path) -> None:
+    cell = CellId("prefill", "llm_layernorm", "default")
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=4, device="cuda", gpus=("0",),
+                    memory_budget=70 * GiB, replicates=4, replicated_modes=None, together=1)
+    store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
+    server = Disturbed(store)
+    measure_cells([cell], cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
+    order = [(int(argv[3]), int(env[memledger.ENV_RESERVE]) == cfg.memory_budget) for argv, env in server.launches]
+    # replicate 2 again before replicate 3 starts (its chain waits for it), beside the others; the first alone, last
+    assert order == [(1, False), (2, False), (2, False), (3, False), (4, False), (1, True)]
+    second = store.replicate(cell.preset, cell.workload, cell.mode, 2)
+    assert second is not None and second.p25_ms == second.median_ms
+
+
 def test_a_process_may_stay_only_in_a_run_with_further_compiles_to_hand_it(tmp_path: Path) -> None:
     for replicates, stays in ((1, False), (2, True)):
         root = tmp_path / str(replicates)

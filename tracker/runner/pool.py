@@ -15,7 +15,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker import stats
@@ -190,8 +190,9 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
 
     The scheduler (tracker.runner.schedule) says which measurement starts next and on which GPU, from what each is
     expected to cost (tracker.runner.costs: what the store's root recorded of its cell before); a cell's further
-    compiles start as soon as the one before them is in (`next_replicate`). What shared its GPU short of memory, or
-    was disturbed, is measured again alone at the end (`needs_gpu_alone`). On KeyboardInterrupt the running workers
+    compiles start as soon as the one before them is in (`next_replicate`). A further compile whose timing was
+    disturbed is measured again at once (`_Loop._again_at_once`); what shared its GPU short of memory, or was
+    disturbed still, is measured again alone at the end (`needs_gpu_alone`). On KeyboardInterrupt the running workers
     are killed and nothing is recorded for their measurements, so the next run makes exactly the measurements that
     did not finish. `server`: the fork server to start them from, its caller's to close (one already started, say);
     by default one of its own, closed at the end. `check`: called every second while measuring; what it raises stops
@@ -247,6 +248,7 @@ class _Loop:
     costs: Costs  # the scheduler's: what each measurement of the run records, its cell's next ones reserve
     progress: Progress | None
     check: Callable[[], None] | None = None
+    retried: set[Job] = field(default_factory=set)  # further compiles measured again at once, once each
 
     def drain(self, schedule: Scheduler, further: bool = False) -> None:
         """Run `schedule`'s measurements; with `further`, each cell's further compiles as they are asked for."""
@@ -276,9 +278,27 @@ class _Loop:
             self.progress.cell_done(job, result)
         if schedule is None:
             return
+        if self._again_at_once(job, result, schedule):
+            return
         if self.progress and job.replicate == 1 and not result.ok and waits_for_first(job.cell):
             self.progress.expect(-len(lacking(job.cell, self.cfg, self.store)))  # a failed first asks for none
         schedule.add(next_replicate(job, result, self.cfg, self.store))
+
+
+    def _again_at_once(self, job: Job, result: CellResult, schedule: Scheduler) -> bool:
+        """A further compile whose timing was disturbed is measured again at once beside the others, not alone at the
+        end, where its compile would run with nothing beside it; the cell's next compile is asked for once it is in.
+        A first compile waits for the end (its compile time is the cell's, and its cell's Triton binaries would make
+        the one again warm), as does one disturbed twice."""
+        if job.replicate == 1 or job in self.retried or not result.ok or not stats.disturbed(result.median_ms,
+                                                                                             result.p25_ms):
+            return False
+        self.retried.add(job)
+        self.store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
+        if self.progress:
+            self.progress.expect(1)
+        schedule.add([job])
+        return True
 
 
 def needs_gpu_alone(result: CellResult) -> bool:
