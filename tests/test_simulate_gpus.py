@@ -70,3 +70,18 @@ def test_processes_that_stay_predict_the_stay_run_and_shorten_a_run_whose_cuda_s
     phases = (ROOT / "tests/fixtures/h200-stay/x4/phases-h100x4-e.txt").read_text()
     measured = float(re.findall(r"measurements over (\d+) s \(first launch to last end\)", phases)[0])
     assert abs(stay / measured - 1) <= 0.06 and stay < fresh
+
+
+@pytest.mark.slow
+def test_scheduled_by_the_modes_priors_as_it_ran_the_simulation_predicts_a_cold_four_gpu_run_within_6_percent() -> None:
+    # tests/fixtures/h200-stay/x4-e2: four H200s, a fresh results directory and cell store (so the runner knew only
+    # the modes' prior costs), 155 s from first launch to last end
+    store = next((ROOT / "tests/fixtures/h200-stay/x4-e2/cells/x4-e2").glob("*/torch-*"))
+    records = simulate_gpus.run_records(store)
+    host = {"gpus": 4, "cores": 64, "start_s": 0.0, "init_s": 0.6, "init_capacity": 1.5, "stay": True}
+    cold = simulate_gpus.predict(records, simulate_gpus.Params(**host, prior_costs=True)).wall_s
+    learned = simulate_gpus.predict(records, simulate_gpus.Params(**host)).wall_s
+    assert cold != learned  # the two schedules place the cells differently
+    phases = (ROOT / "tests/fixtures/h200-stay/x4-e2/phases-x4-e2.txt").read_text()
+    measured = float(re.findall(r"measurements over (\d+) s \(first launch to last end\)", phases)[0])
+    assert abs(cold / measured - 1) <= 0.06

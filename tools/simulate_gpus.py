@@ -1,6 +1,7 @@
 """Simulate a run on N GPUs and C cores from a measured run's cell store: its measurements replayed through the
 runner's own scheduler (tracker.runner.schedule.Scheduler, with the costs the runner would read,
-tracker.runner.costs), to predict the wall time and each GPU's lock share on hosts not measured.
+tracker.runner.costs, or with --prior-costs those a store with no earlier runs gives), to predict the wall time and
+each GPU's lock share on hosts not measured.
 
     python tools/simulate_gpus.py STORE                       # the table for 1, 2, 4 and 8 GPUs, 16 cores a GPU
     python tools/simulate_gpus.py STORE --gpus 1 --cores 16   # one host: compare with the run's own wall time
@@ -62,6 +63,7 @@ class Params:
     start_s: float = 20.0  # until the fork server has imported torch (the runs' first lines: 20-25 s)
     init_capacity: float | None = None  # CUDA starts the host makes at full speed at once (None: any number)
     stay: bool = False  # processes stay for further compiles (tracker.runner.resident), SPARE a GPU waiting
+    prior_costs: bool = False  # the scheduler knows no cell's costs, only its mode's (a store with no earlier runs)
     budget: int | None = 72 * GiB  # 90% of an H100's 80 GB (tracker.runner.policy.memory_budget)
 
 
@@ -145,7 +147,7 @@ def simulate(records: list[dict[str, Any]], p: Params) -> list[dict[str, Any]]:
     cfg = RunConfig(store_root=Path("."), machine="sim", commit="sim", replicates_per_cell=counts, together=p.together)
     jobs = _jobs(p)
     clock = [0.0]
-    costs = Costs.from_records(map(CellResult.from_json, records))
+    costs = Costs.from_records([] if p.prior_costs else map(CellResult.from_json, records))
     sched = Scheduler([j for j in by_job if j.replicate == 1], costs, p.gpus, jobs, p.budget,
                       counts, p.together, clock=lambda: clock[0])
     store, running, out = _SimStore(), [], []
@@ -295,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--init-capacity", type=float, help="CUDA starts the host makes at full speed at once")
     a.add_argument("--stay", action="store_true", help="processes stay for further compiles, as the runner's do")
     a.add_argument("--replicates", type=int, default=3)
+    a.add_argument("--prior-costs", action="store_true",
+                   help="schedule by the modes' prior costs, as a run whose cell store has no earlier runs does (a "
+                        "nightly on a fresh runner), not by the costs the records give")
     args = a.parse_args(argv)
     records = run_records(Path(args.store), args.replicates)
     print(f"{len(records)} measurements of {args.store}")
@@ -303,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         for together in args.together:
             p = Params(gpus=n, cores=args.cores or 16 * n, jobs=args.jobs, together=together, init_s=args.init_s,
                        cuda_inits=args.cuda_inits, lock_scale=args.lock_scale, overhead_s=args.overhead_s,
-                       start_s=args.start_s, init_capacity=args.init_capacity, stay=args.stay)
+                       start_s=args.start_s, init_capacity=args.init_capacity, stay=args.stay,
+                       prior_costs=args.prior_costs)
             print(_row(predict(records, p)), flush=True)
     return 0
 
