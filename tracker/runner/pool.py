@@ -284,14 +284,13 @@ class _Loop:
             self.progress.expect(-len(lacking(job.cell, self.cfg, self.store)))  # a failed first asks for none
         schedule.add(next_replicate(job, result, self.cfg, self.store))
 
-
     def _again_at_once(self, job: Job, result: CellResult, schedule: Scheduler) -> bool:
         """A further compile whose timing was disturbed is measured again at once beside the others, not alone at the
         end, where its compile would run with nothing beside it; the cell's next compile is asked for once it is in.
         A first compile waits for the end (its compile time is the cell's, and its cell's Triton binaries would make
         the one again warm), as does one disturbed twice."""
-        if job.replicate == 1 or job in self.retried or not result.ok or not stats.disturbed(result.median_ms,
-                                                                                             result.p25_ms):
+        disturbed = result.ok and stats.disturbed(result.median_ms, result.p25_ms)
+        if job.replicate == 1 or job in self.retried or not disturbed:
             return False
         self.retried.add(job)
         self.store.remove(job.cell.preset, job.cell.workload, job.cell.mode, job.replicate)
