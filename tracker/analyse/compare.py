@@ -223,8 +223,8 @@ def compare_tables(base: pd.DataFrame, head: pd.DataFrame, base_info: RunInfo, h
                        judged, rule, launch) for k in cells if k[2].startswith(MODE_PREFIX)]
     notes = _version_notes(base_info, head_info) + _mark_method(cells, base, head, base_info, head_info, rule, launch)
     cells_list, instances, kernels = _attribute(list(cells.values()), instances, kernels, set(unaffected))
-    if same_versions(base_info, head_info):
-        cells_list, instances = _code_unchanged(cells_list, instances)
+    if same := code_unchanged(cells_list, base_info, head_info):
+        cells_list, instances = _code_unchanged(cells_list, instances, same)
     return Comparison(base_info, head_info, rule, cells_list, instances, kernels,
                       _figures(b_ms, h_ms, instances, {(x.preset, x.workload, x.mode): x for x in cells_list}),
                       sorted(head_instances.keys() - base_instances.keys(), key=_order),
@@ -273,18 +273,19 @@ def same_versions(b: RunInfo, h: RunInfo) -> bool:
     return not _version_notes(b, h)
 
 
-def same_code(x: CellChange) -> bool:
-    """Whether a compiled cell's generated code is the same at both runs (at most launched with other configs)."""
-    return x.compiled in (COMPILED_SAME, COMPILED_CONFIGS)
+def code_unchanged(cells: list[CellChange], b: RunInfo, h: RunInfo) -> set[tuple[str, str, str]]:
+    """The compiled cells whose generated code is the same at both runs (at most launched with other configs), where
+    the runs share their versions: the same kernels, so whatever moved them was not the commits (none otherwise)."""
+    if not same_versions(b, h):
+        return set()
+    return {(x.preset, x.workload, x.mode) for x in cells if x.compiled in (COMPILED_SAME, COMPILED_CONFIGS)}
 
 
-def _code_unchanged(cells: list[CellChange], instances: list[InstanceChange]
+def _code_unchanged(cells: list[CellChange], instances: list[InstanceChange], same: set[tuple[str, str, str]]
                     ) -> tuple[list[CellChange], list[InstanceChange]]:
-    """Under the same versions, a compiled cell whose generated code is the same at both commits runs the same
-    kernels (at most launched with other configs autotuning drew): its timing change is the machine's or autotuning's,
-    not the commits' (CODE_UNCHANGED, never counted), and so is a best-baseline change that rests on such cells
-    alone."""
-    same = {(x.preset, x.workload, x.mode) for x in cells if same_code(x)}
+    """The cells of `same` (`code_unchanged`) run the same kernels at both commits: their timing change is the
+    machine's or autotuning's, not the commits' (CODE_UNCHANGED, never counted), and so is a best-baseline change that
+    rests on such cells alone."""
     cells = [replace(x, verdict=CODE_UNCHANGED) if (x.preset, x.workload, x.mode) in same
              and x.verdict in (SLOWER, FASTER) else x for x in cells]
 
@@ -617,6 +618,6 @@ def compare_files(results_dir: str | os.PathLike[str], b: RunFile, h: RunFile, r
 
 
 __all__ = ["EXIT_FAIL_ON", "EXIT_OK", "FAIL_ON", "CellChange", "ChangeRule", "CompareError", "Comparison", "Context",
-           "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "compare_files",
-           "compare_runs", "compare_tables", "compare_versions", "history_of", "launch_floor", "same_code",
+           "InstanceChange", "KernelChange", "ModeFigures", "RunInfo", "check_versions", "code_unchanged",
+           "compare_files", "compare_runs", "compare_tables", "compare_versions", "history_of", "launch_floor",
            "same_versions"]

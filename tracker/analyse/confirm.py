@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from tracker.analyse.changes import CellChange, Comparison
-from tracker.analyse.compare import launch_floor, same_code, same_versions
+from tracker.analyse.compare import code_unchanged, launch_floor
 from tracker.analyse.verdicts import FASTER, NOISY, SLOWER, UNCONFIRMED, UNDECIDED
 
 COMPILES = 3  # fresh compiles each side of a candidate change has once confirmed: best, median and spread
@@ -34,9 +34,7 @@ def candidates(c: Comparison) -> list[Cell]:
     for i in c.instances:
         if i.best_changed or i.mode_changed or i.latency_verdict in moved:
             keys |= {(i.preset, i.workload, m) for m in (i.base_best, i.head_best) if m}
-    unchanged = {(x.preset, x.workload, x.mode) for x in c.cells if same_code(x)} if same_versions(c.base, c.head) \
-        else set()
-    return sorted(keys - unchanged)
+    return sorted(keys - code_unchanged(c.cells, c.base, c.head))
 
 
 FUTILE = 2.0  # an undecided cell is given up when settling it would take this many times the most compiles
