@@ -17,7 +17,7 @@ from tracker import cli
 from tracker.errors import UsageError
 from tracker.measure import gpulock
 from tracker.measure.harness import Settings
-from tracker.runner import gpus
+from tracker.runner import gpus, policy
 from tracker.runner.config import RunConfig
 from tracker.runner.plan import CellId
 from tracker.runner.policy import default_jobs
@@ -144,6 +144,26 @@ def test_each_gpu_has_its_own_lock_timing_cores_and_device_and_the_compilers_sha
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("value", "runs"), [(None, 1), ("1", 1), ("2", 2), (" 3 ", 3)])
+def test_the_runs_sharing_a_gpu_are_what_the_flow_that_started_them_says(
+        monkeypatch: pytest.MonkeyPatch, value: str | None, runs: int) -> None:
+    if value is None:
+        monkeypatch.delenv(policy.ENV_RUNS_PER_GPU, raising=False)
+    else:
+        monkeypatch.setenv(policy.ENV_RUNS_PER_GPU, value)
+    assert policy.runs_per_gpu() == runs
+    cfg = RunConfig(store_root=Path("."), machine="m", commit="c", memory_budget=90, runs_per_gpu=runs)
+    assert cfg.planned_memory == 90 // runs
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_number_of_runs_sharing_a_gpu_that_is_none_is_one_clear_error(
+        monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(policy.ENV_RUNS_PER_GPU, value)
+    with pytest.raises(UsageError, match=f"{policy.ENV_RUNS_PER_GPU}='{value}'"):
+        policy.runs_per_gpu()
+
+
 def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: Path) -> None:
     cells = [CellId("tiny", w, "eager") for w in ("llm_rmsnorm", "diff_cfg_blend", "rl_dpo_loss", "rl_grpo_loss")]
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=2, device="cpu", gpus=("0", "1"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.runner.memledger import MemoryLedger, ledger_path
+from tracker.runner.memledger import PATIENCE_S, MemoryLedger, ledger_path
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 2**30
@@ -22,8 +22,9 @@ HOLDER = """
 import json, sys, time
 from pathlib import Path
 from tracker.runner.memledger import MemoryLedger
-path, budget, nbytes, hold_s, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-with MemoryLedger(Path(path), budget, poll_s=0.005).reserved(nbytes) as waited:
+path, budget, nbytes, hold_s, log, patience = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), \
+    sys.argv[5], float(sys.argv[6])
+with MemoryLedger(Path(path), budget, poll_s=0.005, patience_s=patience).reserved(nbytes) as waited:
     start = time.time()
     print("in", flush=True)
     time.sleep(hold_s)
@@ -32,9 +33,10 @@ Path(log).write_text(json.dumps({"bytes": nbytes, "start": start, "end": end, "w
 """
 
 
-def _holder(tmp_path: Path, name: str, nbytes: int, budget: int, hold_s: float) -> subprocess.Popen[str]:
+def _holder(tmp_path: Path, name: str, nbytes: int, budget: int, hold_s: float,
+            patience_s: float = PATIENCE_S) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", HOLDER, str(ledger_path(tmp_path, "0")), str(budget), str(nbytes),
-                             str(hold_s), str(tmp_path / f"{name}.json")], cwd=ROOT, text=True,
+                             str(hold_s), str(tmp_path / f"{name}.json"), str(patience_s)], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE)
 
 
@@ -72,20 +74,35 @@ def test_processes_never_hold_more_than_the_budget_together_and_all_get_their_tu
 
 
 @pytest.mark.slow
-def test_a_measurement_run_alone_waits_for_the_gpu_to_empty_and_later_ones_wait_for_it(tmp_path: Path) -> None:
+def test_a_smaller_measurement_that_fits_goes_ahead_of_a_larger_one_that_does_not(tmp_path: Path) -> None:
     budget = 8 * GiB
-    first = _holder(tmp_path, "first", 2 * GiB, budget, 0.6)
+    first = _holder(tmp_path, "first", 2 * GiB, budget, 0.8)
     assert first.stdout.readline() == "in\n"
-    alone = _holder(tmp_path, "alone", budget, budget, 0.3)  # the whole budget: a measurement again alone
+    alone = _holder(tmp_path, "alone", budget, budget, 0.2)  # the whole budget: a measurement again alone
     _until_in_line(tmp_path, alone.pid)  # it is in line before the next one asks
-    later = _holder(tmp_path, "later", 1 * GiB, budget, 0.1)
+    later = _holder(tmp_path, "later", 1 * GiB, budget, 0.2)
+    assert all(p.wait(60) == 0 for p in (first, alone, later))
+    logs = dict(zip(["first", "alone", "later"], _logs(tmp_path, ["first", "alone", "later"]), strict=True))
+    assert logs["later"]["end"] <= logs["first"]["end"]  # it fitted beside the first, so it did not wait for it
+    assert logs["alone"]["start"] >= max(logs["first"]["end"], logs["later"]["end"])  # the GPU emptied for it
+
+
+@pytest.mark.slow
+def test_a_measurement_that_has_waited_its_patience_is_overtaken_by_none(tmp_path: Path) -> None:
+    budget, patience = 8 * GiB, 0.2
+    first = _holder(tmp_path, "first", 2 * GiB, budget, 0.8, patience)
+    assert first.stdout.readline() == "in\n"
+    alone = _holder(tmp_path, "alone", budget, budget, 0.3, patience)
+    _until_in_line(tmp_path, alone.pid)
+    time.sleep(patience + 0.1)
+    later = _holder(tmp_path, "later", 1 * GiB, budget, 0.1, patience)
     _until_in_line(tmp_path, later.pid)
-    big = _holder(tmp_path, "big", 20 * GiB, budget, 0.1)  # more than the budget: alone too, after those in line
+    big = _holder(tmp_path, "big", 20 * GiB, budget, 0.1, patience)  # more than the budget: alone too, in its turn
     assert all(p.wait(60) == 0 for p in (first, alone, later, big))
     logs = dict(zip(["first", "alone", "later", "big"], _logs(tmp_path, ["first", "alone", "later", "big"]),
                     strict=True))
     assert logs["alone"]["start"] >= logs["first"]["end"]  # it waited for the GPU to empty
-    assert logs["later"]["start"] >= logs["alone"]["end"]  # and the smaller one did not overtake it
+    assert logs["later"]["start"] >= logs["alone"]["end"]  # and the smaller one, though it fitted, did not overtake it
     assert logs["big"]["start"] >= max(logs["alone"]["end"], logs["later"]["end"])
 
 

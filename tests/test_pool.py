@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tracker.measure.cellresult import CellResult
-from tracker.runner import memledger, remeasure, resident
+from tracker.runner import memledger, pool, remeasure, resident
 from tracker.runner.config import RunConfig
 from tracker.runner.forkserver import Child
 from tracker.runner.plan import CellId
@@ -75,6 +75,20 @@ def test_what_ran_out_of_memory_beside_others_is_measured_again_alone_reserving_
     assert int(again[0][memledger.ENV_RESERVE]) < cfg.memory_budget  # its share, beside the others
     assert int(again[1][memledger.ENV_RESERVE]) == cfg.memory_budget  # alone: the whole GPU
     assert all(env[memledger.ENV_LEDGER].endswith(f".gpu-{env[ENV_GPU]}.memory.json") for _, env in server.launches)
+
+
+def test_a_run_sharing_its_gpus_with_another_plans_within_its_share_of_their_memory(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=8, device="cuda", gpus=("0", "1"),
+                    memory_budget=70 * GiB, runs_per_gpu=2)
+    store = CellStore(tmp_path, RunKey(cfg.machine, cfg.commit, "t"))
+    server = StandIn(store)
+    planned = []
+    real = pool.Scheduler
+    monkeypatch.setattr(pool, "Scheduler", lambda *a, **k: planned.append(a[4]) or real(*a, **k))
+    measure_cells(CELLS, cfg, store, server=server)  # type: ignore[arg-type]  # stands in for one
+    assert planned == [35 * GiB, 70 * GiB]  # its half beside the other run; the whole GPU for BIG measured again
+    assert {int(env[memledger.ENV_BUDGET]) for _, env in server.launches} == {70 * GiB}  # the ledger holds the GPU's
 
 
 def test_only_a_measurement_that_compiles_waits_for_the_fork_servers_import_of_the_compiler(tmp_path: Path) -> None:

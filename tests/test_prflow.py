@@ -28,6 +28,7 @@ from tracker.publish.comparetable import render_table
 from tracker.publish.markdown import MARKER
 from tracker.publish.prcomment import render_comment
 from tracker.publish.units import count
+from tracker.runner import policy
 from tracker.store import commits, pairing
 from tracker.store.cells import CellStore, RunKey, default_cells_dir, torch_version
 from tracker.store.commits import CommitError, resolve_ref
@@ -257,6 +258,7 @@ def test_on_several_gpus_a_pair_never_straddles_two(repo: tuple[Path, dict[str, 
     pr(request(r, c, tmp_path / "results", jobs=8), PrintForge(io.StringIO()), fake, devices=["0", "1"])
     assert fake.batches[0] == ["base@0", "head@0", "base@1", "head@1"]  # one workload a GPU, both sides on it
     assert {cmd.env["CUDA_VISIBLE_DEVICES"] for cmd in fake.calls} == {"0", "1"}
+    assert {cmd.env[policy.ENV_RUNS_PER_GPU] for cmd in fake.calls} == {"2"}  # each plans within half the memory
     assert all(cmd.argv[cmd.argv.index("-j") + 1] == "2" for cmd in fake.calls[:4])
     record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
     assert record is not None

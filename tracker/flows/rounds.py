@@ -235,10 +235,11 @@ class PairedRounds:
         each = max(1, (self.jobs or 1) // count) if together else self.jobs
         commands = []
         for k, (group, cmds) in enumerate(work):
+            env = {**group.env(), policy.ENV_RUNS_PER_GPU: str(len(cmds) if together else 1)}
             for name, side, argv in cmds:
                 argv = [*argv, "-j", str(each)] if each else argv
                 label = name if len(work) == 1 else f"{name}@{group.gpu or k}"
-                commands.append(Command(label, argv, self.trees[side.label], group.env(), group.cpus))
+                commands.append(Command(label, argv, self.trees[side.label], env, group.cpus))
         began = time.monotonic()
         codes = self.runner(commands) if together else [rc for c in commands for rc in self.runner([c])]
         self.measured.append(time.monotonic() - began)

@@ -33,12 +33,20 @@ class RunConfig:
     # Each GPU's memory that the measurements on it may reserve together (tracker.runner.memledger); None: not known,
     # not counted.
     memory_budget: int | None = None
+    # Runs measuring on the same GPUs at once, this one included (a PR round's two sides): this one's scheduler plans
+    # within its share of memory_budget (`planned_memory`), the ledger still holds the whole budget for all of them.
+    runs_per_gpu: int = 1
     # Processes of one GPU that create their CUDA context at once (tracker.measure.cudainit); 0: no limit.
     cuda_inits: int = 4
     # A cell's further compiles that run at once, once its first is in (tracker.runner.remaining.next_replicate)
     together: int = 1
     # Whether a process may stay, its measurement stored, for further compiles of other cells (tracker.runner.resident)
     stay: bool = True
+
+    @property
+    def planned_memory(self) -> int | None:
+        """The memory this run's scheduler shares out on each GPU: its share of the budget where runs share the GPU."""
+        return None if self.memory_budget is None else self.memory_budget // max(1, self.runs_per_gpu)
 
     def replicates_of(self, cell: CellId) -> int:
         if cell in self.replicates_per_cell:

@@ -5,10 +5,12 @@ Each measurement
 therefore reserves what it is expected to need at most (tracker.runner.costs: its recorded peak memory, with room
 for its CUDA context) before it creates a CUDA context, and waits while the reservations in flight and its own would
 exceed the GPU's budget. The ledger is a JSON file beside the GPU's lock in the cell store's root, read and written
-under a flock, so every `run` process measuring on that GPU shares it (the two sides of a PR measured at once). It is
-first come, first served: a measurement that must run alone (it reserves the whole budget) is not overtaken by
-smaller ones. A measurement larger than the budget runs when nothing else holds a reservation. A reservation of a
-process that has died is dropped.
+under a flock, so every `run` process measuring on that GPU shares it (the two sides of a PR measured at once).
+Waiters are served in turn, except that one that fits now goes ahead of earlier ones that do not, while none of those
+has waited PATIENCE_S: a large reservation does not hold up every small one behind it for a whole compile, and a
+measurement that must run alone (it reserves the whole budget) still gets the GPU within PATIENCE_S of its turn plus
+the time the measurements in flight take. A measurement larger than the budget runs when nothing else holds a
+reservation. A reservation of a process that has died is dropped.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from tracker.runner.gpus import file_key
 from tracker.store import atomic
 
 T = TypeVar("T")
-State = dict[str, Any]  # {"held": {pid: bytes}, "waiting": [pid, ...]}, pids of the held as strings (JSON keys)
+# {"held": {pid: bytes}, "waiting": [pid, ...], "since": {pid: seconds since the epoch}}, pids as strings in keys
+State = dict[str, Any]
+PATIENCE_S = 20.0  # how long a waiter lets later ones that fit go ahead of it
 
 ENV_LEDGER = "COMPILE_BASELINES_MEMORY_LEDGER"  # the GPU's ledger file; unset: nothing is reserved
 ENV_BUDGET = "COMPILE_BASELINES_MEMORY_BUDGET"  # bytes the GPU's measurements may reserve together
@@ -38,11 +42,12 @@ class MemoryLedger:
     path: Path
     budget: int
     poll_s: float = 0.05
+    patience_s: float = PATIENCE_S
 
     @contextlib.contextmanager
     def reserved(self, nbytes: int, owner: int | None = None) -> Iterator[float]:
-        """Hold `nbytes` of the budget for the block, once they fit (first come, first served); yields the seconds
-        waited. `owner`: the process the reservation is for (this one by default)."""
+        """Hold `nbytes` of the budget for the block, once they fit and it is their turn (the module's docstring);
+        yields the seconds waited. `owner`: the process the reservation is for (this one by default)."""
         owner = os.getpid() if owner is None else owner
         asked = time.monotonic()
         while not self._enter(owner, nbytes):
@@ -58,13 +63,17 @@ class MemoryLedger:
 
     def _enter(self, owner: int, nbytes: int) -> bool:
         def take(state: State) -> bool:
-            waiting, held = state["waiting"], state["held"]
+            waiting, held, since = state["waiting"], state["held"], state["since"]
+            now = time.time()
             if owner not in waiting:
                 waiting.append(owner)
+                since[str(owner)] = now
             fits = not held or sum(held.values()) + nbytes <= self.budget
-            if waiting[0] != owner or not fits:
+            ahead = waiting[:waiting.index(owner)]
+            if not fits or any(now - since.get(str(pid), now) >= self.patience_s for pid in ahead):
                 return False
-            waiting.pop(0)
+            waiting.remove(owner)
+            since.pop(str(owner), None)
             held[str(owner)] = nbytes
             return True
 
@@ -76,6 +85,7 @@ class MemoryLedger:
             state = self._read()
             state["held"] = {pid: n for pid, n in state["held"].items() if _alive(int(pid))}
             state["waiting"] = [pid for pid in state["waiting"] if _alive(pid)]
+            state["since"] = {pid: t for pid, t in state.get("since", {}).items() if int(pid) in state["waiting"]}
             answer = change(state)
             atomic.write_text(self.path, json.dumps(state) + "\n")
             return answer
@@ -83,12 +93,13 @@ class MemoryLedger:
     def _read(self) -> State:
         try:
             state = json.loads(self.path.read_text(encoding="utf-8"))
-            if isinstance(state, dict) and isinstance(state.get("held"), dict) and isinstance(state.get("waiting"),
-                                                                                               list):
+            if (isinstance(state, dict) and isinstance(state.get("held"), dict)
+                    and isinstance(state.get("waiting"), list) and isinstance(state.get("since", {}), dict)):
                 return state
         except (OSError, ValueError):
             pass
-        return {"held": {}, "waiting": []}  # none yet, or damaged: what it held belongs to processes gone by now
+        # none yet, or damaged: what it held belongs to processes gone by now
+        return {"held": {}, "waiting": [], "since": {}}
 
 
 def _alive(pid: int) -> bool:

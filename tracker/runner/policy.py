@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+from tracker.errors import UsageError
 from tracker.measure.hostinfo import cuda_available, cuda_build
 from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
@@ -54,6 +57,24 @@ def memory_budget(picked: tuple[str, ...]) -> int | None:
     """Each GPU's memory for the measurements on it, as nvidia-smi reports the least of `picked`; None without it."""
     total = gpus.memory_bytes(picked, gpus.nvidia_smi(command=gpus.NVIDIA_SMI_MEMORY))
     return None if total is None else int(total * MEMORY_SHARE)
+
+
+# Runs measuring on the same GPUs at once, this one included: set by the flow that starts them side by side
+# (tracker.flows.rounds, a PR round's two sides); unset, one.
+ENV_RUNS_PER_GPU = "COMPILE_BASELINES_RUNS_PER_GPU"
+
+
+def runs_per_gpu() -> int:
+    """The runs that share this run's GPUs at once (ENV_RUNS_PER_GPU). Each plans within an equal share of every GPU's
+    memory: the ledger serves its waiters in turn, so two runs that each planned within the whole budget left every
+    smaller measurement waiting behind the other run's largest, and the two sides' compiles of a pair a whole compile
+    apart (docs/runner.md)."""
+    value = os.environ.get(ENV_RUNS_PER_GPU, "").strip()
+    if not value:
+        return 1
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"{ENV_RUNS_PER_GPU}={value!r}: the number of runs sharing the GPUs, a whole number from 1")
+    return int(value)
 
 
 def default_together(device: str) -> int:

@@ -204,7 +204,7 @@ def measure_cells(cells: list[CellId], cfg: RunConfig, store: CellStore, progres
     # a process stays only for further compiles: a run of first measurements alone ends each at once
     workers = _Workers(server or ForkServer(), cfg.stay and any(r > 1 for rs in making.values() for r in rs))
     costs = Costs.from_store_root(cfg.store_root)
-    schedule = Scheduler(pending(cells, cfg, store), costs, len(cfg.gpus), cfg.jobs, cfg.memory_budget,
+    schedule = Scheduler(pending(cells, cfg, store), costs, len(cfg.gpus), cfg.jobs, cfg.planned_memory,
                          {c: len(rs) for c, rs in making.items()}, cfg.together)
     pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
     kernels = tempfile.TemporaryDirectory(prefix="cb-kernels-")

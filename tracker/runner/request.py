@@ -92,7 +92,8 @@ def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -
         warm_cache_dir=Path(request.warm_cache).resolve() if request.warm_cache else None,  # the workers' cwd differs
         retry_failed=request.retry_failed, replicates=request.replicates or policy.default_replicates(device),
         replicated_modes=None if request.replicate_all_modes else AUTOTUNED_MODES, gpus=gpus,
-        memory_budget=policy.memory_budget(gpus) if gpus else None, together=policy.default_together(device),
+        memory_budget=policy.memory_budget(gpus) if gpus else None, runs_per_gpu=policy.runs_per_gpu(),
+        together=policy.default_together(device),
         stay=not request.fresh_processes)
     return Prepared(cells, cfg, conf, presets, repo, date_ms)
 
