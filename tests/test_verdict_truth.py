@@ -267,7 +267,9 @@ def _every_change_on_pairs_of_two_runs(results: Path, c) -> None:
 
 @pytest.mark.parametrize(("run", "base", "head", "least", "best"), [
     ("t12-h200-rounds", "149488a9", "4c35eede", 8, "2 of 2"),  # the VAE decoder and the KL loss, four H200s
-    ("t12-h200x2-r5", "bedc4ebc", "b35a8bd4", 2, "1 of 1")])  # rope and the rmsnorm kernel, two H200s
+    ("t12-h200x2-r5", "bedc4ebc", "b35a8bd4", 2, "1 of 1"),  # rope and the rmsnorm kernel, two H200s
+    # the logits projection and rope on two H200s, each side planning within half of each GPU's memory
+    ("t12-h200x2-r9", "664a5265", "764f30ec", 3, "1 of 1")])
 def test_under_the_rule_of_two_rounds_a_two_workload_pr_reports_every_5_percent_move_and_its_comment_comes_again(
         run: str, base: str, head: str, least: int, best: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,16 +290,18 @@ def test_under_the_rule_of_two_rounds_a_two_workload_pr_reports_every_5_percent_
     assert f"a best-baseline change in the headline: {best}" in out.stdout
 
 
-@pytest.mark.parametrize("run", ["t12-h200-r2", "t12-h200-r4"])
+@pytest.mark.parametrize(("run", "base", "head"), [
+    ("t12-h200-r2", "fba47530", "1f8156b9"), ("t12-h200-r4", "fba47530", "1f8156b9"),
+    ("t12-h200x4-r10", "664a5265", "764f30ec")])  # the sides planning within half of each GPU's memory
 def test_under_the_rule_of_two_rounds_trial_t12_whole_again_reports_its_5_percent_moves_on_runs_of_two_rounds(
-        run: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        run: str, base: str, head: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tracker.analyse.compare import compare_runs
 
     monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
     trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / run
-    _comment_again_and_no_5_percent_move_same(trial, "fba47530", "1f8156b9", 10)
+    _comment_again_and_no_5_percent_move_same(trial, base, head, 10)
     results = trial / "verdict" / "results"
-    c = compare_runs(results, "fba47530", "1f8156b9", "h100-t12")
+    c = compare_runs(results, base, head, "h100-t12")
     _every_change_on_pairs_of_two_runs(results, c)
 
 
