@@ -153,6 +153,23 @@ def test_the_compile_spread_benchmark_reproduces_its_recorded_h100_table() -> No
     assert rows["prefill rl_ppo_clipped_loss max-autotune-no-cudagraphs"][-4:] == ["2.29x", "3:", "1,", "3"]
 
 
+@pytest.mark.parametrize(("trial", "out"), [
+    ("t12-h200x2-r8", "136 pairs: their timings 6.3 s apart (median), p90 46.6 s, at most 65.6 s\n"
+                      "272 measurements waited 2241 s for memory in all, 72 over 5 s\n"),
+    ("t12-h200x2-r9", "136 pairs: their timings 3.1 s apart (median), p90 9.8 s, at most 50.4 s\n"
+                      "272 measurements waited 0 s for memory in all, 0 over 5 s\n")])
+def test_the_pairs_benchmark_reproduces_the_recorded_figures_of_a_pr_before_and_after_the_memory_shares(
+        trial: str, out: str) -> None:
+    # tools/bench_runner.py pairs on two committed PR runs (tests/fixtures/h100-plant-truth/PROVENANCE.md, r8 and r9)
+    root = Path(__file__).resolve().parent.parent
+    cells = root / "tests" / "fixtures" / "h100-plant-truth" / trial / "verdict" / "cells" / "h100-t12"
+    sides = {d.name[:8]: str(d / "torch-2.11.0+cu130") for d in cells.iterdir()}
+    base, head = {"t12-h200x2-r8": ("36ce3713", "2ce272a7"), "t12-h200x2-r9": ("664a5265", "764f30ec")}[trial]
+    done = subprocess.run([sys.executable, "tools/bench_runner.py", "pairs", sides[base], sides[head]],
+                          capture_output=True, text=True, check=True, cwd=root)
+    assert done.stdout == out
+
+
 def test_a_shard_pinned_to_part_of_a_host_counts_only_its_own_cores(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16, 32)), raising=False)

@@ -6,6 +6,7 @@
     python tools/bench_runner.py agree /tmp/serial .asv/cells/MACHINE/COMMIT/torch-VERSION   # a full run
     python tools/bench_runner.py phases .asv/cells/MACHINE/COMMIT/torch-VERSION
     python tools/bench_runner.py spread STORE_1 STORE_2 ...   # each store one cold compile of the same cells
+    python tools/bench_runner.py pairs BASE_STORE HEAD_STORE  # a PR's two sides (MACHINE/COMMIT/torch-VERSION each)
 
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
@@ -14,7 +15,9 @@ neighbours shows there; the latency itself is GPU time, see tracker.measure.harn
 where a run's cells spent their time, and how long each held the GPU lock: the lock-held seconds summed over
 the cells are the floor of a one-GPU run's wall time; then, for a run that recorded when each measurement ran, each
 GPU's lock share over the run and over its middle (ramp and tail left out) and each GPU's activity over time
-(tracker.runner.timeline).
+(tracker.runner.timeline). `pairs` prints, for a PR's two sides, how far apart in time each pair's two timings began
+(a cell's compile k at base and at head: the paired test's drift cancels only as far as they are close) and how long
+the sides' measurements waited for their GPU's memory (tracker.runner.memledger).
 """
 
 from __future__ import annotations
@@ -208,6 +211,29 @@ def cmd_spread(a: argparse.Namespace) -> None:
               f"{r['spread']:6.2f}x  {r['fingerprinted']:>2}: {r['codes']:>2}, {r['configs']:>2}")
 
 
+def pair_gaps(base: str, head: str) -> tuple[list[float], list[float]]:
+    """(seconds between the start of each pair's two timings, each measurement's wait for memory) of two sides."""
+    def timed(path: str) -> dict[tuple[str, str, str, int], dict]:
+        return {(r["preset"], r["workload"], r["mode"], r.get("replicate") or 1): r for r in _measurements(path)
+                if r.get("started_at") is not None and "timing" in (r.get("phase_at") or {})}
+
+    sides = timed(base), timed(head)
+    gaps = sorted(abs((b["started_at"] + b["phase_at"]["timing"]) - (h["started_at"] + h["phase_at"]["timing"]))
+                  for key, b in sides[0].items() if (h := sides[1].get(key)) is not None)
+    waits = [r.get("memory_wait_s") or 0.0 for side in sides for r in side.values()]
+    return gaps, waits
+
+
+def cmd_pairs(a: argparse.Namespace) -> None:
+    gaps, waits = pair_gaps(a.base, a.head)
+    if not gaps:
+        sys.exit(f"no pair of measurements with their times in {a.base} and {a.head}")
+    print(f"{len(gaps)} pairs: their timings {quantile(gaps, 0.5):.1f} s apart (median), "
+          f"p90 {quantile(gaps, 0.9):.1f} s, at most {gaps[-1]:.1f} s")
+    print(f"{len(waits)} measurements waited {sum(waits):.0f} s for memory in all, "
+          f"{sum(w > 5 for w in waits)} over 5 s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -228,8 +254,13 @@ def main() -> None:
     h.add_argument("--bin", type=float, help="seconds a row of the timeline (default: the run's 24th part)")
     s = sub.add_parser("spread", help="the spread of each cell over stores that each compiled it cold once")
     s.add_argument("stores", nargs="+")
+    q = sub.add_parser("pairs", help="how far apart a PR's pairs were timed, and the waits for memory")
+    q.add_argument("base")
+    q.add_argument("head")
     a = p.parse_args()
-    {"measure": cmd_measure, "agree": cmd_agree, "phases": cmd_phases, "spread": cmd_spread}[a.cmd](a)
+    commands = {"measure": cmd_measure, "agree": cmd_agree, "phases": cmd_phases, "spread": cmd_spread,
+                "pairs": cmd_pairs}
+    commands[a.cmd](a)
 
 
 if __name__ == "__main__":
