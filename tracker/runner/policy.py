@@ -66,9 +66,9 @@ ENV_RUNS_PER_GPU = "COMPILE_BASELINES_RUNS_PER_GPU"
 
 def runs_per_gpu() -> int:
     """The runs that share this run's GPUs at once (ENV_RUNS_PER_GPU). Each plans within an equal share of every GPU's
-    memory: the ledger serves its waiters in turn, so two runs that each planned within the whole budget left every
-    smaller measurement waiting behind the other run's largest, and the two sides' compiles of a pair a whole compile
-    apart (docs/runner.md)."""
+    memory, so that what they reserve together fits: a run planning within the whole budget would keep the other's
+    measurements waiting in the ledger behind its largest, and its compiles of a pair a whole compile apart from the
+    other side's (docs/runner.md)."""
     value = os.environ.get(ENV_RUNS_PER_GPU, "").strip()
     if not value:
         return 1

@@ -147,9 +147,6 @@ class Scheduler:
     def __bool__(self) -> bool:
         return any(g.queued() for g in self.gpus)
 
-    def first_waiting(self, k: int) -> bool:
-        return bool(self.gpus[k].compiles or self.gpus[k].light)
-
     def holds(self, cell: CellId) -> bool:
         return any(j.cell == cell for g in self.gpus for j in (*g.further, *g.compiles, *g.light))
 
