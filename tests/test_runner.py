@@ -3,6 +3,7 @@ scheduler itself: tests/test_schedule.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tracker.errors import UsageError
 from tracker.measure import gpulock
 from tracker.measure.cellresult import CellResult
+from tracker.runner import policy
 from tracker.runner.config import RunConfig
 from tracker.runner.costs import expected_cost
 from tracker.runner.plan import CellId, Job, plan
@@ -85,6 +88,47 @@ def test_the_gpu_lock_excludes_a_second_holder_and_counts_held_and_waited_time(t
     assert inside.is_set()
     assert first.held_s >= 0.3 and first.wait_s < first.held_s
     assert second.wait_s >= 0.2 and second.held_s < 0.3
+
+
+def test_autotuning_settles_the_gpu_after_another_process_held_the_lock_and_only_then(tmp_path: Path) -> None:
+    path = str(tmp_path / "gpu.lock")
+    neighbour = subprocess.run([sys.executable, "-c", "import sys; from tracker.measure import gpulock\n"
+                                "with gpulock.GpuLock(sys.argv[1]).held(): pass", path], check=True)
+    assert neighbour.returncode == 0
+    lock = gpulock.GpuLock(path, settle_s=0.05)
+    with lock.held():  # the cell's own phases never settle
+        pass
+    assert lock.settled_s == 0.0
+    subprocess.run([sys.executable, "-c", "import sys; from tracker.measure import gpulock\n"
+                    "with gpulock.GpuLock(sys.argv[1]).held(): pass", path], check=True)
+    with lock.held(settled=True), lock.held(settled=True):  # an autotuning benchmark after the neighbour's hold
+        pass
+    assert lock.settled_s == 0.05 and lock.held_s >= 0.05
+    with lock.held(settled=True):  # its own hold was the last: no wait
+        pass
+    assert lock.settled_s == 0.05
+    assert gpulock.GpuLock(path).settle_s == 0.0  # no settle time: never waits
+
+
+def test_autotuning_s_benchmarks_ask_for_a_settled_gpu_and_the_settle_time_comes_from_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = []
+
+    class Lock:
+        def held(self, settled: bool = False):
+            asked.append(settled)
+            return contextlib.nullcontext()
+
+    assert gpulock._locked(Lock(), lambda: 7)() == 7 and asked == [True]  # type: ignore[arg-type]
+    monkeypatch.setenv(gpulock.ENV_LOCK, str(tmp_path / "gpu.lock"))
+    monkeypatch.setenv(gpulock.ENV_SETTLE_MS, "100")
+    assert gpulock.from_env().settle_s == pytest.approx(0.1)  # type: ignore[union-attr]
+    for bad in ("-1", "soon", "nan"):
+        monkeypatch.setenv(gpulock.ENV_SETTLE_MS, bad)
+        with pytest.raises(UsageError, match=f"{gpulock.ENV_SETTLE_MS}='{bad}': milliseconds"):
+            policy.autotune_settle_ms()
+    monkeypatch.delenv(gpulock.ENV_SETTLE_MS)
+    assert policy.autotune_settle_ms() == 0.0 and gpulock.from_env().settle_s == 0.0  # type: ignore[union-attr]
 
 
 def test_a_run_reports_how_much_of_its_wall_time_the_gpu_lock_was_held() -> None:

@@ -61,6 +61,9 @@ class CellResult:
     gpu_index: str | None = None  # the GPU as CUDA_VISIBLE_DEVICES names it (the model is in `host`)
     launched_at: float | None = None  # when the runner asked for its process
     lock_spans: list[list[float]] | None = None  # each hold of the GPU lock: (asked, got, released), after started_at
+    # Where autotuning's benchmarks settled the GPU after another process's hold (tracker.measure.gpulock): the
+    # seconds of lock_held_s they waited; None: they did not settle
+    lock_settled_s: float | None = None
     memory_wait_s: float | None = None  # the wait for its share of the GPU's memory (tracker.runner.memledger)
     # Its place among the measurements its process made (tracker.runner.resident); None: the first, a fresh process
     process_turn: int | None = None

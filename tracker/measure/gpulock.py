@@ -4,6 +4,13 @@ The parallel runner overlaps the CPU-bound parts of cells (interpreter start, im
 and Triton compilation) but GPU measurement must never overlap other GPU work. Autotuning times kernels
 on the GPU too (max-autotune's GEMM choices, the runtime autotuner of reductions), so inductor's
 benchmarker is patched to take the same lock: its numbers are measurements and decide which kernel runs.
+
+Not overlapping is not enough for autotuning: right after another process's heavy work on the GPU, a config's
+brief benchmark runs in a GPU state the config would not meet alone, and autotuning settles on another config than it
+does on a quiet GPU (docs/verdicts.md, "Autotuning beside a busy GPU"). With a settle time (ENV_SETTLE_MS), a
+benchmark of autotuning that takes the lock after another process held it first waits that long, holding the lock, so
+the GPU is idle before it times. Each release leaves the holder's pid in the lock file, which is how the next holder
+knows.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import math
 import os
 import threading
 import time
@@ -25,10 +33,27 @@ ENV_TIMING_CPUS = "COMPILE_BASELINES_TIMING_CPUS"
 ENV_RESERVED_CPUS = "COMPILE_BASELINES_RESERVED_CPUS"
 # Holds closer than this to the one before (autotuning's benchmarks, one after another) count as one span.
 SPAN_GAP_S = 0.01
+# Milliseconds an autotuning benchmark waits, holding the lock, after another process held it (unset or 0: none).
+ENV_SETTLE_MS = "COMPILE_BASELINES_AUTOTUNE_SETTLE_MS"
+HOLDER_BYTES = 16  # the last holder's pid, at the start of the lock file
 
 
 def parse_cpus(text: str | None) -> frozenset[int]:
     return frozenset(int(x) for x in text.split(",") if x.strip()) if text else frozenset()
+
+
+def settle_ms(text: str | None) -> float:
+    """ENV_SETTLE_MS's value: milliseconds, a number from 0 (ValueError otherwise); unset or empty: 0."""
+    text = (text or "").strip()
+    if not text:
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{ENV_SETTLE_MS}={text!r}: milliseconds, a number from 0")
+    return value
 
 
 def keep_off_timing_cpus(timing_cpus: frozenset[int]) -> None:
@@ -44,12 +69,15 @@ class GpuLock:
 
     Counts the seconds this process held it and waited for it (the GPU-bound share of a parallel run), and when:
     `spans`, [asked, got, released] in seconds since the epoch, a hold that follows the one before within
-    SPAN_GAP_S and without waiting merged into it."""
+    SPAN_GAP_S and without waiting merged into it. `settle_s`: what a hold asked `settled` waits after another
+    process's (the module's docstring), counted in `settled_s` (and in `held_s`)."""
 
-    def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset()) -> None:
+    def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset(), settle_s: float = 0.0) -> None:
         self.path = path
         self.timing_cpus = timing_cpus
+        self.settle_s = settle_s
         self.held_s = 0.0
+        self.settled_s = 0.0
         self.wait_s = 0.0
         self._since = 0.0
         self._asked_at = 0.0
@@ -60,7 +88,7 @@ class GpuLock:
         self._mutex = threading.RLock()
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self, settled: bool = False) -> Iterator[None]:
         with self._mutex:
             if self._depth == 0:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -68,6 +96,9 @@ class GpuLock:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
                 self._since = time.perf_counter()
                 self.wait_s += self._since - asked
+                if settled and self.settle_s > 0 and self._another_held_last():
+                    time.sleep(self.settle_s)
+                    self.settled_s += self.settle_s
                 if self.timing_cpus:
                     # pid 0 is the calling thread: the one that launches the timed kernels
                     self._saved_cpus = os.sched_getaffinity(0)
@@ -81,6 +112,8 @@ class GpuLock:
                     if self._saved_cpus:
                         os.sched_setaffinity(0, self._saved_cpus)
                         self._saved_cpus = None
+                    with contextlib.suppress(OSError):  # advisory: a holder it misses only goes unsettled
+                        os.pwrite(self._fd, str(os.getpid()).ljust(HOLDER_BYTES).encode(), 0)
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
@@ -89,9 +122,17 @@ class GpuLock:
                     self._span(held)
 
 
+    def _another_held_last(self) -> bool:
+        """Whether the last release of this lock was another process's."""
+        try:
+            holder = os.pread(self._fd, HOLDER_BYTES, 0).split() if self._fd is not None else []
+        except OSError:
+            return False
+        return bool(holder) and holder[0].isdigit() and int(holder[0]) != os.getpid()
+
     def restart(self) -> None:
         """Count from now: a process's next measurement records its own holds and waits."""
-        self.held_s = self.wait_s = 0.0
+        self.held_s = self.wait_s = self.settled_s = 0.0
         self.spans = []
 
     def _span(self, held: float) -> None:
@@ -109,9 +150,11 @@ class GpuLock:
 
 
 def _locked(lock: GpuLock, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, one of autotuning's benchmarks, under the lock, settled (GpuLock.held)."""
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with lock.held():
+        with lock.held(settled=True):
             return fn(*args, **kwargs)
 
     wrapper.__compile_baselines_locked__ = True  # type: ignore[attr-defined]
@@ -151,5 +194,9 @@ def reserved_cpus(lock: GpuLock) -> frozenset[int]:
 
 
 def from_env() -> GpuLock | None:
+    """The lock the runner set (ENV_LOCK), its timing cores and settle time; None where it set none. The runner
+    checked ENV_SETTLE_MS before starting any worker (tracker.runner.policy.autotune_settle_ms)."""
     path = os.environ.get(ENV_LOCK)
-    return GpuLock(path, parse_cpus(os.environ.get(ENV_TIMING_CPUS))) if path else None
+    if not path:
+        return None
+    return GpuLock(path, parse_cpus(os.environ.get(ENV_TIMING_CPUS)), settle_ms(os.environ.get(ENV_SETTLE_MS)) / 1000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from tracker.errors import UsageError
+from tracker.measure import gpulock
 from tracker.measure.hostinfo import cuda_available, cuda_build
 from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
@@ -75,6 +76,16 @@ def runs_per_gpu() -> int:
     if not value.isdigit() or int(value) < 1:
         raise UsageError(f"{ENV_RUNS_PER_GPU}={value!r}: the number of runs sharing the GPUs, a whole number from 1")
     return int(value)
+
+
+def autotune_settle_ms() -> float:
+    """The settle time of autotuning's benchmarks after another process's hold of the GPU lock
+    (tracker.measure.gpulock.ENV_SETTLE_MS; 0, the default: none), checked here so that a bad value is one error
+    before anything is measured rather than one in every worker."""
+    try:
+        return gpulock.settle_ms(os.environ.get(gpulock.ENV_SETTLE_MS))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def default_together(device: str) -> int:

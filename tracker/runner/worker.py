@@ -115,6 +115,8 @@ def _when(cell: CellResult, lock: gpulock.GpuLock | None, memory_wait_s: float |
         cell.lock_held_s, cell.lock_wait_s = round(lock.held_s, 4), round(lock.wait_s, 4)
         if cell.started_at is not None:
             cell.lock_spans = lock.spans_after(cell.started_at)
+        if lock.settle_s > 0:
+            cell.lock_settled_s = round(lock.settled_s, 4)
     if memory_wait_s is not None:
         cell.memory_wait_s = round(memory_wait_s, 4)
     return cell
