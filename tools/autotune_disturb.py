@@ -1,29 +1,33 @@
-"""Experiment (not a test): does a neighbour's GPU work between autotuning's benchmarks change what autotuning picks?
+"""Experiment (not a test): does a neighbour's GPU work beside autotuning change what autotuning picks?
 
-In a PR's rounds the prefill rope cell under max-autotune compiled to a rarer, slower launch config in 10 of 41 compiles
-against about 1 in 26 where it was measured with fewer neighbours (tests/fixtures/h100-plant-truth), and the GPU-lock
-holds of those rarer compiles followed a heavy neighbour's hold more often. Each of autotuning's benchmarks takes the
-lock on its own (tracker.measure.gpulock.install), so between two configs' timings another process may time an 8 ms
-GEMM for a while. This tool compiles one cell again and again in fresh processes, one at a time, under four
-conditions taken in turn:
+Compiles one cell again and again in fresh processes, one at a time, the GPU lock installed as the runner's workers
+install it (tracker.measure.gpulock), under conditions taken in turn:
 
     quiet       nothing else on the GPU
     disturbed   a neighbour process takes the same lock for 50-300 ms at a time and runs large GEMMs under it
-    settleN     disturbed, and each of autotuning's benchmarks waits N ms with the lock held before it times
+    settleN     disturbed, and autotuning's benchmarks settle the GPU N ms after another process's hold (the
+                runner's COMPILE_BASELINES_AUTOTUNE_SETTLE_MS=N)
     whole       disturbed, and all of one kernel's configs benchmarked in one hold of the lock
-                (CachingAutotuner.benchmark_all_configs; pass --conditions to choose)
-    coordesc    as whole, and coordinate descent's steps in that hold too (its compiles included)
+                (CachingAutotuner.benchmark_all_configs)
+    coordesc    as whole, and coordinate descent's steps in that hold too (their compiles included)
 
-and prints, per condition, the configs autotuning settled on (the cell's fingerprint) and the latencies.
+and prints each compile's latency and the configs autotuning settled on (the cell's fingerprint), then per condition
+how often each config came out. tests/fixtures/autotune-disturb has the runs and what they found.
 
-    python tools/autotune_disturb.py --rounds 8 --out RESULTS.jsonl [--preset prefill --workload llm_rope_apply
-                                                                      --mode max-autotune]
+    python tools/autotune_disturb.py --rounds 10 --out RESULTS.jsonl [--conditions quiet disturbed settle100]
+                                     [--preset prefill --workload llm_rope_apply --mode max-autotune]
+    python tools/autotune_disturb.py --summary RESULTS.jsonl ...      # the configs per condition, anywhere
+    python tools/autotune_disturb.py --configs DIR ...                # the configs of the cell's compiles in cell
+                                                                      # stores under DIR (a PR's, a truth run's)
+    python tools/autotune_disturb.py --settle-cost STORE ... [--settle-ms 100]   # what settling would add to the
+                                                                      # GPU lock's work of the runs of those stores
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import os
 import random
@@ -31,9 +35,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
-CONDITIONS = ("quiet", "disturbed", "settle100", "settle300")
+PLAIN = ("quiet", "disturbed", "whole", "coordesc")
+
+
+def condition(text: str) -> str:
+    if text in PLAIN or (text.startswith("settle") and text.removeprefix("settle").isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)} or settleN (N milliseconds)")
 
 
 def disturber(lock_path: str, active: str, stop: str) -> None:
@@ -58,103 +69,177 @@ def disturber(lock_path: str, active: str, stop: str) -> None:
         time.sleep(rng.uniform(0.005, 0.05))
 
 
-def compile_once(lock_path: str, condition: str, preset: str, workload: str, mode: str,
+def compile_once(lock_path: str, how: str, preset: str, workload: str, mode: str,
                  launch_us: float | None) -> dict[str, object]:
-    """One fresh compile and timing of the cell, the lock installed as the runner's worker installs it; the launch
-    floor measured by the first compile is passed to the later ones, as the runner's workers share it."""
+    """One fresh compile and timing of the cell under condition `how`; the launch floor measured by the first compile
+    is passed to the later ones, as the runner's workers share it."""
     from tracker.measure import gpulock
     from tracker.measure.harness import measure_cell
 
-    lock = gpulock.GpuLock(lock_path)
+    settle_s = int(how.removeprefix("settle")) / 1000 if how.startswith("settle") else 0.0
+    lock = gpulock.GpuLock(lock_path, settle_s=settle_s)
     gpulock.install(lock)
     from torch._inductor.runtime import triton_heuristics as th
 
-    if condition.startswith("settle"):
-        settle_s = int(condition.removeprefix("settle")) / 1000
-
-        def settled(fn):
-            def wrapper(*args, **kwargs):
-                first = lock._depth == 0
-                with lock.held():
-                    if first:
-                        time.sleep(settle_s)
-                    return fn(*args, **kwargs)
-            return wrapper
-
-        from torch._inductor.runtime import benchmarking
-
-        for cls in vars(benchmarking).values():
-            if isinstance(cls, type) and "benchmark_gpu" in cls.__dict__:
-                cls.benchmark_gpu = settled(cls.__dict__["benchmark_gpu"])
-    if condition in ("whole", "coordesc"):
+    if how in ("whole", "coordesc"):
         th.CachingAutotuner.benchmark_all_configs = gpulock._locked(lock, th.CachingAutotuner.benchmark_all_configs)
-    if condition == "coordesc":
+    if how == "coordesc":
         th.CachingAutotuner.coordinate_descent_tuning = gpulock._locked(
             lock, th.CachingAutotuner.coordinate_descent_tuning)
     r = measure_cell(preset, workload, mode, device="cuda", exclusive=lock.held, launch_us=launch_us)
-    return {"condition": condition, "launch_us": r.launch_us, "phase_s": r.phase_s, "status": r.status,
-            "reason": r.reason, "median_ms": r.median_ms,
-            "fingerprint": r.fingerprint, "compile_s": r.compile_s, "lock_held_s": round(lock.held_s, 3),
+    return {"condition": how, "launch_us": r.launch_us, "phase_s": r.phase_s, "status": r.status,
+            "reason": r.reason, "median_ms": r.median_ms, "fingerprint": r.fingerprint, "compile_s": r.compile_s,
+            "lock_held_s": round(lock.held_s, 3), "lock_settled_s": round(lock.settled_s, 3),
             "lock_wait_s": round(lock.wait_s, 3), "holds": len(lock.spans)}
 
 
-def main() -> int:
-    a = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    a.add_argument("--rounds", type=int, default=8)
-    a.add_argument("--preset", default="prefill")
-    a.add_argument("--workload", default="llm_rope_apply")
-    a.add_argument("--mode", default="max-autotune")
-    a.add_argument("--out", type=Path)
-    a.add_argument("--deadline-s", type=float, default=480.0)
-    a.add_argument("--child", nargs=2, metavar=("ROLE", "CONDITION"), help=argparse.SUPPRESS)
-    a.add_argument("--lock", help=argparse.SUPPRESS)
-    a.add_argument("--flags", nargs=2, help=argparse.SUPPRESS)
-    a.add_argument("--launch-us", type=float, help=argparse.SUPPRESS)
-    args = a.parse_args()
-    if args.child:
-        role, condition = args.child
-        if role == "disturber":
-            disturber(args.lock, *args.flags)
-        else:
-            print(json.dumps(compile_once(args.lock, condition, args.preset, args.workload, args.mode,
-                                          args.launch_us)))
-        return 0
-    if args.out is None:
-        a.error("--out is required")
+def summary(rows: Iterable[dict[str, object]]) -> list[str]:
+    """Per condition, in the order first seen: the compiles, each config's count (most first) and the latencies."""
+    configs: dict[str, collections.Counter[str]] = {}
+    latency: dict[str, list[float]] = collections.defaultdict(list)
+    for row in rows:
+        fp = row.get("fingerprint")
+        configs.setdefault(str(row["condition"]), collections.Counter())[
+            str(fp.get("autotune") if isinstance(fp, dict) else None)] += 1
+        if isinstance(row.get("median_ms"), (int, float)):
+            latency[str(row["condition"])].append(float(row["median_ms"]))  # type: ignore[arg-type]
+    out = []
+    for how, counts in configs.items():
+        ms = latency[how]
+        span = f"{min(ms):.4f}-{max(ms):.4f} ms" if ms else "no latency"
+        out.append(f"{how}: {sum(counts.values())} compiles, configs "
+                   + ", ".join(f"{k} x{n}" for k, n in counts.most_common()) + f"; {span}")
+    return out
+
+
+def store_configs(dirs: Iterable[Path], preset: str, workload: str, mode: str) -> list[str]:
+    """The configs of the cell's compiles in the cell stores under `dirs`, per commit (a store reached twice through
+    links counted once): what autotuning settled on, and how often."""
+    seen: set[Path] = set()
+    by_commit: dict[str, collections.Counter[str]] = {}
+    for d in dirs:
+        cell = f"**/{preset}/{workload}/{mode}"
+        for f in sorted(d.glob(f"{cell}.json")) + sorted(d.glob(f"{cell}@*.json")):
+            real = f.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            record = json.loads(f.read_text(encoding="utf-8"))
+            commit = f.parents[3].name[:12]
+            fp = record.get("fingerprint") or {}
+            by_commit.setdefault(commit, collections.Counter())[str(fp.get("autotune"))] += 1
+    return [f"{commit}: {sum(c.values())} compiles, configs " + ", ".join(f"{k} x{n}" for k, n in c.most_common())
+            for commit, c in by_commit.items()]
+
+
+def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
+    """What settling would have added to the GPU lock's work of the runs whose cell stores are `stores` (measured on
+    one host): each hold of the lock during a compile (autotuning's) whose hold before it on its GPU was another
+    measurement's settles once. Every store of the GPUs' runs at the time belongs in it (a PR's base and head)."""
+    holds: dict[str | None, list[tuple[float, int, bool]]] = collections.defaultdict(list)
+    held = 0.0
+    count = 0
+    for store in stores:
+        for f in sorted(store.glob("**/*.json")):
+            record = json.loads(f.read_text(encoding="utf-8"))
+            if not isinstance(record, dict) or not record.get("lock_spans") or record.get("started_at") is None:
+                continue
+            count += 1
+            held += record.get("lock_held_s") or 0.0
+            t0, at, took = record["started_at"], record.get("phase_at", {}), record.get("phase_s", {})
+            compiling = (t0 + at["first_call"], t0 + at["first_call"] + took["first_call"]) \
+                if "first_call" in at and "first_call" in took else (0.0, -1.0)
+            for _asked, got, _released in record["lock_spans"]:
+                holds[record.get("gpu_index")].append(
+                    (t0 + got, count, compiling[0] <= t0 + got <= compiling[1]))
+    settles = 0
+    for spans in holds.values():
+        spans.sort()
+        settles += sum(1 for before, now in itertools.pairwise(spans) if now[2] and before[1] != now[1])
+    added = settles * settle_ms / 1000
+    return (f"{count} measurements, GPU lock held {held:.0f} s; {settles} holds of autotuning follow another "
+            f"measurement's: settling {settle_ms:g} ms adds {added:.0f} s ({100 * added / max(held, 1e-9):.0f}%)")
+
+
+def experiment(args: argparse.Namespace) -> int:
     start = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="autotune-disturb-"))
     lock, active, stop = str(tmp / "gpu.lock"), str(tmp / "active"), str(tmp / "stop")
     me = [sys.executable, __file__, "--lock", lock]
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp / "triton")}
     dist = subprocess.Popen([*me, "--child", "disturber", "-", "--flags", active, stop], env=env)
-    seen: dict[str, collections.Counter[str]] = {c: collections.Counter() for c in CONDITIONS}
     launch: list[str] = []
+    rows = []
     with args.out.open("a", encoding="utf-8") as out:
         for k in range(args.rounds):
-            for condition in CONDITIONS:
+            for how in args.conditions:
                 if time.monotonic() - start > args.deadline_s:
                     break
-                Path(active).touch() if condition != "quiet" else Path(active).unlink(missing_ok=True)
-                cache = tmp / f"inductor-{k}-{condition}"
-                p = subprocess.run([*me, "--child", "compile", condition, "--preset", args.preset, "--workload",
+                Path(active).touch() if how != "quiet" else Path(active).unlink(missing_ok=True)
+                p = subprocess.run([*me, "--child", "compile", how, "--preset", args.preset, "--workload",
                                     args.workload, "--mode", args.mode, *launch],
-                                   env={**env, "TORCHINDUCTOR_CACHE_DIR": str(cache)}, capture_output=True, text=True)
+                                   env={**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{k}-{how}")},
+                                   capture_output=True, text=True)
                 line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else json.dumps(
-                    {"condition": condition, "status": "crashed", "reason": p.stderr[-300:]})
+                    {"condition": how, "status": "crashed", "reason": p.stderr[-300:]})
                 row = {"round": k, **json.loads(line)}
                 if not launch and row.get("launch_us"):
                     launch = ["--launch-us", str(row["launch_us"])]
                 out.write(json.dumps(row) + "\n")
                 out.flush()
-                fp = (row.get("fingerprint") or {}).get("autotune")
-                seen[condition][str(fp)] += 1
-                print(f"round {k} {condition:9s} {row.get('median_ms')} {fp} holds {row.get('holds')} "
+                rows.append(row)
+                print(f"round {k} {how:9s} {row.get('median_ms')} {(row.get('fingerprint') or {}).get('autotune')} "
                       f"held {row.get('lock_held_s')} s phases {row.get('phase_s')}", flush=True)
     Path(stop).touch()
     dist.wait(timeout=30)
-    for condition, counts in seen.items():
-        print(condition, dict(counts))
+    print("\n".join(summary(rows)))
     return 0
+
+
+def main() -> int:
+    a = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    a.add_argument("--rounds", type=int, default=8)
+    a.add_argument("--conditions", nargs="+", type=condition, default=["quiet", "disturbed", "settle100"])
+    a.add_argument("--preset", default="prefill")
+    a.add_argument("--workload", default="llm_rope_apply")
+    a.add_argument("--mode", default="max-autotune")
+    a.add_argument("--out", type=Path)
+    a.add_argument("--deadline-s", type=float, default=480.0)
+    a.add_argument("--summary", nargs="+", type=Path, metavar="RESULTS")
+    a.add_argument("--configs", nargs="+", type=Path, metavar="DIR")
+    a.add_argument("--settle-cost", nargs="+", type=Path, metavar="STORE")
+    a.add_argument("--settle-ms", type=float, default=100.0)
+    a.add_argument("--child", nargs=2, metavar=("ROLE", "CONDITION"), help=argparse.SUPPRESS)
+    a.add_argument("--lock", help=argparse.SUPPRESS)
+    a.add_argument("--flags", nargs=2, help=argparse.SUPPRESS)
+    a.add_argument("--launch-us", type=float, help=argparse.SUPPRESS)
+    args = a.parse_args()
+    if args.child:
+        role, how = args.child
+        if role == "disturber":
+            disturber(args.lock, *args.flags)
+        else:
+            print(json.dumps(compile_once(args.lock, how, args.preset, args.workload, args.mode, args.launch_us)))
+        return 0
+    try:
+        if args.summary:
+            for f in args.summary:
+                rows = [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+                print(f"{f}:", *summary(rows), sep="\n  ")
+            return 0
+        if args.configs or args.settle_cost:
+            missing = [d for d in (args.configs or args.settle_cost) if not d.is_dir()]
+            if missing:
+                raise OSError(f"{missing[0]}: no such directory")
+            print("\n".join(store_configs(args.configs, args.preset, args.workload, args.mode)) if args.configs
+                  else settle_cost(args.settle_cost, args.settle_ms))
+            return 0
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"autotune_disturb: {e}", file=sys.stderr)
+        return 2
+    if args.out is None:
+        a.error("--out is required for an experiment")
+    return experiment(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""tools/autotune_disturb.py reproduces what tests/fixtures/autotune-disturb records: autotuning's choices per condition
+of the H200 experiment, the configs of a PR's and a truth run's compiles, and what settling would cost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = "tests/fixtures/autotune-disturb"
+TRUTH = "tests/fixtures/h100-plant-truth"
+COMMANDS = (
+    ["--summary", f"{FIXTURE}/run1-no-neighbour.jsonl", f"{FIXTURE}/run2-whole-coordesc.jsonl",
+     f"{FIXTURE}/run3-settle.jsonl"],
+    ["--configs", f"{TRUTH}/t12-h200x4-r10/verdict"],
+    ["--configs", f"{TRUTH}/t12-h200"],
+    ["--settle-cost", "tests/fixtures/h200-stay/x4-e2/cells"],
+    ["--settle-cost", f"{TRUTH}/t12-h200x2-r9/verdict/cells"],
+    ["--settle-cost", f"{TRUTH}/t12-h200x2-r9/verdict/cells", "--settle-ms", "20"],
+)
+
+
+def _tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "tools/autotune_disturb.py", *args], cwd=ROOT, capture_output=True,
+                          text=True)
+
+
+def test_the_experiment_s_summary_the_trials_configs_and_the_settle_cost_are_reproduced() -> None:
+    out = "".join(_tool(*c).stdout for c in COMMANDS)
+    assert out == (ROOT / FIXTURE / "summary.txt").read_text()
+
+
+def test_beside_a_neighbour_autotuning_left_the_quiet_config_and_settling_brought_it_back() -> None:
+    lines = _tool("--summary", f"{FIXTURE}/run3-settle.jsonl").stdout.splitlines()
+    quiet = next(x for x in lines if x.strip().startswith("quiet:"))
+    assert "configs f839aaaf2a56 x6;" in quiet
+    assert "f839aaaf2a56" not in next(x for x in lines if x.strip().startswith("disturbed:"))
+    assert all("configs f839aaaf2a56 x5;" in x for x in lines if x.strip().startswith("settle"))
+
+
+def test_a_file_or_store_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for option in ("--summary", "--configs", "--settle-cost"):
+        done = _tool(option, str(tmp_path / "none"))
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+        assert done.stderr.startswith("autotune_disturb: ") and str(tmp_path / "none") in done.stderr
