@@ -38,6 +38,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from workloads.modes import AUTOTUNED_MODES
+
 PLAIN = ("quiet", "disturbed", "whole", "coordesc")
 
 
@@ -202,7 +204,7 @@ def main() -> int:
     a.add_argument("--conditions", nargs="+", type=condition, default=["quiet", "disturbed", "settle100"])
     a.add_argument("--preset", default="prefill")
     a.add_argument("--workload", default="llm_rope_apply")
-    a.add_argument("--mode", default="max-autotune")
+    a.add_argument("--mode", default=AUTOTUNED_MODES[0], choices=AUTOTUNED_MODES)
     a.add_argument("--out", type=Path)
     a.add_argument("--deadline-s", type=float, default=480.0)
     a.add_argument("--summary", nargs="+", type=Path, metavar="RESULTS")
