@@ -7,6 +7,8 @@ install it (tracker.measure.gpulock), under conditions taken in turn:
     disturbed   a neighbour process takes the same lock for 50-300 ms at a time and runs large GEMMs under it
     settleN     disturbed, and autotuning's benchmarks settle the GPU N ms after another process's hold (the
                 runner's COMPILE_BASELINES_AUTOTUNE_SETTLE_MS=N)
+    wholesettleN  settleN, and each of autotuning's choices (a kernel's configs, a GEMM's candidates) benchmarked in
+                one hold, settled once before it: fewer settles, if that is as good
     whole       disturbed, and all of one kernel's configs benchmarked in one hold of the lock
                 (CachingAutotuner.benchmark_all_configs)
     coordesc    as whole, and coordinate descent's steps in that hold too (their compiles included)
@@ -44,9 +46,15 @@ PLAIN = ("quiet", "disturbed", "whole", "coordesc")
 
 
 def condition(text: str) -> str:
-    if text in PLAIN or (text.startswith("settle") and text.removeprefix("settle").isdigit()):
+    if text in PLAIN or _settle_ms(text) is not None:
         return text
-    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)} or settleN (N milliseconds)")
+    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)}, settleN or wholesettleN (N milliseconds)")
+
+
+def _settle_ms(how: str) -> int | None:
+    """N of settleN or wholesettleN; None for another condition."""
+    n = how.removeprefix("whole").removeprefix("settle")
+    return int(n) if how.removeprefix("whole").startswith("settle") and n.isdigit() else None
 
 
 def disturber(lock_path: str, active: str, stop: str) -> None:
@@ -78,11 +86,17 @@ def compile_once(lock_path: str, how: str, preset: str, workload: str, mode: str
     from tracker.measure import gpulock
     from tracker.measure.harness import measure_cell
 
-    settle_s = int(how.removeprefix("settle")) / 1000 if how.startswith("settle") else 0.0
-    lock = gpulock.GpuLock(lock_path, settle_s=settle_s)
+    lock = gpulock.GpuLock(lock_path, settle_s=(_settle_ms(how) or 0) / 1000)
     gpulock.install(lock)
     from torch._inductor.runtime import triton_heuristics as th
 
+    if how.startswith("wholesettle"):
+        from torch._inductor import select_algorithm
+
+        th.CachingAutotuner.benchmark_all_configs = gpulock._locked(lock, th.CachingAutotuner.benchmark_all_configs)
+        cache = select_algorithm.AlgorithmSelectorCache
+        if isinstance(choose := cache.__dict__.get("benchmark_choices"), classmethod):  # absent: GEMMs per candidate
+            cache.benchmark_choices = classmethod(gpulock._locked(lock, choose.__func__))
     if how in ("whole", "coordesc"):
         th.CachingAutotuner.benchmark_all_configs = gpulock._locked(lock, th.CachingAutotuner.benchmark_all_configs)
     if how == "coordesc":
