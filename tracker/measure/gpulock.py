@@ -121,7 +121,6 @@ class GpuLock:
                     self.held_s += held
                     self._span(held)
 
-
     def _another_held_last(self) -> bool:
         """Whether the last release of this lock was another process's."""
         try:
