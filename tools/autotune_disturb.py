@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from workloads.modes import AUTOTUNED_MODES
+from workloads.modes import AUTOTUNED_MODES, COMPILED
 
 PLAIN = ("quiet", "disturbed", "whole", "coordesc")
 
@@ -150,8 +150,9 @@ def store_configs(dirs: Iterable[Path], preset: str, workload: str, mode: str) -
 
 def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
     """What settling would have added to the GPU lock's work of the runs whose cell stores are `stores` (measured on
-    one host): each hold of the lock during a compile (autotuning's) whose hold before it on its GPU was another
-    measurement's settles once. Every store of the GPUs' runs at the time belongs in it (a PR's base and head)."""
+    one host): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it on its GPU
+    was another measurement's settles once. Every store of the GPUs' runs at the time belongs in it (a PR's base and
+    head)."""
     holds: dict[str | None, list[tuple[float, int, bool]]] = collections.defaultdict(list)
     held = 0.0
     count = 0
@@ -160,11 +161,12 @@ def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
             record = json.loads(f.read_text(encoding="utf-8"))
             if not isinstance(record, dict) or not record.get("lock_spans") or record.get("started_at") is None:
                 continue
+            compiled = record.get("mode") in COMPILED  # an eager first call holds the lock as the cell, unsettled
             count += 1
             held += record.get("lock_held_s") or 0.0
             t0, at, took = record["started_at"], record.get("phase_at", {}), record.get("phase_s", {})
             compiling = (t0 + at["first_call"], t0 + at["first_call"] + took["first_call"]) \
-                if "first_call" in at and "first_call" in took else (0.0, -1.0)
+                if compiled and "first_call" in at and "first_call" in took else (0.0, -1.0)
             for _asked, got, _released in record["lock_spans"]:
                 holds[record.get("gpu_index")].append(
                     (t0 + got, count, compiling[0] <= t0 + got <= compiling[1]))
