@@ -154,29 +154,33 @@ def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
     was another measurement's settles once. Every store of the GPUs' runs at the time belongs in it (a PR's base and
     head)."""
     holds: dict[str | None, list[tuple[float, int, bool]]] = collections.defaultdict(list)
+    workloads: list[str] = []  # of each measurement, by its number
     held = 0.0
-    count = 0
     for store in stores:
         for f in sorted(store.glob("**/*.json")):
             record = json.loads(f.read_text(encoding="utf-8"))
             if not isinstance(record, dict) or not record.get("lock_spans") or record.get("started_at") is None:
                 continue
             compiled = record.get("mode") in COMPILED  # an eager first call holds the lock as the cell, unsettled
-            count += 1
+            workloads.append(str(record.get("workload")))
             held += record.get("lock_held_s") or 0.0
             t0, at, took = record["started_at"], record.get("phase_at", {}), record.get("phase_s", {})
             compiling = (t0 + at["first_call"], t0 + at["first_call"] + took["first_call"]) \
                 if compiled and "first_call" in at and "first_call" in took else (0.0, -1.0)
             for _asked, got, _released in record["lock_spans"]:
                 holds[record.get("gpu_index")].append(
-                    (t0 + got, count, compiling[0] <= t0 + got <= compiling[1]))
-    settles = 0
+                    (t0 + got, len(workloads) - 1, compiling[0] <= t0 + got <= compiling[1]))
+    by_workload: collections.Counter[str] = collections.Counter()
     for spans in holds.values():
         spans.sort()
-        settles += sum(1 for before, now in itertools.pairwise(spans) if now[2] and before[1] != now[1])
+        by_workload.update(workloads[now[1]] for before, now in itertools.pairwise(spans)
+                           if now[2] and before[1] != now[1])
+    settles = sum(by_workload.values())
     added = settles * settle_ms / 1000
-    return (f"{count} measurements, GPU lock held {held:.0f} s; {settles} holds of autotuning follow another "
-            f"measurement's: settling {settle_ms:g} ms adds {added:.0f} s ({100 * added / max(held, 1e-9):.0f}%)")
+    top = ", ".join(f"{w} {n}" for w, n in by_workload.most_common(5))
+    return (f"{len(workloads)} measurements, GPU lock held {held:.0f} s; {settles} holds of autotuning follow another "
+            f"measurement's: settling {settle_ms:g} ms adds {added:.0f} s ({100 * added / max(held, 1e-9):.0f}%); "
+            f"most in {top}")
 
 
 def experiment(args: argparse.Namespace) -> int:
