@@ -164,7 +164,9 @@ def test_a_number_of_runs_sharing_a_gpu_that_is_none_is_one_clear_error(
         policy.runs_per_gpu()
 
 
-def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: Path) -> None:
+def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gpulock.ENV_SETTLE_MS, "5")  # asked for: each record says how long it settled
     cells = [CellId("tiny", w, "eager") for w in ("llm_rmsnorm", "diff_cfg_blend", "rl_dpo_loss", "rl_grpo_loss")]
     cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=2, device="cpu", gpus=("0", "1"),
                     settings=Settings(warmup_ms=1, rep_ms=20, warmup_calls=1))
@@ -179,4 +181,5 @@ def test_one_run_on_two_gpus_measures_every_cell_once_into_one_store(tmp_path: P
         assert r.launched_at <= r.started_at < r.ended_at
         assert {"inputs", "first_call", "warmup", "timing"} <= set(r.phase_at)
         assert r.lock_spans and all(asked <= got <= released for asked, got, released in r.lock_spans)
+        assert r.lock_settled_s == 0.0  # eager autotunes nothing: it never settles
     assert "per GPU: 0 " in progress.lock_share() and ", 1 " in progress.lock_share()
