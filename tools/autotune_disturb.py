@@ -31,6 +31,7 @@ import argparse
 import collections
 import itertools
 import json
+import math
 import os
 import random
 import subprocess
@@ -40,6 +41,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from tracker.measure.cellresult import CellResult
+from tracker.store.cells import CellStore, RunKey
 from workloads.modes import AUTOTUNED_MODES, COMPILED
 
 PLAIN = ("quiet", "disturbed", "whole", "coordesc")
@@ -123,29 +126,39 @@ def summary(rows: Iterable[dict[str, object]]) -> list[str]:
     for how, counts in configs.items():
         ms = latency[how]
         span = f"{min(ms):.4f}-{max(ms):.4f} ms" if ms else "no latency"
-        out.append(f"{how}: {sum(counts.values())} compiles, configs "
-                   + ", ".join(f"{k} x{n}" for k, n in counts.most_common()) + f"; {span}")
+        out.append(f"{how}: {sum(counts.values())} compiles, configs {_counts(counts)}; {span}")
+    return out
+
+
+def _counts(counter: collections.Counter[str]) -> str:
+    return ", ".join(f"{k} x{n}" for k, n in counter.most_common())
+
+
+def measurements(dirs: Iterable[Path]) -> list[tuple[RunKey, CellResult]]:
+    """Every measurement of the cell stores (MACHINE/COMMIT/torch-VERSION) under `dirs`, with its run, in the order of
+    their paths, read as the runner reads its store (tracker.store.cells.CellStore); a store reached twice through links
+    once."""
+    seen: set[Path] = set()
+    out: list[tuple[RunKey, CellResult]] = []
+    for d in dirs:
+        for run in sorted(p for p in d.glob("**/torch-*") if p.is_dir()):
+            if run.resolve() in seen:
+                continue
+            seen.add(run.resolve())
+            key = RunKey(run.parent.parent.name, run.parent.name, run.name.removeprefix("torch-"))
+            out += [(key, c) for c in CellStore(run.parents[2], key).all() if c.has("mode")]
     return out
 
 
 def store_configs(dirs: Iterable[Path], preset: str, workload: str, mode: str) -> list[str]:
-    """The configs of the cell's compiles in the cell stores under `dirs`, per commit (a store reached twice through
-    links counted once): what autotuning settled on, and how often."""
-    seen: set[Path] = set()
+    """The configs of the cell's compiles in the cell stores under `dirs`, per commit: what autotuning settled on,
+    and how often."""
     by_commit: dict[str, collections.Counter[str]] = {}
-    for d in dirs:
-        cell = f"**/{preset}/{workload}/{mode}"
-        for f in sorted(d.glob(f"{cell}.json")) + sorted(d.glob(f"{cell}@*.json")):
-            real = f.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            record = json.loads(f.read_text(encoding="utf-8"))
-            commit = f.parents[3].name[:12]
-            fp = record.get("fingerprint") or {}
-            by_commit.setdefault(commit, collections.Counter())[str(fp.get("autotune"))] += 1
-    return [f"{commit}: {sum(c.values())} compiles, configs " + ", ".join(f"{k} x{n}" for k, n in c.most_common())
-            for commit, c in by_commit.items()]
+    for run, c in measurements(dirs):
+        if (c.preset, c.workload, c.mode) == (preset, workload, mode):
+            config = str((c.fingerprint or {}).get("autotune"))
+            by_commit.setdefault(run.commit[:12], collections.Counter())[config] += 1
+    return [f"{commit}: {sum(c.values())} compiles, configs {_counts(c)}" for commit, c in by_commit.items()]
 
 
 def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
@@ -153,32 +166,25 @@ def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
     one host): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it on its GPU
     was another measurement's settles once. Every store of the GPUs' runs at the time belongs in it (a PR's base and
     head)."""
+    timed = [c for _run, c in measurements(stores) if c.lock_spans and c.started_at is not None]
     holds: dict[str | None, list[tuple[float, int, bool]]] = collections.defaultdict(list)
-    workloads: list[str] = []  # of each measurement, by its number
-    held = 0.0
-    for store in stores:
-        for f in sorted(store.glob("**/*.json")):
-            record = json.loads(f.read_text(encoding="utf-8"))
-            if not isinstance(record, dict) or not record.get("lock_spans") or record.get("started_at") is None:
-                continue
-            compiled = record.get("mode") in COMPILED  # an eager first call holds the lock as the cell, unsettled
-            workloads.append(str(record.get("workload")))
-            held += record.get("lock_held_s") or 0.0
-            t0, at, took = record["started_at"], record.get("phase_at", {}), record.get("phase_s", {})
-            compiling = (t0 + at["first_call"], t0 + at["first_call"] + took["first_call"]) \
-                if compiled and "first_call" in at and "first_call" in took else (0.0, -1.0)
-            for _asked, got, _released in record["lock_spans"]:
-                holds[record.get("gpu_index")].append(
-                    (t0 + got, len(workloads) - 1, compiling[0] <= t0 + got <= compiling[1]))
+    for k, c in enumerate(timed):
+        at, took = c.phase_at, c.phase_s
+        # an eager first call holds the lock as the cell does, unsettled
+        begun = c.started_at + at["first_call"] if c.mode in COMPILED and "first_call" in at else math.inf
+        ended = begun + took.get("first_call", 0.0)
+        holds[c.gpu_index].extend((c.started_at + got, k, begun <= c.started_at + got <= ended)
+                                  for _asked, got, _released in c.lock_spans)
     by_workload: collections.Counter[str] = collections.Counter()
     for spans in holds.values():
         spans.sort()
-        by_workload.update(workloads[now[1]] for before, now in itertools.pairwise(spans)
+        by_workload.update(timed[now[1]].workload for before, now in itertools.pairwise(spans)
                            if now[2] and before[1] != now[1])
+    held = sum(c.lock_held_s or 0.0 for c in timed)
     settles = sum(by_workload.values())
     added = settles * settle_ms / 1000
     top = ", ".join(f"{w} {n}" for w, n in by_workload.most_common(5))
-    return (f"{len(workloads)} measurements, GPU lock held {held:.0f} s; {settles} holds of autotuning follow another "
+    return (f"{len(timed)} measurements, GPU lock held {held:.0f} s; {settles} holds of autotuning follow another "
             f"measurement's: settling {settle_ms:g} ms adds {added:.0f} s ({100 * added / max(held, 1e-9):.0f}%); "
             f"most in {top}")
 
