@@ -112,6 +112,41 @@ def test_autotuning_settles_the_gpu_after_another_process_held_the_lock_and_only
     assert gpulock.GpuLock(path).settle_s == 0.0  # no settle time: never waits
 
 
+def test_with_a_settle_time_each_of_autotuning_s_choices_is_one_hold_settled_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch._inductor.runtime import benchmarking
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    for cls in (c for c in vars(benchmarking).values() if isinstance(c, type)):  # install patches them: undone after
+        for attr in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph"):
+            if attr in cls.__dict__:
+                monkeypatch.setattr(cls, attr, cls.__dict__[attr])
+    path = str(tmp_path / "gpu.lock")
+    lock = gpulock.GpuLock(path, settle_s=0.05)
+    inside = []
+
+    def benchmark_each(n: int) -> list[float]:  # a choice's benchmarks, each asking for a settled GPU as they do
+        for _ in range(n):
+            with lock.held(settled=True):
+                inside.append(lock._depth)
+        return [1.0] * n
+
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", lambda self, n: benchmark_each(n))
+    monkeypatch.setattr(AlgorithmSelectorCache, "benchmark_choices", classmethod(lambda cls, n: benchmark_each(n)))
+    gpulock.install(gpulock.GpuLock(path))  # no settle time: a choice's benchmarks hold the lock each on their own
+    CachingAutotuner.benchmark_all_configs(object(), 2)
+    assert inside == [1, 1]
+    gpulock.install(lock)
+    a_kernel_s_configs = lambda n: CachingAutotuner.benchmark_all_configs(object(), n)  # noqa: E731
+    for choose in (a_kernel_s_configs, AlgorithmSelectorCache.benchmark_choices):
+        Path(path).write_bytes(b"1".ljust(gpulock.HOLDER_BYTES))  # another process (pid 1) held the GPU last
+        inside.clear()
+        assert choose(3) == [1.0] * 3
+        assert inside == [2, 2, 2] and lock.settled_s == pytest.approx(0.05)  # one hold, one settle, for three
+        lock.restart()
+
+
 def test_autotuning_s_benchmarks_ask_for_a_settled_gpu_and_the_settle_time_comes_from_the_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     asked = []

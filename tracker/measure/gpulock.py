@@ -7,10 +7,10 @@ benchmarker is patched to take the same lock: its numbers are measurements and d
 
 Not overlapping is not enough for autotuning: right after another process's heavy work on the GPU, a config's
 brief benchmark runs in a GPU state the config would not meet alone, and autotuning settles on another config than it
-does on a quiet GPU (docs/verdicts.md, "Autotuning beside a busy GPU"). With a settle time (ENV_SETTLE_MS), a
-benchmark of autotuning that takes the lock after another process held it first waits that long, holding the lock, so
-the GPU is idle before it times. Each release leaves the holder's pid in the lock file, which is how the next holder
-knows.
+does on a quiet GPU (docs/verdicts.md, "Autotuning beside a busy GPU"). With a settle time (ENV_SETTLE_MS), each of
+autotuning's choices is benchmarked in one hold of the lock, and a hold of autotuning that follows another process's
+first waits that long, holding the lock, so the GPU is idle before it times. Each release leaves the holder's pid in
+the lock file, which is how the next holder knows.
 """
 
 from __future__ import annotations
@@ -177,6 +177,8 @@ def install(lock: GpuLock, compiler: bool = True) -> list[str]:
                 if callable(fn) and not getattr(fn, "__compile_baselines_locked__", False):
                     setattr(cls, attr, _locked(lock, fn))
                     patched.append(f"{cls.__name__}.{attr}")
+    if compiler and lock.settle_s > 0:
+        patched += _hold_choices_whole(lock)
     try:
         import triton.testing
     except ImportError:
@@ -184,6 +186,28 @@ def install(lock: GpuLock, compiler: bool = True) -> list[str]:
     if not getattr(triton.testing.do_bench, "__compile_baselines_locked__", False):
         triton.testing.do_bench = _locked(lock, triton.testing.do_bench)
         patched.append("triton.testing.do_bench")
+    return patched
+
+
+def _hold_choices_whole(lock: GpuLock) -> list[str]:
+    """Each of autotuning's choices (one kernel's configs, one GEMM's candidates) benchmarked in one hold of `lock`,
+    settled once before it: its benchmarks all time on a GPU no other process used since the settle, for one settle a
+    choice rather than one a benchmark. Returns what was patched."""
+    patched = []
+    with contextlib.suppress(ImportError):
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+        fn = CachingAutotuner.__dict__.get("benchmark_all_configs")
+        if callable(fn) and not getattr(fn, "__compile_baselines_locked__", False):
+            CachingAutotuner.benchmark_all_configs = _locked(lock, fn)
+            patched.append("CachingAutotuner.benchmark_all_configs")
+    with contextlib.suppress(ImportError):
+        from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+        choose = AlgorithmSelectorCache.__dict__.get("benchmark_choices")
+        if isinstance(choose, classmethod) and not getattr(choose.__func__, "__compile_baselines_locked__", False):
+            AlgorithmSelectorCache.benchmark_choices = classmethod(_locked(lock, choose.__func__))
+            patched.append("AlgorithmSelectorCache.benchmark_choices")
     return patched
 
 
