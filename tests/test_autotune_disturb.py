@@ -3,6 +3,7 @@ of the H200 experiment, the configs of a PR's and a truth run's compiles, and wh
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,9 @@ FIXTURE = "tests/fixtures/autotune-disturb"
 TRUTH = "tests/fixtures/h100-plant-truth"
 COMMANDS = (
     ["--summary", f"{FIXTURE}/run1-no-neighbour.jsonl", f"{FIXTURE}/run2-whole-coordesc.jsonl",
-     f"{FIXTURE}/run3-settle.jsonl"],
+     f"{FIXTURE}/run3-settle.jsonl", f"{FIXTURE}/run4-settle-per-choice.jsonl", f"{FIXTURE}/run5-settle50.jsonl"],
     ["--configs", f"{TRUTH}/t12-h200x4-r10/verdict"],
+    ["--configs", f"{TRUTH}/t12-h200x2-r13/verdict"],
     ["--configs", f"{TRUTH}/t12-h200"],
     ["--settle-cost", "tests/fixtures/h200-stay/x4-e2/cells"],
     ["--settle-cost", f"{TRUTH}/t12-h200x2-r9/verdict/cells"],
@@ -37,6 +39,14 @@ def test_beside_a_neighbour_autotuning_left_the_quiet_config_and_settling_brough
     assert "configs f839aaaf2a56 x6;" in quiet
     assert "f839aaaf2a56" not in next(x for x in lines if x.strip().startswith("disturbed:"))
     assert all("configs f839aaaf2a56 x5;" in x for x in lines if x.strip().startswith("settle"))
+
+
+def test_a_settle_of_100_ms_a_choice_kept_the_quiet_config_and_shorter_ones_did_not() -> None:
+    lines = _tool("--summary", f"{FIXTURE}/run4-settle-per-choice.jsonl", f"{FIXTURE}/run5-settle50.jsonl").stdout
+    by_condition = {x.split(":")[0].strip(): x for x in lines.splitlines() if x.startswith("  ")}
+    assert "configs f839aaaf2a56 x4;" in by_condition["wholesettle100"]
+    for short in ("wholesettle20", "settle50", "settle20"):
+        assert re.search(r"configs (?!f839aaaf2a56 x\d+;)", by_condition[short]), short  # not all on it
 
 
 def test_a_file_or_store_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -5,10 +5,9 @@ install it (tracker.measure.gpulock), under conditions taken in turn:
 
     quiet       nothing else on the GPU
     disturbed   a neighbour process takes the same lock for 50-300 ms at a time and runs large GEMMs under it
-    settleN     disturbed, and autotuning's benchmarks settle the GPU N ms after another process's hold (the
-                runner's COMPILE_BASELINES_AUTOTUNE_SETTLE_MS=N)
-    wholesettleN  settleN, and each of autotuning's choices (a kernel's configs, a GEMM's candidates) benchmarked in
-                one hold, settled once before it: fewer settles, if that is as good
+    settleN     disturbed, and the runner's settle (COMPILE_BASELINES_AUTOTUNE_SETTLE_MS=N): each of autotuning's
+                choices (a kernel's configs, a GEMM's candidates) benchmarked in one hold, which waits N ms first
+                where another process held the lock last
     whole       disturbed, and all of one kernel's configs benchmarked in one hold of the lock
                 (CachingAutotuner.benchmark_all_configs)
     coordesc    as whole, and coordinate descent's steps in that hold too (their compiles included)
@@ -51,13 +50,13 @@ PLAIN = ("quiet", "disturbed", "whole", "coordesc")
 def condition(text: str) -> str:
     if text in PLAIN or _settle_ms(text) is not None:
         return text
-    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)}, settleN or wholesettleN (N milliseconds)")
+    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)} or settleN (N milliseconds)")
 
 
 def _settle_ms(how: str) -> int | None:
-    """N of settleN or wholesettleN; None for another condition."""
-    n = how.removeprefix("whole").removeprefix("settle")
-    return int(n) if how.removeprefix("whole").startswith("settle") and n.isdigit() else None
+    """N of settleN; None for another condition."""
+    n = how.removeprefix("settle")
+    return int(n) if how.startswith("settle") and n.isdigit() else None
 
 
 def disturber(lock_path: str, active: str, stop: str) -> None:
@@ -93,13 +92,6 @@ def compile_once(lock_path: str, how: str, preset: str, workload: str, mode: str
     gpulock.install(lock)
     from torch._inductor.runtime import triton_heuristics as th
 
-    if how.startswith("wholesettle"):
-        from torch._inductor import select_algorithm
-
-        th.CachingAutotuner.benchmark_all_configs = gpulock._locked(lock, th.CachingAutotuner.benchmark_all_configs)
-        cache = select_algorithm.AlgorithmSelectorCache
-        if isinstance(choose := cache.__dict__.get("benchmark_choices"), classmethod):  # absent: GEMMs per candidate
-            cache.benchmark_choices = classmethod(gpulock._locked(lock, choose.__func__))
     if how in ("whole", "coordesc"):
         th.CachingAutotuner.benchmark_all_configs = gpulock._locked(lock, th.CachingAutotuner.benchmark_all_configs)
     if how == "coordesc":
@@ -163,9 +155,9 @@ def store_configs(dirs: Iterable[Path], preset: str, workload: str, mode: str) -
 
 def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
     """What settling would have added to the GPU lock's work of the runs whose cell stores are `stores` (measured on
-    one host): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it on its GPU
-    was another measurement's settles once. Every store of the GPUs' runs at the time belongs in it (a PR's base and
-    head)."""
+    one host, without it): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it
+    on its GPU was another measurement's settles once; the runner settles once a choice, its benchmarks in one hold,
+    so fewer. Every store of the GPUs' runs at the time belongs in it (a PR's base and head)."""
     timed = [c for _run, c in measurements(stores) if c.lock_spans and c.started_at is not None]
     holds: dict[str | None, list[tuple[float, int, bool]]] = collections.defaultdict(list)
     for k, c in enumerate(timed):
