@@ -28,6 +28,7 @@ from tracker.runner.progress import Progress
 from tracker.runner.schedule import shard
 from tracker.runner.workerenv import cache_dirs, worker_env
 from tracker.store.cells import CellStore, RunKey
+from workloads.modes import COMPILED
 from workloads.names import MODES
 
 
@@ -166,6 +167,22 @@ def test_autotuning_s_benchmarks_ask_for_a_settled_gpu_and_the_settle_time_comes
             policy.autotune_settle_ms()
     monkeypatch.delenv(gpulock.ENV_SETTLE_MS)
     assert policy.autotune_settle_ms() == 0.0 and gpulock.from_env().settle_s == 0.0  # type: ignore[union-attr]
+
+
+def test_a_run_says_up_front_that_autotuning_will_settle_where_it_was_asked_to_and_compiles_are_planned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.runner.suite import plan_line
+
+    cfg = RunConfig(store_root=tmp_path, machine="m", commit="c" * 40, jobs=8)
+    compiled, eager = CellId("prefill", "llm_rmsnorm", COMPILED[0]), CellId("prefill", "llm_rmsnorm", "eager")
+    monkeypatch.setenv(gpulock.ENV_SETTLE_MS, "100")
+    said = plan_line([compiled, eager], cfg, 0, 2)
+    assert said.startswith("2 cells (0 already measured for this commit, machine and torch): 2 measurements to make")
+    assert said.endswith(f"autotuning settles the GPU 100 ms a choice after another process's hold "
+                         f"({gpulock.ENV_SETTLE_MS})")
+    assert "settles" not in plan_line([eager], cfg, 0, 1)  # nothing compiled: nothing to settle
+    monkeypatch.delenv(gpulock.ENV_SETTLE_MS)
+    assert "settles" not in plan_line([compiled, eager], cfg, 0, 2)
 
 
 def test_a_run_reports_how_much_of_its_wall_time_the_gpu_lock_was_held() -> None:

@@ -13,8 +13,10 @@ from typing import Any, TextIO
 
 from tracker.errors import ToolError
 from tracker.measure.cellresult import SKIPPED, CellResult
+from tracker.measure.gpulock import ENV_SETTLE_MS
 from tracker.measure.hostinfo import host_info
 from tracker.publish import units
+from tracker.runner import policy
 from tracker.runner.config import RunConfig
 from tracker.runner.forkserver import BASE, COMPILER, ForkServer
 from tracker.runner.plan import CellId
@@ -83,6 +85,19 @@ class _Discovery:
         return self._answer
 
 
+def plan_line(cells: list[CellId], cfg: RunConfig, done: int, total: int) -> str:
+    """What a run is about to do, in one line: its cells, measurements, parallelism, compiles, and a settle of
+    autotuning where one was asked for (it makes compiles dearer)."""
+    counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
+    each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
+    settle = policy.autotune_settle_ms()
+    return (f"{units.count(len(cells), 'cell')} ({done} already measured for this commit, machine and torch): "
+            f"{units.count(total, 'measurement')} to make, {cfg.jobs} at a time"
+            + (f"; {units.count(len(counts), 'cell gets', 'cells get')} {each} compiles each" if counts else "")
+            + (f"; autotuning settles the GPU {settle:g} ms a choice after another process's hold ({ENV_SETTLE_MS})"
+               if settle and any(c.mode in COMPILED for c in cells) else ""))
+
+
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None,
               server: ForkServer | None = None) -> RunOutcome:
     """Measure `cells` (resuming from the store) and record them in asv's results for (machine, commit). What an
@@ -105,12 +120,7 @@ def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out:
             print(f"warning: {path}: {why}; not used, its cell is measured again", file=out, flush=True)
         total = planned(cells, cfg, store)
         done = sum(store.replicate(c.preset, c.workload, c.mode) is not None for c in cells)
-        counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
-        each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
-        print(f"{units.count(len(cells), 'cell')} ({done} already measured for this commit, machine and torch): "
-              f"{units.count(total, 'measurement')} to make, {cfg.jobs} at a time"
-              + (f"; {units.count(len(counts), 'cell gets', 'cells get')} {each} compiles each" if counts else ""),
-              file=out, flush=True)
+        print(plan_line(cells, cfg, done, total), file=out, flush=True)
         progress = Progress(total, out)
         measured = measure_cells(cells, cfg, store, progress, server, discovering.check)
         discovered = discovering.result()
