@@ -155,7 +155,8 @@ def test_unknown_names_raise_for_the_caller_to_report() -> None:
 
 def test_cpu_timer_has_do_bench_shape_all_samples_in_ms() -> None:
     samples = measure.cpu_bench(lambda: sum(range(100)), warmup_ms=1, rep_ms=5)
-    assert len(samples) >= 5 and all(0 < s < 5 for s in samples)
+    # milliseconds: a call of about a microsecond times far under 5 (the median: a preempted sample may not)
+    assert len(samples) >= 5 and all(s > 0 for s in samples) and quantile(samples, 0.5) < 5
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
 
 
