@@ -113,6 +113,20 @@ def test_autotuning_settles_the_gpu_after_another_process_held_the_lock_and_only
     assert gpulock.GpuLock(path).settle_s == 0.0  # no settle time: never waits
 
 
+def test_asked_to_settle_only_after_long_holds_autotuning_settles_after_another_s_long_hold_and_not_a_brief_one(
+        tmp_path: Path) -> None:
+    path = str(tmp_path / "gpu.lock")
+    lock = gpulock.GpuLock(path, settle_s=0.05, settle_after_s=0.05)
+    for neighbour_held, settles in (("1 10", 0.0), ("1 50", 0.05), ("1", 0.05)):  # pid 1: another process
+        Path(path).write_bytes(neighbour_held.encode().ljust(gpulock.HOLDER_BYTES))
+        with lock.held(settled=True):  # a hold that did not say how long it was counts as long
+            pass
+        assert lock.settled_s == pytest.approx(settles), neighbour_held
+        lock.restart()
+    holder, held_ms = Path(path).read_bytes().split()  # each release says who held it and for how long
+    assert int(holder) == os.getpid() and held_ms.isdigit()
+
+
 def test_with_a_settle_time_each_of_autotuning_s_choices_is_one_hold_settled_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from torch._inductor.runtime import benchmarking
@@ -160,13 +174,18 @@ def test_autotuning_s_benchmarks_ask_for_a_settled_gpu_and_the_settle_time_comes
     assert gpulock._locked(Lock(), lambda: 7)() == 7 and asked == [True]  # type: ignore[arg-type]
     monkeypatch.setenv(gpulock.ENV_LOCK, str(tmp_path / "gpu.lock"))
     monkeypatch.setenv(gpulock.ENV_SETTLE_MS, "100")
-    assert gpulock.from_env().settle_s == pytest.approx(0.1)  # type: ignore[union-attr]
-    for bad in ("-1", "soon", "nan"):
-        monkeypatch.setenv(gpulock.ENV_SETTLE_MS, bad)
-        with pytest.raises(UsageError, match=f"{gpulock.ENV_SETTLE_MS}='{bad}': milliseconds"):
-            policy.autotune_settle_ms()
+    monkeypatch.setenv(gpulock.ENV_SETTLE_AFTER_MS, "50")
+    lock = gpulock.from_env()
+    assert lock is not None and (lock.settle_s, lock.settle_after_s) == pytest.approx((0.1, 0.05))
+    for name in (gpulock.ENV_SETTLE_MS, gpulock.ENV_SETTLE_AFTER_MS):
+        for bad in ("-1", "soon", "nan"):
+            with monkeypatch.context() as m:
+                m.setenv(name, bad)
+                with pytest.raises(UsageError, match=f"{name}='{bad}': milliseconds"):
+                    policy.autotune_settle()
     monkeypatch.delenv(gpulock.ENV_SETTLE_MS)
-    assert policy.autotune_settle_ms() == 0.0 and gpulock.from_env().settle_s == 0.0  # type: ignore[union-attr]
+    monkeypatch.delenv(gpulock.ENV_SETTLE_AFTER_MS)
+    assert policy.autotune_settle() == (0.0, 0.0) and gpulock.from_env().settle_s == 0.0  # type: ignore[union-attr]
 
 
 def test_a_run_says_up_front_that_autotuning_will_settle_where_it_was_asked_to_and_compiles_are_planned(
@@ -181,6 +200,8 @@ def test_a_run_says_up_front_that_autotuning_will_settle_where_it_was_asked_to_a
     assert said.endswith(f"autotuning settles the GPU 100 ms a choice after another process's hold "
                          f"({gpulock.ENV_SETTLE_MS})")
     assert "settles" not in plan_line([eager], cfg, 0, 1)  # nothing compiled: nothing to settle
+    monkeypatch.setenv(gpulock.ENV_SETTLE_AFTER_MS, "50")
+    assert "100 ms a choice after another process's hold of 50 ms or more" in plan_line([compiled, eager], cfg, 0, 2)
     monkeypatch.delenv(gpulock.ENV_SETTLE_MS)
     assert "settles" not in plan_line([compiled, eager], cfg, 0, 2)
 

@@ -9,8 +9,9 @@ Not overlapping is not enough for autotuning: right after another process's heav
 brief benchmark runs in a GPU state the config would not meet alone, and autotuning settles on another config than it
 does on a quiet GPU (docs/verdicts.md, "Autotuning beside a busy GPU"). With a settle time (ENV_SETTLE_MS), each of
 autotuning's choices is benchmarked in one hold of the lock, and a hold of autotuning that follows another process's
-first waits that long, holding the lock, so the GPU is idle before it times. Each release leaves the holder's pid in
-the lock file, which is how the next holder knows.
+(one of ENV_SETTLE_AFTER_MS or more, where that is set) first waits that long, holding the lock, so the GPU is idle
+before it times. Each release leaves the holder's pid and how long it held in the lock file, which is how the next
+holder knows.
 """
 
 from __future__ import annotations
@@ -35,15 +36,19 @@ ENV_RESERVED_CPUS = "COMPILE_BASELINES_RESERVED_CPUS"
 SPAN_GAP_S = 0.01
 # Milliseconds an autotuning benchmark waits, holding the lock, after another process held it (unset or 0: none).
 ENV_SETTLE_MS = "COMPILE_BASELINES_AUTOTUNE_SETTLE_MS"
-HOLDER_BYTES = 16  # the last holder's pid, at the start of the lock file
+# Only after another process held it this many milliseconds or more (unset or 0: after any hold).
+ENV_SETTLE_AFTER_MS = "COMPILE_BASELINES_AUTOTUNE_SETTLE_AFTER_MS"
+HOLDER_BYTES = 16  # "PID MS": the last holder and how long it held, at the start of the lock file
+_MOST_MS = 9_999_999  # what fits in HOLDER_BYTES beside a pid
 
 
 def parse_cpus(text: str | None) -> frozenset[int]:
     return frozenset(int(x) for x in text.split(",") if x.strip()) if text else frozenset()
 
 
-def settle_ms(text: str | None) -> float:
-    """ENV_SETTLE_MS's value: milliseconds, a number from 0 (ValueError otherwise); unset or empty: 0."""
+def milliseconds(name: str, text: str | None) -> float:
+    """The value `text` of environment variable `name`: milliseconds, a number from 0 (ValueError otherwise); unset
+    or empty: 0."""
     text = (text or "").strip()
     if not text:
         return 0.0
@@ -52,7 +57,7 @@ def settle_ms(text: str | None) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{ENV_SETTLE_MS}={text!r}: milliseconds, a number from 0")
+        raise ValueError(f"{name}={text!r}: milliseconds, a number from 0")
     return value
 
 
@@ -70,12 +75,14 @@ class GpuLock:
     Counts the seconds this process held it and waited for it (the GPU-bound share of a parallel run), and when:
     `spans`, [asked, got, released] in seconds since the epoch, a hold that follows the one before within
     SPAN_GAP_S and without waiting merged into it. `settle_s`: what a hold asked `settled` waits after another
-    process's (the module's docstring), counted in `settled_s` (and in `held_s`)."""
+    process's hold of `settle_after_s` or more (the module's docstring), counted in `settled_s` (and in `held_s`)."""
 
-    def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset(), settle_s: float = 0.0) -> None:
+    def __init__(self, path: str, timing_cpus: frozenset[int] = frozenset(), settle_s: float = 0.0,
+                 settle_after_s: float = 0.0) -> None:
         self.path = path
         self.timing_cpus = timing_cpus
         self.settle_s = settle_s
+        self.settle_after_s = settle_after_s
         self.held_s = 0.0
         self.settled_s = 0.0
         self.wait_s = 0.0
@@ -96,7 +103,7 @@ class GpuLock:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
                 self._since = time.perf_counter()
                 self.wait_s += self._since - asked
-                if settled and self.settle_s > 0 and self._another_held_last():
+                if settled and self.settle_s > 0 and self._others_last_hold_s() >= self.settle_after_s:
                     time.sleep(self.settle_s)
                     self.settled_s += self.settle_s
                 if self.timing_cpus:
@@ -112,22 +119,26 @@ class GpuLock:
                     if self._saved_cpus:
                         os.sched_setaffinity(0, self._saved_cpus)
                         self._saved_cpus = None
+                    held = time.perf_counter() - self._since
+                    holder = f"{os.getpid()} {min(round(held * 1000), _MOST_MS)}"
                     with contextlib.suppress(OSError):  # advisory: a holder it misses only goes unsettled
-                        os.pwrite(self._fd, str(os.getpid()).ljust(HOLDER_BYTES).encode(), 0)
+                        os.pwrite(self._fd, holder.ljust(HOLDER_BYTES).encode(), 0)
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
-                    held = time.perf_counter() - self._since
                     self.held_s += held
                     self._span(held)
 
-    def _another_held_last(self) -> bool:
-        """Whether the last release of this lock was another process's."""
+    def _others_last_hold_s(self) -> float:
+        """How long the last holder of this lock held it, where that was another process (infinite where it did not
+        say); -1 where it was this process or none is known."""
         try:
             holder = os.pread(self._fd, HOLDER_BYTES, 0).split() if self._fd is not None else []
         except OSError:
-            return False
-        return bool(holder) and holder[0].isdigit() and int(holder[0]) != os.getpid()
+            return -1.0
+        if not holder or not holder[0].isdigit() or int(holder[0]) == os.getpid():
+            return -1.0
+        return int(holder[1]) / 1000 if len(holder) > 1 and holder[1].isdigit() else math.inf
 
     def restart(self) -> None:
         """Count from now: a process's next measurement records its own holds and waits."""
@@ -216,10 +227,18 @@ def reserved_cpus(lock: GpuLock) -> frozenset[int]:
     return parse_cpus(os.environ.get(ENV_RESERVED_CPUS)) or lock.timing_cpus
 
 
+def settle_from_env() -> tuple[float, float]:
+    """The settle time and the shortest hold of another process it follows, in seconds (ENV_SETTLE_MS,
+    ENV_SETTLE_AFTER_MS); ValueError for a value that is not milliseconds."""
+    return (milliseconds(ENV_SETTLE_MS, os.environ.get(ENV_SETTLE_MS)) / 1000,
+            milliseconds(ENV_SETTLE_AFTER_MS, os.environ.get(ENV_SETTLE_AFTER_MS)) / 1000)
+
+
 def from_env() -> GpuLock | None:
-    """The lock the runner set (ENV_LOCK), its timing cores and settle time; None where it set none. The runner
-    checked ENV_SETTLE_MS before starting any worker (tracker.runner.policy.autotune_settle_ms)."""
+    """The lock the runner set (ENV_LOCK), its timing cores and settle; None where it set none. The runner checked the
+    settle's variables before starting any worker (tracker.runner.policy.autotune_settle)."""
     path = os.environ.get(ENV_LOCK)
     if not path:
         return None
-    return GpuLock(path, parse_cpus(os.environ.get(ENV_TIMING_CPUS)), settle_ms(os.environ.get(ENV_SETTLE_MS)) / 1000)
+    settle_s, after_s = settle_from_env()
+    return GpuLock(path, parse_cpus(os.environ.get(ENV_TIMING_CPUS)), settle_s, after_s)

@@ -78,12 +78,13 @@ def runs_per_gpu() -> int:
     return int(value)
 
 
-def autotune_settle_ms() -> float:
-    """The settle time of autotuning's benchmarks after another process's hold of the GPU lock
-    (tracker.measure.gpulock.ENV_SETTLE_MS; 0, the default: none), checked here so that a bad value is one error
-    before anything is measured rather than one in every worker."""
+def autotune_settle() -> tuple[float, float]:
+    """The settle of autotuning's choices after another process's hold of the GPU lock, and the shortest such hold
+    it follows, in seconds (tracker.measure.gpulock.ENV_SETTLE_MS, ENV_SETTLE_AFTER_MS; 0, the default: no settle,
+    after any hold), checked here so that a bad value is one error before anything is measured rather than one in
+    every worker."""
     try:
-        return gpulock.settle_ms(os.environ.get(gpulock.ENV_SETTLE_MS))
+        return gpulock.settle_from_env()
     except ValueError as e:
         raise UsageError(str(e)) from None
 

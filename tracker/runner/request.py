@@ -80,7 +80,7 @@ def prepare(request: RunRequest, config: Path, results_dir: str | None = None) -
     repo = project_repo()
     commit, date_ms = commits.resolve(request.commit, repo, request.date_ms)
     check_commit(commit)
-    policy.autotune_settle_ms()  # the workers read it: a bad value refuses the run here
+    policy.autotune_settle()  # the workers read it: a bad value refuses the run here
     asvfiles.check_writable(conf.results_dir)
     settings = Settings(warmup_ms=request.warmup_ms, rep_ms=request.rep_ms or policy.default_rep_ms(),
                         warmup_calls=request.warmup_calls, time_limit_s=request.time_limit_s,

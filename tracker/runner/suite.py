@@ -90,12 +90,13 @@ def plan_line(cells: list[CellId], cfg: RunConfig, done: int, total: int) -> str
     autotuning where one was asked for (it makes compiles dearer)."""
     counts = sorted(n for c in cells if (n := cfg.replicates_of(c)) > 1)
     each = "-".join(dict.fromkeys(map(str, counts[:1] + counts[-1:])))  # "3", or "4-6" for a confirmation
-    settle = policy.autotune_settle_ms()
+    settle_s, after_s = policy.autotune_settle()
+    after = f" of {1000 * after_s:g} ms or more" if after_s else ""
     return (f"{units.count(len(cells), 'cell')} ({done} already measured for this commit, machine and torch): "
             f"{units.count(total, 'measurement')} to make, {cfg.jobs} at a time"
             + (f"; {units.count(len(counts), 'cell gets', 'cells get')} {each} compiles each" if counts else "")
-            + (f"; autotuning settles the GPU {settle:g} ms a choice after another process's hold ({ENV_SETTLE_MS})"
-               if settle and any(c.mode in COMPILED for c in cells) else ""))
+            + (f"; autotuning settles the GPU {1000 * settle_s:g} ms a choice after another process's hold{after} "
+               f"({ENV_SETTLE_MS})" if settle_s and any(c.mode in COMPILED for c in cells) else ""))
 
 
 def run_suite(cells: list[CellId], cfg: RunConfig, conf: Any, date_ms: int, out: TextIO | None = None,
