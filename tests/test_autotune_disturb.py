@@ -20,6 +20,8 @@ COMMANDS = (
     ["--settle-cost", "tests/fixtures/h200-stay/x4-e2/cells"],
     ["--settle-cost", f"{TRUTH}/t12-h200x2-r9/verdict/cells"],
     ["--settle-cost", f"{TRUTH}/t12-h200x2-r9/verdict/cells", "--settle-ms", "20"],
+    ["--settle-cost", f"{TRUTH}/t12-h200x2-r9/verdict/cells", "--after-ms", "50"],
+    ["--settle-cost", "tests/fixtures/h200-stay/x4-e2/cells", "--after-ms", "50"],
 )
 
 

@@ -5,9 +5,12 @@ install it (tracker.measure.gpulock), under conditions taken in turn:
 
     quiet       nothing else on the GPU
     disturbed   a neighbour process takes the same lock for 50-300 ms at a time and runs large GEMMs under it
+    brief       as disturbed, the neighbour's holds 2-20 ms (as long as other compiles' benchmarks hold it)
     settleN     disturbed, and the runner's settle (COMPILE_BASELINES_AUTOTUNE_SETTLE_MS=N): each of autotuning's
                 choices (a kernel's configs, a GEMM's candidates) benchmarked in one hold, which waits N ms first
                 where another process held the lock last
+    settleNafterM  settleN, only after another process's hold of M ms or more
+                (COMPILE_BASELINES_AUTOTUNE_SETTLE_AFTER_MS=M)
     whole       disturbed, and all of one kernel's configs benchmarked in one hold of the lock
                 (CachingAutotuner.benchmark_all_configs)
     coordesc    as whole, and coordinate descent's steps in that hold too (their compiles included)
@@ -20,8 +23,9 @@ how often each config came out. tests/fixtures/autotune-disturb has the runs and
     python tools/autotune_disturb.py --summary RESULTS.jsonl ...      # the configs per condition, anywhere
     python tools/autotune_disturb.py --configs DIR ...                # the configs of the cell's compiles in cell
                                                                       # stores under DIR (a PR's, a truth run's)
-    python tools/autotune_disturb.py --settle-cost STORE ... [--settle-ms 100]   # what settling would add to the
-                                                                      # GPU lock's work of the runs of those stores
+    python tools/autotune_disturb.py --settle-cost STORE ... [--settle-ms 100] [--after-ms 0]   # what settling
+                                              # (after another's hold of at least --after-ms) would add to the GPU
+                                              # lock's work of the runs of those stores
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,26 +46,29 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tracker.measure.cellresult import CellResult
+from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey
 from workloads.modes import AUTOTUNED_MODES, COMPILED
 
-PLAIN = ("quiet", "disturbed", "whole", "coordesc")
+PLAIN = ("quiet", "disturbed", "brief", "whole", "coordesc")
+NEIGHBOUR_HOLD_S = {"brief": (0.002, 0.02)}  # the neighbour's holds under a condition; other conditions: 50-300 ms
 
 
 def condition(text: str) -> str:
-    if text in PLAIN or _settle_ms(text) is not None:
+    if text in PLAIN or _settle(text) is not None:
         return text
-    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)} or settleN (N milliseconds)")
+    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(PLAIN)}, settleN or settleNafterM (milliseconds)")
 
 
-def _settle_ms(how: str) -> int | None:
-    """N of settleN; None for another condition."""
-    n = how.removeprefix("settle")
-    return int(n) if how.startswith("settle") and n.isdigit() else None
+def _settle(how: str) -> tuple[int, int] | None:
+    """N and M of settleN (M 0) or settleNafterM; None for another condition."""
+    m = re.fullmatch(r"settle(\d+)(?:after(\d+))?", how)
+    return (int(m[1]), int(m[2] or 0)) if m else None
 
 
 def disturber(lock_path: str, active: str, stop: str) -> None:
-    """Hold the lock 50-300 ms at a time, running bf16 GEMMs of about 10 ms under it, while `active` exists."""
+    """Hold the lock for a while at a time (the seconds `active` holds, low and high), running bf16 GEMMs of about
+    10 ms under it, while `active` exists."""
     import torch
 
     from tracker.measure import gpulock
@@ -73,8 +81,12 @@ def disturber(lock_path: str, active: str, stop: str) -> None:
         if not os.path.exists(active):
             time.sleep(0.02)
             continue
+        try:
+            low, high = map(float, Path(active).read_text().split())
+        except (OSError, ValueError):  # between conditions
+            continue
         with lock.held():
-            end = time.perf_counter() + rng.uniform(0.05, 0.3)
+            end = time.perf_counter() + rng.uniform(low, high)
             while time.perf_counter() < end:
                 a @ b
                 torch.cuda.synchronize()
@@ -88,7 +100,8 @@ def compile_once(lock_path: str, how: str, preset: str, workload: str, mode: str
     from tracker.measure import gpulock
     from tracker.measure.harness import measure_cell
 
-    lock = gpulock.GpuLock(lock_path, settle_s=(_settle_ms(how) or 0) / 1000)
+    settle_ms, after_ms = _settle(how) or (0, 0)
+    lock = gpulock.GpuLock(lock_path, settle_s=settle_ms / 1000, settle_after_s=after_ms / 1000)
     gpulock.install(lock)
     from torch._inductor.runtime import triton_heuristics as th
 
@@ -153,32 +166,34 @@ def store_configs(dirs: Iterable[Path], preset: str, workload: str, mode: str) -
     return [f"{commit}: {sum(c.values())} compiles, configs {_counts(c)}" for commit, c in by_commit.items()]
 
 
-def settle_cost(stores: Iterable[Path], settle_ms: float) -> str:
+def settle_cost(stores: Iterable[Path], settle_ms: float, after_ms: float = 0.0) -> str:
     """What settling would have added to the GPU lock's work of the runs whose cell stores are `stores` (measured on
     one host, without it): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it
-    on its GPU was another measurement's settles once; the runner settles once a choice, its benchmarks in one hold,
-    so fewer. Every store of the GPUs' runs at the time belongs in it (a PR's base and head)."""
+    on its GPU was another measurement's, of at least `after_ms`, settles once; the runner settles once a choice, its
+    benchmarks in one hold, so fewer. Every store of the GPUs' runs at the time belongs in it (a PR's base and
+    head)."""
     timed = [c for _run, c in measurements(stores) if c.lock_spans and c.started_at is not None]
-    holds: dict[str | None, list[tuple[float, int, bool]]] = collections.defaultdict(list)
+    holds: dict[str | None, list[tuple[float, float, int, bool]]] = collections.defaultdict(list)
     for k, c in enumerate(timed):
         at, took = c.phase_at, c.phase_s
         # an eager first call holds the lock as the cell does, unsettled
         begun = c.started_at + at["first_call"] if c.mode in COMPILED and "first_call" in at else math.inf
         ended = begun + took.get("first_call", 0.0)
-        holds[c.gpu_index].extend((c.started_at + got, k, begun <= c.started_at + got <= ended)
-                                  for _asked, got, _released in c.lock_spans)
+        holds[c.gpu_index].extend((c.started_at + got, released - got, k, begun <= c.started_at + got <= ended)
+                                  for _asked, got, released in c.lock_spans)
     by_workload: collections.Counter[str] = collections.Counter()
     for spans in holds.values():
         spans.sort()
-        by_workload.update(timed[now[1]].workload for before, now in itertools.pairwise(spans)
-                           if now[2] and before[1] != now[1])
+        by_workload.update(timed[now[2]].workload for before, now in itertools.pairwise(spans)
+                           if now[3] and before[2] != now[2] and before[1] * 1000 >= after_ms)
     held = sum(c.lock_held_s or 0.0 for c in timed)
     settles = sum(by_workload.values())
     added = settles * settle_ms / 1000
     top = ", ".join(f"{w} {n}" for w, n in by_workload.most_common(5))
+    after = f" of {after_ms:g} ms or more" if after_ms else ""
     return (f"{len(timed)} measurements, GPU lock held {held:.0f} s; {settles} holds of autotuning follow another "
-            f"measurement's: settling {settle_ms:g} ms adds {added:.0f} s ({100 * added / max(held, 1e-9):.0f}%); "
-            f"most in {top}")
+            f"measurement's{after}: settling {settle_ms:g} ms adds {added:.0f} s "
+            f"({100 * added / max(held, 1e-9):.0f}%); most in {top}")
 
 
 def experiment(args: argparse.Namespace) -> int:
@@ -195,7 +210,10 @@ def experiment(args: argparse.Namespace) -> int:
             for how in args.conditions:
                 if time.monotonic() - start > args.deadline_s:
                     break
-                Path(active).touch() if how != "quiet" else Path(active).unlink(missing_ok=True)
+                if how == "quiet":
+                    Path(active).unlink(missing_ok=True)
+                else:
+                    atomic.write_text(active, "{:g} {:g}".format(*NEIGHBOUR_HOLD_S.get(how, (0.05, 0.3))))
                 p = subprocess.run([*me, "--child", "compile", how, "--preset", args.preset, "--workload",
                                     args.workload, "--mode", args.mode, *launch],
                                    env={**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{k}-{how}")},
@@ -229,6 +247,7 @@ def main() -> int:
     a.add_argument("--configs", nargs="+", type=Path, metavar="DIR")
     a.add_argument("--settle-cost", nargs="+", type=Path, metavar="STORE")
     a.add_argument("--settle-ms", type=float, default=100.0)
+    a.add_argument("--after-ms", type=float, default=0.0)
     a.add_argument("--child", nargs=2, metavar=("ROLE", "CONDITION"), help=argparse.SUPPRESS)
     a.add_argument("--lock", help=argparse.SUPPRESS)
     a.add_argument("--flags", nargs=2, help=argparse.SUPPRESS)
@@ -252,7 +271,7 @@ def main() -> int:
             if missing:
                 raise OSError(f"{missing[0]}: no such directory")
             print("\n".join(store_configs(args.configs, args.preset, args.workload, args.mode)) if args.configs
-                  else settle_cost(args.settle_cost, args.settle_ms))
+                  else settle_cost(args.settle_cost, args.settle_ms, args.after_ms))
             return 0
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"autotune_disturb: {e}", file=sys.stderr)
