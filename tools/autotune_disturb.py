@@ -170,8 +170,8 @@ def settle_cost(stores: Iterable[Path], settle_ms: float, after_ms: float = 0.0)
     """What settling would have added to the GPU lock's work of the runs whose cell stores are `stores` (measured on
     one host, without it): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it
     on its GPU was another measurement's, of at least `after_ms`, settles once; the runner settles once a choice, its
-    benchmarks in one hold, so fewer. Every store of the GPUs' runs at the time belongs in it (a PR's base and
-    head)."""
+    benchmarks in one hold, and judges a hold's length alone, not merged into its span, so fewer. Every store of the
+    GPUs' runs at the time belongs in it (a PR's base and head)."""
     timed = [c for _run, c in measurements(stores) if c.lock_spans and c.started_at is not None]
     holds: dict[str | None, list[tuple[float, float, int, bool]]] = collections.defaultdict(list)
     for k, c in enumerate(timed):
