@@ -44,6 +44,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from tracker.measure.cellresult import CellResult
 from tracker.store import atomic
@@ -166,6 +167,15 @@ def store_configs(dirs: Iterable[Path], preset: str, workload: str, mode: str) -
     return [f"{commit}: {sum(c.values())} compiles, configs {_counts(c)}" for commit, c in by_commit.items()]
 
 
+class _Hold(NamedTuple):
+    """One span of a measurement's holds of the GPU lock."""
+
+    at: float  # when it got the lock, seconds since the epoch
+    length_s: float
+    measurement: int  # which of settle_cost's measurements held it
+    autotuning: bool  # within the measurement's torch.compile first call
+
+
 def settle_cost(stores: Iterable[Path], settle_ms: float, after_ms: float = 0.0) -> str:
     """What settling would have added to the GPU lock's work of the runs whose cell stores are `stores` (measured on
     one host, without it): each hold of the lock during torch.compile's first call (autotuning's) whose hold before it
@@ -173,19 +183,20 @@ def settle_cost(stores: Iterable[Path], settle_ms: float, after_ms: float = 0.0)
     benchmarks in one hold, and judges a hold's length alone, not merged into its span, so fewer. Every store of the
     GPUs' runs at the time belongs in it (a PR's base and head)."""
     timed = [c for _run, c in measurements(stores) if c.lock_spans and c.started_at is not None]
-    holds: dict[str | None, list[tuple[float, float, int, bool]]] = collections.defaultdict(list)
+    holds: dict[str | None, list[_Hold]] = collections.defaultdict(list)
     for k, c in enumerate(timed):
         at, took = c.phase_at, c.phase_s
         # an eager first call holds the lock as the cell does, unsettled
         begun = c.started_at + at["first_call"] if c.mode in COMPILED and "first_call" in at else math.inf
         ended = begun + took.get("first_call", 0.0)
-        holds[c.gpu_index].extend((c.started_at + got, released - got, k, begun <= c.started_at + got <= ended)
+        holds[c.gpu_index].extend(_Hold(c.started_at + got, released - got, k, begun <= c.started_at + got <= ended)
                                   for _asked, got, released in c.lock_spans)
     by_workload: collections.Counter[str] = collections.Counter()
     for spans in holds.values():
         spans.sort()
-        by_workload.update(timed[now[2]].workload for before, now in itertools.pairwise(spans)
-                           if now[3] and before[2] != now[2] and before[1] * 1000 >= after_ms)
+        by_workload.update(timed[now.measurement].workload for before, now in itertools.pairwise(spans)
+                           if now.autotuning and before.measurement != now.measurement
+                           and before.length_s * 1000 >= after_ms)
     held = sum(c.lock_held_s or 0.0 for c in timed)
     settles = sum(by_workload.values())
     added = settles * settle_ms / 1000

@@ -34,7 +34,7 @@ ENV_TIMING_CPUS = "COMPILE_BASELINES_TIMING_CPUS"
 ENV_RESERVED_CPUS = "COMPILE_BASELINES_RESERVED_CPUS"
 # Holds closer than this to the one before (autotuning's benchmarks, one after another) count as one span.
 SPAN_GAP_S = 0.01
-# Milliseconds an autotuning benchmark waits, holding the lock, after another process held it (unset or 0: none).
+# Milliseconds autotuning waits before a choice, holding the lock, after another process held it (unset or 0: none).
 ENV_SETTLE_MS = "COMPILE_BASELINES_AUTOTUNE_SETTLE_MS"
 # Only after another process held it this many milliseconds or more (unset or 0: after any hold).
 ENV_SETTLE_AFTER_MS = "COMPILE_BASELINES_AUTOTUNE_SETTLE_AFTER_MS"
