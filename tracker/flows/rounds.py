@@ -63,9 +63,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Budget:
-    """How long a paired measurement may go on: `seconds` of wall time in all (a round that would end past it is
-    not started), at most `max_compiles` a side per cell; `compiles`: exactly that many a side for every cell,
-    whatever the verdicts (an independent measurement of the real change, for the power benchmark)."""
+    """How long a paired measurement may go on: `seconds` of wall time in all (the round after the first starts while
+    time is left, a later one only while the last round's time is still left), at most `max_compiles` a side per
+    cell; `compiles`: exactly that many a side for every cell, whatever the verdicts (an independent measurement of
+    the real change, for the power benchmark)."""
 
     seconds: float = 240.0
     max_compiles: int = 10
