@@ -270,7 +270,8 @@ def _every_change_on_pairs_of_two_runs(results: Path, c) -> None:
     ("t12-h200x2-r5", "bedc4ebc", "b35a8bd4", 2, "1 of 1"),  # rope and the rmsnorm kernel, two H200s
     # the logits projection and rope on two H200s, each side planning within half of each GPU's memory
     ("t12-h200x2-r9", "664a5265", "764f30ec", 3, "1 of 1"),
-    ("t12-h200x2-r11", "94b8e563", "d936ca7a", 3, "1 of 1")])
+    ("t12-h200x2-r11", "94b8e563", "d936ca7a", 3, "1 of 1"),
+    ("t12-h200-r15", "992633aa", "561240bc", 3, "1 of 1")])  # the same on one H200, budget 400 s
 def test_under_the_rule_of_two_rounds_a_two_workload_pr_reports_every_5_percent_move_and_its_comment_comes_again(
         run: str, base: str, head: str, least: int, best: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
