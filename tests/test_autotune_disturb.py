@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "tests/fixtures/autotune-disturb"
 TRUTH = "tests/fixtures/h100-plant-truth"
@@ -67,3 +69,12 @@ def test_a_file_or_store_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path
         done = _tool(option, str(tmp_path / "none"))
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
         assert done.stderr.startswith("autotune_disturb: ") and str(tmp_path / "none") in done.stderr
+
+
+def test_a_neighbour_on_another_gpu_needs_two_gpus_and_one_is_one_line_and_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    done = _tool("--out", str(tmp_path / "out.jsonl"), "--conditions", "quiet", "othergpu")
+    assert done.returncode == 2 and done.stderr == "autotune_disturb: othergpu needs 2 GPUs, this host shows 1\n"
+    assert not (tmp_path / "out.jsonl").exists()
+

@@ -6,6 +6,8 @@ install it (tracker.measure.gpulock), under conditions taken in turn:
     quiet       nothing else on the GPU
     disturbed   a neighbour process takes the same lock for 50-300 ms at a time and runs large GEMMs under it
     brief       as disturbed, the neighbour's holds 2-20 ms (as long as other compiles' benchmarks hold it)
+    othergpu    the neighbour's 50-300 ms of GEMMs on another GPU of the host, under that GPU's own lock, and nothing
+                else on this one (a host of several GPUs: does work on one move autotuning on another?)
     settleN     disturbed, and the runner's settle (COMPILE_BASELINES_AUTOTUNE_SETTLE_MS=N): each of autotuning's
                 choices (a kernel's configs, a GEMM's candidates) benchmarked in one hold, which waits N ms first
                 where another process held the lock last
@@ -16,7 +18,8 @@ install it (tracker.measure.gpulock), under conditions taken in turn:
     coordesc    as whole, and coordinate descent's steps in that hold too (their compiles included)
 
 and prints each compile's latency and the configs autotuning settled on (the cell's fingerprint), then per condition
-how often each config came out. tests/fixtures/autotune-disturb has the runs and what they found.
+how often each config came out. The cell compiles on the first GPU the process sees; a run with `othergpu` needs two
+(its neighbour on the second). tests/fixtures/autotune-disturb has the runs and what they found.
 
     python tools/autotune_disturb.py --rounds 10 --out RESULTS.jsonl [--conditions quiet disturbed settle100]
                                      [--preset prefill --workload llm_rope_apply --mode max-autotune]
@@ -51,7 +54,8 @@ from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey
 from workloads.modes import AUTOTUNED_MODES, COMPILED
 
-PLAIN = ("quiet", "disturbed", "brief", "whole", "coordesc")
+PLAIN = ("quiet", "disturbed", "brief", "othergpu", "whole", "coordesc")
+ELSEWHERE = "othergpu"  # the one condition whose neighbour works on another GPU
 NEIGHBOUR_HOLD_S = {"brief": (0.002, 0.02)}  # the neighbour's holds under a condition; other conditions: 50-300 ms
 
 
@@ -207,13 +211,37 @@ def settle_cost(stores: Iterable[Path], settle_ms: float, after_ms: float = 0.0)
             f"({100 * added / max(held, 1e-9):.0f}%); most in {top}")
 
 
+def _visible_gpus(least: int) -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (nvidia-smi's indices where it is unset);
+    ValueError where there are fewer than `least`."""
+    named = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if named is not None:
+        gpus = [g.strip() for g in named.split(",") if g.strip()]
+    else:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                              text=True)
+        gpus = done.stdout.split() if done.returncode == 0 else []
+    if len(gpus) < least:
+        raise ValueError(f"{ELSEWHERE} needs {least} GPUs, this host shows {len(gpus)}")
+    return gpus
+
+
 def experiment(args: argparse.Namespace) -> int:
+    # the first GPU for the compiles and the same-GPU neighbour, the second for the other GPU's neighbour
+    gpus = _visible_gpus(2) if ELSEWHERE in args.conditions else []
     start = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="autotune-disturb-"))
     lock, active, stop = str(tmp / "gpu.lock"), str(tmp / "active"), str(tmp / "stop")
     me = [sys.executable, __file__, "--lock", lock]
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp / "triton")}
-    dist = subprocess.Popen([*me, "--child", "disturber", "-", "--flags", active, stop], env=env)
+    elsewhere = str(tmp / "active-elsewhere")
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = gpus[0]
+    dists = [subprocess.Popen([*me, "--child", "disturber", "-", "--flags", active, stop], env=env)]
+    if gpus:
+        dists.append(subprocess.Popen([sys.executable, __file__, "--lock", str(tmp / "gpu-elsewhere.lock"), "--child",
+                                       "disturber", "-", "--flags", elsewhere, stop],
+                                      env={**env, "CUDA_VISIBLE_DEVICES": gpus[1]}))
     launch: list[str] = []
     rows = []
     with args.out.open("a", encoding="utf-8") as out:
@@ -221,10 +249,12 @@ def experiment(args: argparse.Namespace) -> int:
             for how in args.conditions:
                 if time.monotonic() - start > args.deadline_s:
                     break
-                if how == "quiet":
-                    Path(active).unlink(missing_ok=True)
-                else:
-                    atomic.write_text(active, "{:g} {:g}".format(*NEIGHBOUR_HOLD_S.get(how, (0.05, 0.3))))
+                neighbour = {ELSEWHERE: elsewhere, "quiet": None}.get(how, active)
+                for flag in (active, elsewhere):
+                    if flag == neighbour:
+                        atomic.write_text(flag, "{:g} {:g}".format(*NEIGHBOUR_HOLD_S.get(how, (0.05, 0.3))))
+                    else:
+                        Path(flag).unlink(missing_ok=True)
                 p = subprocess.run([*me, "--child", "compile", how, "--preset", args.preset, "--workload",
                                     args.workload, "--mode", args.mode, *launch],
                                    env={**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{k}-{how}")},
@@ -240,7 +270,8 @@ def experiment(args: argparse.Namespace) -> int:
                 print(f"round {k} {how:9s} {row.get('median_ms')} {(row.get('fingerprint') or {}).get('autotune')} "
                       f"held {row.get('lock_held_s')} s phases {row.get('phase_s')}", flush=True)
     Path(stop).touch()
-    dist.wait(timeout=30)
+    for dist in dists:
+        dist.wait(timeout=30)
     print("\n".join(summary(rows)))
     return 0
 
@@ -289,7 +320,11 @@ def main() -> int:
         return 2
     if args.out is None:
         a.error("--out is required for an experiment")
-    return experiment(args)
+    try:
+        return experiment(args)
+    except ValueError as e:
+        print(f"autotune_disturb: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
