@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from tracker.commands.pr import exit_code
 from tracker.errors import UsageError
 from tracker.flows.forge import FileForge, PrintForge
 from tracker.flows.pr import PrRequest, pr
-from tracker.flows.rounds import Budget, PairedRounds, balance, groups_of
+from tracker.flows.rounds import Budget, PairedRounds, balance, enough_for, groups_of
 from tracker.flows.sides import Command, FlowError, Side, run_command_line, run_commands, workloads_at
 from tracker.github.forge import GitHubForge
 from tracker.publish.comparetable import render_table
@@ -209,6 +210,12 @@ def test_a_resumed_pr_measures_again_beside_its_other_side_what_an_interrupted_r
     assert again.batches and all(b == ["base", "head"] for b in again.batches)  # both sides together, each round
 
 
+def test_the_budget_that_would_let_another_round_start_is_a_tenth_more_than_it_needs_in_whole_tens_of_seconds() -> None:
+    # a round 1 of 247 s stopped at pr's default 240 s: the next round starts within 272 s; 160 s spent and a
+    # later round of 60 s: within 242 s
+    assert [enough_for(s) for s in (247.0, 160.0 + 60.0, 0.01)] == [280, 250, 10]
+
+
 @pytest.mark.slow
 def test_rounds_the_budget_stopped_say_so_in_the_comment_and_in_what_compare_reads_later(
         repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
@@ -222,6 +229,10 @@ def test_rounds_the_budget_stopped_say_so_in_the_comment_and_in_what_compare_rea
     record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
     assert record is not None and record.stopped.startswith("Measuring stopped, budget spent (")
     assert "more rounds could decide measured no further" in record.stopped
+    # and what budget would have let another round start: past what round 1 took
+    spent = float(re.search(r"budget spent \((\d+) s of", record.stopped)[1])
+    enough = int(re.search(r"about (\d+) s would let one more start\.$", record.stopped)[1])
+    assert enough > spent and enough % 10 == 0
     body = (tmp_path / "forge" / "comment.md").read_text()
     assert f"{record.stopped} `--budget` sets the time." in body
     comparison = compare_runs(tmp_path / "results", c["base"], c["head"], MACHINE)

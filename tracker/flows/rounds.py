@@ -24,6 +24,7 @@ decided ("the same", by construction) and never pending.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -269,9 +270,11 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
         spent = clock() - start
         # Round 1 compiles cold and costs most; the rounds after it reuse its compiled kernels, so the first of them
         # starts whenever time is left, and each later one when the last one's time is still left
-        if budget.compiles is None and spent + (last if target > targets[0] else 0.0) > budget.seconds:
+        needs = spent + (last if target > targets[0] else 0.0)  # the budget this round would start within
+        if budget.compiles is None and needs > budget.seconds:
             why = (f"budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about {last:.0f} s): "
-                   f"{units.count(len(cells), 'cell')} more rounds could decide measured no further")
+                   f"{units.count(len(cells), 'cell')} more rounds could decide measured no further; "
+                   f"about {enough_for(needs)} s would let one more start")
             print(f"{rounds.name}: {why}", file=rounds.log)
             return stopped(why, comparison) if stopped is not None else comparison
         print(f"{rounds.name}: {units.count(len(cells), 'cell')} to decide, measuring to {target} compiles a side "
@@ -282,10 +285,16 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
     return comparison
 
 
+def enough_for(needs_s: float) -> int:
+    """A budget, in whole tens of seconds, that would let a round start that needs `needs_s`: a tenth more, since
+    the same rounds take longer in another run."""
+    return math.ceil(needs_s * 1.1 / 10) * 10
+
+
 def _all_short(c: Comparison, compiles: int) -> list[Cell]:
     """Every cell measured ok on both sides with fewer than `compiles` pairs."""
     return sorted((x.preset, x.workload, x.mode) for x in c.cells
                   if x.compiles is not None and min(x.compiles) < compiles)
 
 
-__all__ = ["Budget", "Group", "PairedRounds", "balance", "groups_of", "until_decided"]
+__all__ = ["Budget", "Group", "PairedRounds", "balance", "enough_for", "groups_of", "until_decided"]
