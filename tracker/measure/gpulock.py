@@ -184,10 +184,7 @@ def install(lock: GpuLock, compiler: bool = True) -> list[str]:
             if not isinstance(cls, type):
                 continue
             for attr in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph"):
-                fn = cls.__dict__.get(attr)
-                if callable(fn) and not getattr(fn, "__compile_baselines_locked__", False):
-                    setattr(cls, attr, _locked(lock, fn))
-                    patched.append(f"{cls.__name__}.{attr}")
+                patched += _lock_method(lock, cls, attr)
     if compiler and lock.settle_s > 0:
         patched += _hold_choices_whole(lock)
     try:
@@ -208,18 +205,23 @@ def _hold_choices_whole(lock: GpuLock) -> list[str]:
     with contextlib.suppress(ImportError):
         from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
-        fn = CachingAutotuner.__dict__.get("benchmark_all_configs")
-        if callable(fn) and not getattr(fn, "__compile_baselines_locked__", False):
-            CachingAutotuner.benchmark_all_configs = _locked(lock, fn)
-            patched.append("CachingAutotuner.benchmark_all_configs")
+        patched += _lock_method(lock, CachingAutotuner, "benchmark_all_configs")
     with contextlib.suppress(ImportError):
         from torch._inductor.select_algorithm import AlgorithmSelectorCache
 
-        choose = AlgorithmSelectorCache.__dict__.get("benchmark_choices")
-        if isinstance(choose, classmethod) and not getattr(choose.__func__, "__compile_baselines_locked__", False):
-            AlgorithmSelectorCache.benchmark_choices = classmethod(_locked(lock, choose.__func__))
-            patched.append("AlgorithmSelectorCache.benchmark_choices")
+        patched += _lock_method(lock, AlgorithmSelectorCache, "benchmark_choices")
     return patched
+
+
+def _lock_method(lock: GpuLock, cls: type, attr: str) -> list[str]:
+    """`cls.attr` (a function or a classmethod) run under `lock`, unless it already is; its name where patched."""
+    fn = cls.__dict__.get(attr)
+    inner = fn.__func__ if isinstance(fn, classmethod) else fn
+    if not callable(inner) or getattr(inner, "__compile_baselines_locked__", False):
+        return []
+    locked = _locked(lock, inner)
+    setattr(cls, attr, classmethod(locked) if isinstance(fn, classmethod) else locked)
+    return [f"{cls.__name__}.{attr}"]
 
 
 def reserved_cpus(lock: GpuLock) -> frozenset[int]:
