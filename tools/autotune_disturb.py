@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tracker.measure.cellresult import CellResult
+from tracker.runner import gpus
 from tracker.store import atomic
 from tracker.store.cells import CellStore, RunKey
 from workloads.modes import AUTOTUNED_MODES, COMPILED
@@ -111,10 +112,9 @@ def compile_once(lock_path: str, how: str, preset: str, workload: str, mode: str
     from torch._inductor.runtime import triton_heuristics as th
 
     if how in ("whole", "coordesc"):
-        th.CachingAutotuner.benchmark_all_configs = gpulock._locked(lock, th.CachingAutotuner.benchmark_all_configs)
+        gpulock._lock_method(lock, th.CachingAutotuner, "benchmark_all_configs")
     if how == "coordesc":
-        th.CachingAutotuner.coordinate_descent_tuning = gpulock._locked(
-            lock, th.CachingAutotuner.coordinate_descent_tuning)
+        gpulock._lock_method(lock, th.CachingAutotuner, "coordinate_descent_tuning")
     r = measure_cell(preset, workload, mode, device="cuda", exclusive=lock.held, launch_us=launch_us)
     return {"condition": how, "launch_us": r.launch_us, "phase_s": r.phase_s, "status": r.status,
             "reason": r.reason, "median_ms": r.median_ms, "fingerprint": r.fingerprint, "compile_s": r.compile_s,
@@ -211,37 +211,31 @@ def settle_cost(stores: Iterable[Path], settle_ms: float, after_ms: float = 0.0)
             f"({100 * added / max(held, 1e-9):.0f}%); most in {top}")
 
 
-def _visible_gpus(least: int) -> list[str]:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (nvidia-smi's indices where it is unset);
-    ValueError where there are fewer than `least`."""
-    named = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if named is not None:
-        gpus = [g.strip() for g in named.split(",") if g.strip()]
-    else:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                              text=True)
-        gpus = done.stdout.split() if done.returncode == 0 else []
-    if len(gpus) < least:
-        raise ValueError(f"{ELSEWHERE} needs {least} GPUs, this host shows {len(gpus)}")
-    return gpus
+def _visible_gpus(least: int) -> tuple[str, ...]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (tracker.runner.gpus.listed); ValueError
+    where there are fewer than `least`."""
+    found = gpus.listed()
+    if len(found) < least:
+        raise ValueError(f"{ELSEWHERE} needs {least} GPUs, this host shows {len(found)}")
+    return found
 
 
 def experiment(args: argparse.Namespace) -> int:
     # the first GPU for the compiles and the same-GPU neighbour, the second for the other GPU's neighbour
-    gpus = _visible_gpus(2) if ELSEWHERE in args.conditions else []
+    pair = _visible_gpus(2) if ELSEWHERE in args.conditions else ()
     start = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="autotune-disturb-"))
     lock, active, stop = str(tmp / "gpu.lock"), str(tmp / "active"), str(tmp / "stop")
     me = [sys.executable, __file__, "--lock", lock]
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp / "triton")}
     elsewhere = str(tmp / "active-elsewhere")
-    if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = gpus[0]
+    if pair:
+        env["CUDA_VISIBLE_DEVICES"] = pair[0]
     dists = [subprocess.Popen([*me, "--child", "disturber", "-", "--flags", active, stop], env=env)]
-    if gpus:
+    if pair:
         dists.append(subprocess.Popen([sys.executable, __file__, "--lock", str(tmp / "gpu-elsewhere.lock"), "--child",
                                        "disturber", "-", "--flags", elsewhere, stop],
-                                      env={**env, "CUDA_VISIBLE_DEVICES": gpus[1]}))
+                                      env={**env, "CUDA_VISIBLE_DEVICES": pair[1]}))
     launch: list[str] = []
     rows = []
     with args.out.open("a", encoding="utf-8") as out:
