@@ -18,8 +18,9 @@ install it (tracker.measure.gpulock), under conditions taken in turn:
     coordesc    as whole, and coordinate descent's steps in that hold too (their compiles included)
 
 and prints each compile's latency and the configs autotuning settled on (the cell's fingerprint), then per condition
-how often each config came out. The cell compiles on the first GPU the process sees; a run with `othergpu` needs two
-(its neighbour on the second). tests/fixtures/autotune-disturb has the runs and what they found.
+how often each config came out. Each compile has an inductor cache of its own, a condition named twice in a round
+too (so none reads another's choices). The cell compiles on the first GPU the process sees; a run with `othergpu`
+needs two (its neighbour on the second). tests/fixtures/autotune-disturb has the runs and what they found.
 
     python tools/autotune_disturb.py --rounds 10 --out RESULTS.jsonl [--conditions quiet disturbed settle100]
                                      [--preset prefill --workload llm_rope_apply --mode max-autotune]
@@ -240,7 +241,7 @@ def experiment(args: argparse.Namespace) -> int:
     rows = []
     with args.out.open("a", encoding="utf-8") as out:
         for k in range(args.rounds):
-            for how in args.conditions:
+            for i, how in enumerate(args.conditions):
                 if time.monotonic() - start > args.deadline_s:
                     break
                 neighbour = {ELSEWHERE: elsewhere, "quiet": None}.get(how, active)
@@ -251,7 +252,7 @@ def experiment(args: argparse.Namespace) -> int:
                         Path(flag).unlink(missing_ok=True)
                 p = subprocess.run([*me, "--child", "compile", how, "--preset", args.preset, "--workload",
                                     args.workload, "--mode", args.mode, *launch],
-                                   env={**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{k}-{how}")},
+                                   env={**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{k}-{i}")},
                                    capture_output=True, text=True)
                 line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else json.dumps(
                     {"condition": how, "status": "crashed", "reason": p.stderr[-300:]})
