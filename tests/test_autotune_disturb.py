@@ -16,7 +16,8 @@ TRUTH = "tests/fixtures/h100-plant-truth"
 COMMANDS = (
     ["--summary", f"{FIXTURE}/run1-no-neighbour.jsonl", f"{FIXTURE}/run2-whole-coordesc.jsonl",
      f"{FIXTURE}/run3-settle.jsonl", f"{FIXTURE}/run4-settle-per-choice.jsonl", f"{FIXTURE}/run5-settle50.jsonl",
-     f"{FIXTURE}/run6-brief-after50.jsonl", f"{FIXTURE}/run7-after50.jsonl"],
+     f"{FIXTURE}/run6-brief-after50.jsonl", f"{FIXTURE}/run7-after50.jsonl", f"{FIXTURE}/run8-othergpu.jsonl",
+     f"{FIXTURE}/run9-othergpu.jsonl"],
     ["--configs", f"{TRUTH}/t12-h200x4-r10/verdict"],
     ["--configs", f"{TRUTH}/t12-h200x2-r13/verdict"],
     ["--configs", f"{TRUTH}/t12-h200"],
@@ -62,6 +63,18 @@ def test_brief_holds_left_autotuning_alone_and_settling_only_after_long_ones_mos
         quiet = {how: int(m[1]) if (m := re.search(r"f839aaaf2a56 x(\d+)", line)) else 0
                  for how, line in by_condition.items()}
         assert quiet == expected, run
+
+
+def test_a_neighbour_on_the_other_gpu_left_autotuning_alone_where_one_on_the_same_gpu_moved_it() -> None:
+    # run 8 named othergpu twice a round, the second reading the first's inductor cache back (its own label since)
+    for run, expected in (("run8-othergpu", {"othergpu": (6, 6), "quiet": (6, 6), "disturbed": (1, 5)}),
+                          ("run9-othergpu", {"othergpu": (9, 9), "disturbed": (0, 9)})):
+        lines = _tool("--summary", f"{FIXTURE}/{run}.jsonl").stdout
+        by_condition = {x.split(":")[0].strip(): x for x in lines.splitlines() if x.startswith("  ")}
+        counts = {how: (int(m[1]) if (m := re.search(r"f839aaaf2a56 x(\d+)", line)) else 0,
+                        int(re.search(r": (\d+) compiles", line)[1]))  # type: ignore[index]
+                  for how, line in by_condition.items() if how in expected}
+        assert counts == expected, run
 
 
 def test_a_file_or_store_that_is_not_there_is_one_line_and_exit_2(tmp_path: Path) -> None:
