@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tracker.analyse import paired
-from tracker.analyse.judge import ChangeRule
+from tracker.analyse.judge import ChangeRule, select
 from tracker.analyse.verdicts import FASTER, SAME, SLOWER, UNCONFIRMED, UNDECIDED
 from tracker.store import pairing
 from tracker.store.pairing import Pair, PairedRecord, PairingError
@@ -72,7 +73,8 @@ def test_the_same_needs_five_pairs_three_still_ones_may_be_one_state_of_a_cell_w
 def test_a_rule_allowing_fewer_compiles_than_the_same_needs_calls_the_same_on_all_it_may_get() -> None:
     assert paired.rule_for(10, 3).same_pairs == 5 and paired.rule_for(3, 3).same_pairs == 3
     assert paired.recorded(paired.rule_for(4, 3)) == {"confirm": (3, 3), "same_within": 0.03, "same_pairs": 4,
-                                                     "max_compiles": 4, "confirm_rounds": 2}
+                                                     "max_compiles": 4, "confirm_rounds": 2,
+                                                     "more_by_family": True}
     # one round is all three compiles allow: a change is confirmed in it
     assert paired.rule_for(3, 3).confirm_rounds == 1 and paired.rule_for(10, 3).confirm_rounds == 2
 
@@ -129,6 +131,27 @@ def test_what_the_pairs_cannot_decide_is_undecided_with_how_much_more_would() ->
     d = paired.Differences.of(pairs([1.05]))
     assert d is not None and paired.evidence(d, None, RULE, 0.01, 0.0, (1, 1)) is None
     assert paired.undecided(d, (1, 1), 0.0).verdict == UNDECIDED
+
+
+def test_a_mode_its_own_test_would_select_but_its_instances_modes_together_not_yet_says_what_they_need() -> None:
+    # one mode of an instance whose source changed, five constructed pairs -3.5% on average: alone it is selected at
+    # the look's level; tested with its instance's five modes (their p-value about ten times its own) it is not yet
+    d = paired.Differences.of(pairs([0.96, 1.0, 0.965, 0.99, 0.96]))
+    assert d is not None
+    e = paired.evidence(d, 0.01 ** 2, RULE, 0.01, 0.0, (5, 5))
+    assert e is not None and e.p_value < paired.nominal_alpha(RULE.alpha, paired.looks(RULE))
+    level = paired.nominal_alpha(RULE.alpha, paired.looks(RULE))
+    c, m = ("prefill", "llm_gelu_mlp"), ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+    quiet = {(*c, mode): replace(e, log_change=0.0, p_value=1.0) for mode in m}
+    alone = select({(*c, "eager"): e}, [[(*c, "eager")]], level)
+    together = select({(*c, "eager"): e, **quiet}, [[(*c, "eager"), *quiet]], level)
+    assert (*c, "eager") in alone.cells and (*c, "eager") not in together.cells
+    counted = replace(RULE, more_by_family=True)
+    assert together.needs[(*c, "eager")] == pytest.approx(level / 10)
+    assert paired.verdict_of(e, False, 1, counted, together.needs[(*c, "eager")]).more == 3
+    # a record of format 4 estimated on the cell's own test alone: none
+    assert paired.verdict_of(e, False, 1, RULE, together.needs[(*c, "eager")]).more == 0
+    assert paired.rule_for(10, 3).more_by_family and paired.recorded(paired.rule_for(10, 3))["more_by_family"]
 
 
 def test_an_undecided_cell_far_past_the_most_compiles_is_not_chased_one_within_reach_is() -> None:
@@ -189,6 +212,7 @@ def test_the_record_says_how_many_pairs_the_same_needed_and_an_older_one_needed_
     back = pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
     assert back is not None and back.same_pairs == 0 and as_recorded(RULE, back).same_pairs == 0
     assert back.stopped == "" and back.confirm_rounds == 1  # an older record counts no rounds
+    assert not back.more_by_family and not as_recorded(RULE, back).more_by_family  # nor its instances' modes
 
 
 def test_each_pair_names_its_run_and_an_older_record_names_none(tmp_path: Path) -> None:
@@ -214,6 +238,9 @@ def test_a_newer_damaged_or_linked_record_is_one_clear_error(tmp_path: Path) -> 
     written.write_text(json.dumps(data | {"cells": {"x": [{"round": 1, "base_ms": -1, "head_ms": 1}]}}))
     with pytest.raises(PairingError, match="damaged paired record"):
         pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
+    written.write_text(json.dumps(data | {"more_by_family": "yes"}))
+    with pytest.raises(PairingError, match=r"damaged paired record \('yes' is not true or false\)"):
+        pairing.find(tmp_path, "h100", "2.11.0+cu130", BASE, HEAD)
     outside = tmp_path.parent / f"{tmp_path.name}-outside.json"
     outside.write_text(json.dumps(data))
     written.unlink()
@@ -235,7 +262,6 @@ AA_PR = Path(__file__).resolve().parent / "fixtures" / "h200-stay" / "aa-pr"
 def test_an_aa_pr_whose_first_round_moved_one_gpus_cells_alike_reports_nothing_once_changes_need_two_rounds(
         tmp_path: Path) -> None:
     import shutil
-    from dataclasses import replace
 
     from tracker.analyse.compare import compare_runs
     from tracker.store.cells import default_cells_dir

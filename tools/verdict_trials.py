@@ -398,18 +398,21 @@ def load_trial(directory: Path) -> TruthTrial:
         raise ToolError(f"{manifest}: not a trial manifest (no {e})") from None
 
 
-def rule_asked(t: TruthTrial, dest: Path, **rule: int) -> Path:
+def rule_asked(t: TruthTrial, dest: Path, **rule: int | bool) -> Path:
     """A copy of the trial's verdict run (results and cell store) whose paired record asks `rule` (its fields:
-    same_pairs, confirm_rounds) instead of what it recorded."""
+    same_pairs, confirm_rounds, more_by_family) instead of what it recorded."""
     shutil.copytree(t.results, dest)
     shutil.copytree(default_cells_dir(t.results), default_cells_dir(dest))
-    record = pairing.find(default_cells_dir(dest), t.machine, t.truth.torch, t.base, t.head)
-    if record is None:
+    # the trial may name its verdict run's commits abbreviated; the record is named by the full ones
+    cells = default_cells_dir(dest)
+    found = sorted(cells.glob(f"{t.machine}/{t.head}*/*/paired-{t.base}*.json"))
+    if len(found) != 1:
         raise ToolError(f"{t.results}: no paired record of the verdict run (it was not measured in pairs)")
+    record = pairing.read(cells, found[0])
     if rule.get("confirm_rounds", 1) > 1:
         record = replace(record, cells={k: tuple(replace(p, run=p.run or _scheduled_round(p.round, record))
                                                  for p in ps) for k, ps in record.cells.items()})
-    pairing.write(default_cells_dir(dest), replace(record, **rule))
+    pairing.write(cells, replace(record, **rule))
     return dest
 
 

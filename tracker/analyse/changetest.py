@@ -163,7 +163,8 @@ class PairedTest:
         level = paired.nominal_alpha(rule.alpha, paired.looks(rule))
         chosen = select(ev, _families(ev, context.joint), level)
         for key, e in ev.items():
-            judged.verdicts[key] = paired.verdict_of(e, key in chosen.cells, chosen.families, rule)
+            judged.verdicts[key] = paired.verdict_of(e, key in chosen.cells, chosen.families, rule,
+                                                     chosen.needs.get(key))
             judged.evidence[key] = e
         return Judged(judged.verdicts, judged.evidence, chosen, True, self.name)
 

@@ -528,7 +528,8 @@ def as_recorded(rule: ChangeRule, record: pairing.PairedRecord) -> ChangeRule:
     if rule.test != NOISE_TEST:
         return rule
     return replace(rule, confirm=record.confirm, same_within=record.same_within, same_pairs=record.same_pairs,
-                   max_compiles=record.max_compiles, confirm_rounds=record.confirm_rounds)
+                   max_compiles=record.max_compiles, confirm_rounds=record.confirm_rounds,
+                   more_by_family=record.more_by_family)
 
 
 def _history_tables(results_dir: str | os.PathLike[str], history: Sequence[str | os.PathLike[str]],

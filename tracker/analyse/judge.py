@@ -26,7 +26,7 @@ shows is NOISY, never a regression; and a change found on fewer compiles than `c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +92,9 @@ class ChangeRule:
     # ... and a change is confirmed only on pairs of this many rounds, the rounds' shared noise weighed in (1: rounds
     # not counted, as records of format 3 and before)
     confirm_rounds: int = 1
+    # ... and an undecided cell's estimate of the pairs that would settle it counts the modes of its instance tested
+    # with it (False: its own test alone, as records of format 4 and before)
+    more_by_family: bool = False
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):
@@ -298,11 +301,13 @@ def best_evidence(b: Evidence, h: Evidence, b_row: Any, h_row: Any, rule: Change
 @dataclass(frozen=True)
 class Selection:
     """The cells a comparison selects (`cells`) and the p-value at or under which a further hypothesis of the same
-    comparison (a best latency) counts too (`cutoff`), out of `families` families."""
+    comparison (a best latency) counts too (`cutoff`), out of `families` families; `needs`: the p-value each cell
+    would need to be selected, at the first rank (its family selected: within it; else its family's, as its own)."""
 
     cells: frozenset
     cutoff: float
     families: int
+    needs: Mapping[Any, float] = field(default_factory=dict)
 
 
 def family_p(ps: Sequence[float], signs: Sequence[float]) -> float:
@@ -326,7 +331,11 @@ def select(evidence: dict[Any, Evidence], families: Sequence[Sequence[Any]], alp
     chosen = stats.bh_select(fp, alpha)
     cutoff = alpha * max(sum(chosen), 1) / len(fams)
     cells: set[Any] = set()
+    needs: dict[Any, float] = {}
     for fam, yes in zip(fams, chosen, strict=True):
+        # a family's p-value is about 2 x its size times its one moved cell's (family_p: Simes', doubled)
+        needs.update(dict.fromkeys(fam, alpha / len(fam) if yes else
+                                   alpha / len(fams) / (2 * len(fam) if len(fam) > 1 else 1)))
         if not yes:
             continue
         if len(fam) == 1:
@@ -336,7 +345,7 @@ def select(evidence: dict[Any, Evidence], families: Sequence[Sequence[Any]], alp
         along = [k for k in fam if evidence[k].log_change * way > 0]
         inner = stats.bh_select([evidence[k].p_value for k in along], alpha)
         cells |= {k for k, ok in zip(along, inner, strict=True) if ok}
-    return Selection(frozenset(cells), cutoff, len(fams))
+    return Selection(frozenset(cells), cutoff, len(fams), needs)
 
 
 def resolution(e: Evidence, families: int, rule: ChangeRule) -> float:

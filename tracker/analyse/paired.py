@@ -83,14 +83,14 @@ def rule_for(most: int, confirm: int) -> ChangeRule:
     of CONFIRM_ROUNDS rounds. Where the user allows fewer compiles than the same needs, a cell is the same on all it
     may get; where fewer than the rounds, a change is confirmed on the rounds it may get."""
     return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most),
-                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1))
+                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True)
 
 
 def recorded(r: ChangeRule) -> dict[str, Any]:
     """The fields of a paired record (tracker.store.pairing) that say which rule decided it, so that any later
     comparison judges as this one did (tracker.analyse.compare.as_recorded)."""
     return {"confirm": r.confirm, "same_within": r.same_within, "same_pairs": r.same_pairs,
-            "max_compiles": r.max_compiles, "confirm_rounds": r.confirm_rounds}
+            "max_compiles": r.max_compiles, "confirm_rounds": r.confirm_rounds, "more_by_family": r.more_by_family}
 
 
 def looks(rule: ChangeRule) -> int:
@@ -203,18 +203,21 @@ def evidence(d: Differences, prior_var: float | None, rule: ChangeRule, least: f
     return Evidence(d.base, d.head, compiles, d.mean, se, df, p, least, spread, noise, rounds)
 
 
-def more_to_settle(e: Evidence, rule: ChangeRule, families: int) -> int:
+def more_to_settle(e: Evidence, rule: ChangeRule, families: int, needs: float | None = None) -> int:
     """About how many more pairs would decide this cell at its present estimate and noise: enough for the change to
-    be selected, or for its interval to fit inside the margin, whichever comes first."""
+    be selected, or for its interval to fit inside the margin, whichever comes first. Selected at the p-value the
+    selection says it `needs` (`judge.Selection.needs`: its instance's modes counted), where `rule.more_by_family`;
+    else as a family of its own, first among `families` (records of format 4)."""
     n = e.compiles[0]
     sd = e.se * math.sqrt(max(n, 1))
     if sd <= 0:
         return 0
     level = nominal_alpha(rule.alpha, looks(rule))
+    bar = needs if rule.more_by_family and needs is not None else level / max(families, 1)
     change, margin = abs(e.log_change), _margin(e, rule)
     need = []
     if change > 0:
-        need.append((stats.t_quantile(level / (2 * max(families, 1)), e.df) * sd / change) ** 2)
+        need.append((stats.t_quantile(bar / 2, e.df) * sd / change) ** 2)
     if change < margin:
         need.append(max((stats.t_quantile(level, e.df) * sd / (margin - change)) ** 2, rule.same_pairs))
     return max(0, math.ceil(min(need)) - n) if need else 0
@@ -227,8 +230,9 @@ def _margin(e: Evidence, rule: ChangeRule) -> float:
     return math.log1p(rule.same_within)
 
 
-def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> Verdict:
-    """The paired test's verdict for one cell once the comparison's cells were selected together."""
+def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule, needs: float | None = None) -> Verdict:
+    """The paired test's verdict for one cell once the comparison's cells were selected together (`needs`: the
+    p-value the selection would have needed of it)."""
     level = nominal_alpha(rule.alpha, looks(rule))
     half = stats.t_quantile((1 - rule.ci_level) / 2, e.df) * e.se
     ci = (_exp(e.log_change - half), _exp(e.log_change + half))
@@ -243,7 +247,7 @@ def verdict_of(e: Evidence, selected: bool, families: int, rule: ChangeRule) -> 
         verdict = SAME
     else:
         verdict = UNDECIDED
-    more = more_to_settle(e, rule, families) if verdict == UNDECIDED else None
+    more = more_to_settle(e, rule, families, needs) if verdict == UNDECIDED else None
     return Verdict(verdict, e.ratio, e.p_value, e.least, stats.float_or_none(e.spread), e.compiles, ci, resolves,
                    (e.base.mean_ms, e.head.mean_ms), e.noise.source, (e.base.set_aside, e.head.set_aside), more,
                    noisy=DISTURBED if verdict == NOISY else None)

@@ -90,6 +90,7 @@ class PairedRecord:
     max_compiles: int = 10
     same_pairs: int = 0
     confirm_rounds: int = 1  # the rounds a change needs, their shared noise weighed in (1: not counted, format 3)
+    more_by_family: bool = False  # an undecided cell's estimate counts its instance's modes (False: format 4)
     cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
     shared: SharedBaseline | None = None  # the cells measured once for both sides (none: every cell in pairs)
     stopped: str = ""  # why the rounds stopped with cells they could still decide, in words ("": they did not)
@@ -153,9 +154,16 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
                             same_within=float(data.get("same_within", 0.03)),
                             max_compiles=int(data.get("max_compiles", 10)), same_pairs=int(data["same_pairs"]),
                             confirm_rounds=int(data["confirm_rounds"]),
+                            more_by_family=_flag(data["more_by_family"]),
                             cells=cells, shared=_shared(data.get("shared")), stopped=str(data["stopped"]))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{value!r} is not true or false")
+    return value
 
 
 def _confirm(value: Any) -> tuple[int, int]:
