@@ -400,3 +400,14 @@ def test_a_mode_its_instances_modes_have_not_selected_yet_says_how_many_more_pai
     assert recorded.verdict == UNDECIDED and not recorded.more and recorded.ratio < 0.97
     counted = said(tool.rule_asked(t, tmp_path / "results", more_by_family=True))
     assert counted.verdict == UNDECIDED and counted.more and counted.ratio == recorded.ratio
+
+
+def test_a_pr_whose_estimates_count_an_instances_modes_comes_again_byte_for_byte_and_calls_no_5_percent_move_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # r16: r15's plants and budget on one H200, its paired record of format 5
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / "t12-h200-r16"
+    _comment_again_and_no_5_percent_move_same(trial, "d2c41c8b", "42f91d44", 3, "1 of 1")
+    record = pairing.find(trial / "verdict" / "cells", "h100-t12", "2.11.0+cu130",
+                          "d2c41c8bdeae423fca3d7e6965eed8f4f9830b6a", "42f91d446fee541df7ced4d09108d25792f98eeb")
+    assert record is not None and record.more_by_family and record.confirm_rounds == 2
