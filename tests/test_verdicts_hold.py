@@ -297,7 +297,9 @@ H200_AA = ROOT / "tests" / "fixtures" / "h200-stay"
     # llm.py on two H200s, each side planning within half of each GPU's memory: one round in the budget
     ("aa-pr-llm", "x2-aa-llm", "25b44748", "85099770", 114),
     ("aa-pr-rl1", "h200-aa-rl", "715ef955", "1e12cf43", 20),  # rl.py on one H200, both sides within half of it
-    ("aa-pr-rl-f5", "h200-aa-rl-f5", "8286f099", "380a3076", 20)])  # the same, its paired record of format 5
+    ("aa-pr-rl-f5", "h200-aa-rl-f5", "8286f099", "380a3076", 20),  # the same, its paired record of format 5
+    # a comment in a kernel under test on one H200: its cells in pairs, the baseline measured once for both sides
+    ("aa-pr-kernel-f5", "h200-aa-kernel-f5", "7e9ecdb4", "7d4431b3", 14)])
 def test_an_aa_pr_on_h200s_under_the_rule_of_two_rounds_reports_nothing_and_compare_posts_it_again(
         folder: str, machine: str, base: str, head: str, cells: int, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
