@@ -139,8 +139,8 @@ def test_a_mode_its_own_test_would_select_but_its_instances_modes_together_not_y
     d = paired.Differences.of(pairs([0.96, 1.0, 0.965, 0.99, 0.96]))
     assert d is not None
     e = paired.evidence(d, 0.01 ** 2, RULE, 0.01, 0.0, (5, 5))
-    assert e is not None and e.p_value < paired.nominal_alpha(RULE.alpha, paired.looks(RULE))
     level = paired.nominal_alpha(RULE.alpha, paired.looks(RULE))
+    assert e is not None and e.p_value < level
     c, m = ("prefill", "llm_gelu_mlp"), ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
     quiet = {(*c, mode): replace(e, log_change=0.0, p_value=1.0) for mode in m}
     alone = select({(*c, "eager"): e}, [[(*c, "eager")]], level)
