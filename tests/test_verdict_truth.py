@@ -383,6 +383,7 @@ def test_with_autotuning_settled_the_comment_comes_again_and_no_5_percent_move_i
 
 def test_a_mode_its_instances_modes_have_not_selected_yet_says_how_many_more_pairs_they_need(
         tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse import paired
     from tracker.analyse.compare import compare_runs
 
     cell = ("prefill", "llm_logits_projection_softmax", "max-autotune")
@@ -398,6 +399,7 @@ def test_a_mode_its_instances_modes_have_not_selected_yet_says_how_many_more_pai
 
     recorded = said(t.results)
     assert recorded.verdict == UNDECIDED and not recorded.more and recorded.ratio < 0.97
+    assert recorded.p_value < paired.nominal_alpha(0.05, paired.looks(paired.rule_for(10, 3)))  # its own test: selected
     counted = said(tool.rule_asked(t, tmp_path / "results", more_by_family=True))
     assert counted.verdict == UNDECIDED and counted.more and counted.ratio == recorded.ratio
 
