@@ -312,6 +312,32 @@ def test_an_aa_pr_on_h200s_under_the_rule_of_two_rounds_reports_nothing_and_comp
     assert render_comment(c) == (run / f"comment-{machine}.md").read_text()
 
 
+def test_a_kernel_whose_own_cell_is_undecided_has_its_speedup_undecided_not_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from tracker.store import pairing
+
+    # the kernel A/A on one H200: decode triton_rmsnorm's cell undecided (+5.1%, under its minimum change, beyond the
+    # same's 3%), its speedup's change 0.96x; its record (format 5) called that change the same, as posted
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    run, key = H200_AA / "aa-pr-kernel-f5", ("decode", "llm_rmsnorm", "triton_rmsnorm")
+
+    def kernel(results: Path):
+        c = compare_runs(results, "7e9ecdb4", "7d4431b3", "h200-aa-kernel-f5")
+        [cell] = [x for x in c.cells if (x.preset, x.workload, x.mode) == (*key[:2], f"kernel:{key[2]}")]
+        [k] = [k for k in c.kernels if (k.preset, k.workload, k.kernel) == key]
+        return cell.verdict, k.verdict
+
+    assert kernel(run / "results") == (UNDECIDED, SAME)
+    shutil.copytree(run, tmp_path / "run")
+    [found] = (tmp_path / "run" / "cells").glob("*/*/*/paired-*.json")
+    record = pairing.read(tmp_path / "run" / "cells", found)
+    assert not record.kernel_undecided
+    pairing.write(tmp_path / "run" / "cells", replace(record, kernel_undecided=True))  # as a record of format 6
+    assert kernel(tmp_path / "run" / "results") == (UNDECIDED, UNDECIDED)
+
+
 def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> None:
     # trial 5's DPO max-autotune: 7.30-8.19 us at base, 8.74-9.31 us at head (trial 4 drew 8.16 -> 7.10 us): its
     # head's best lies beyond the base's slowest compile by 7%, but by 0.55 us, half the quarter launch floor

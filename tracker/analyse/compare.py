@@ -377,7 +377,7 @@ def _kernel(key: tuple[str, str, str], cell: CellChange, b: Any, h: Any, base_ce
     best, _ = _latency(key[:2], b, h, base_cells, head_cells, judged, rule, launch)
     threshold = max(cell.threshold or 0.0, best.threshold or 0.0)
     why = None
-    if abs(math.log(change)) < math.log1p(threshold):
+    if abs(math.log(change)) < math.log1p(threshold) and not (rule.kernel_undecided and cell.verdict == UNDECIDED):
         verdict = SAME
     elif cell.verdict in (SLOWER, FASTER) or best.verdict in (SLOWER, FASTER):
         disturbed = _disturbed(rule, cell) or (best.spread or 0.0) > rule.max_spread
@@ -529,7 +529,7 @@ def as_recorded(rule: ChangeRule, record: pairing.PairedRecord) -> ChangeRule:
         return rule
     return replace(rule, confirm=record.confirm, same_within=record.same_within, same_pairs=record.same_pairs,
                    max_compiles=record.max_compiles, confirm_rounds=record.confirm_rounds,
-                   more_by_family=record.more_by_family)
+                   more_by_family=record.more_by_family, kernel_undecided=record.kernel_undecided)
 
 
 def _history_tables(results_dir: str | os.PathLike[str], history: Sequence[str | os.PathLike[str]],

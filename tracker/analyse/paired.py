@@ -83,14 +83,16 @@ def rule_for(most: int, confirm: int) -> ChangeRule:
     of CONFIRM_ROUNDS rounds. Where the user allows fewer compiles than the same needs, a cell is the same on all it
     may get; where fewer than the rounds, a change is confirmed on the rounds it may get."""
     return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most),
-                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True)
+                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True,
+                      kernel_undecided=True)
 
 
 def recorded(r: ChangeRule) -> dict[str, Any]:
     """The fields of a paired record (tracker.store.pairing) that say which rule decided it, so that any later
     comparison judges as this one did (tracker.analyse.compare.as_recorded)."""
     return {"confirm": r.confirm, "same_within": r.same_within, "same_pairs": r.same_pairs,
-            "max_compiles": r.max_compiles, "confirm_rounds": r.confirm_rounds, "more_by_family": r.more_by_family}
+            "max_compiles": r.max_compiles, "confirm_rounds": r.confirm_rounds, "more_by_family": r.more_by_family,
+            "kernel_undecided": r.kernel_undecided}
 
 
 def looks(rule: ChangeRule) -> int:

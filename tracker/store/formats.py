@@ -112,6 +112,12 @@ def update_paired_to_5(record: Document) -> Document:
     return {"more_by_family": False, **record}
 
 
+def update_paired_to_6(record: Document) -> Document:
+    """A paired record of generation 5 is from before a kernel whose own cell is undecided had its speedup's change
+    undecided too: a change under the cell's minimum change was the same."""
+    return {"kernel_undecided": False, **record}
+
+
 def update_comparison_to_2(doc: Document) -> Document:
     """A comparison of generation 1 is from before the same needed a number of pairs (any), the count of best
     latencies undecided (those of its listed instances, where it lists every one; else unknown, null) and a paired
@@ -128,11 +134,12 @@ CELL = Format("cell record", (update_cell_to_2,))
 LAUNCH_FLOOR = Format("launch floor")
 SUMMARY = Format("summary JSON")
 COMPARISON = Format("comparison JSON", (update_comparison_to_2,))
-PAIRED = Format("paired record", (update_paired_to_2, update_paired_to_3, update_paired_to_4, update_paired_to_5),
-                unversioned=False)
+PAIRED = Format("paired record", (update_paired_to_2, update_paired_to_3, update_paired_to_4, update_paired_to_5,
+                                  update_paired_to_6), unversioned=False)
 
 FORMATS: dict[str, Format] = {f.name: f for f in (CELL, LAUNCH_FLOOR, SUMMARY, COMPARISON, PAIRED)}
 
 __all__ = ["CELL", "COMPARISON", "FORMATS", "KEY", "LAUNCH_FLOOR", "PAIRED", "SUMMARY", "Format", "FormatError",
            "FormatTooNew", "update_cell_to_2", "update_comparison_to_2", "update_paired_to_2", "update_paired_to_3",
-           "update_paired_to_4", "update_paired_to_5"]
+           "update_paired_to_4", "update_paired_to_5",
+           "update_paired_to_6"]
