@@ -44,7 +44,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracker.analyse import attribution, noise, pairs
+from tracker.analyse import attribution, noise, paired, pairs
 from tracker.analyse.best import instance_table
 from tracker.analyse.changes import CellChange, Comparison, InstanceChange, KernelChange, ModeFigures
 from tracker.analyse.changetest import Context, Judged, test_for
@@ -527,9 +527,7 @@ def as_recorded(rule: ChangeRule, record: pairing.PairedRecord) -> ChangeRule:
     margin and looks come from the record."""
     if rule.test != NOISE_TEST:
         return rule
-    return replace(rule, confirm=record.confirm, same_within=record.same_within, same_pairs=record.same_pairs,
-                   max_compiles=record.max_compiles, confirm_rounds=record.confirm_rounds,
-                   more_by_family=record.more_by_family, kernel_undecided=record.kernel_undecided)
+    return paired.as_recorded(rule, record)
 
 
 def _history_tables(results_dir: str | os.PathLike[str], history: Sequence[str | os.PathLike[str]],

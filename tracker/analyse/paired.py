@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any
 
@@ -51,7 +51,7 @@ from tracker.analyse.judge import ChangeRule, Evidence, Verdict, _exp, _unconfir
 from tracker.analyse.noise import CellNoise
 from tracker.analyse.verdicts import DISTURBED, FASTER, NOISY, SAME, SLOWER, UNCONFIRMED, UNDECIDED
 from tracker.stats import Compiles
-from tracker.store.pairing import Pair
+from tracker.store.pairing import Pair, PairedRecord
 
 # Pocock's nominal two-sided level for K equally spaced looks at an overall 0.05 (Pocock 1977, table 1; K = 1..10).
 _POCOCK_05 = (0.05, 0.0294, 0.0221, 0.0182, 0.0158, 0.0142, 0.0130, 0.0120, 0.0112, 0.0106)
@@ -87,12 +87,20 @@ def rule_for(most: int, confirm: int) -> ChangeRule:
                       kernel_undecided=True)
 
 
+# The rule's fields a paired record (tracker.store.pairing) keeps under the same names
+RECORDED = ("confirm", "same_within", "same_pairs", "max_compiles", "confirm_rounds", "more_by_family",
+            "kernel_undecided")
+
+
 def recorded(r: ChangeRule) -> dict[str, Any]:
     """The fields of a paired record (tracker.store.pairing) that say which rule decided it, so that any later
-    comparison judges as this one did (tracker.analyse.compare.as_recorded)."""
-    return {"confirm": r.confirm, "same_within": r.same_within, "same_pairs": r.same_pairs,
-            "max_compiles": r.max_compiles, "confirm_rounds": r.confirm_rounds, "more_by_family": r.more_by_family,
-            "kernel_undecided": r.kernel_undecided}
+    comparison judges as this one did (`as_recorded`)."""
+    return {name: getattr(r, name) for name in RECORDED}
+
+
+def as_recorded(rule: ChangeRule, record: PairedRecord) -> ChangeRule:
+    """`rule` with the fields `record` (a paired record) says it was decided by."""
+    return replace(rule, **{name: getattr(record, name) for name in RECORDED})
 
 
 def looks(rule: ChangeRule) -> int:
@@ -261,6 +269,6 @@ def undecided(d: Differences, compiles: tuple[int, int], spread: float) -> Verdi
                    means_ms=(d.base.mean_ms, d.head.mean_ms), noise="paired: 1 pair, its noise unknown yet", more=1)
 
 
-__all__ = ["CONFIRM_ROUNDS", "Differences", "evidence", "looks", "more_to_settle", "nominal_alpha",
-           "pooled_round_variance", "pooled_variance", "recorded", "round_variance", "rule_for", "schedule",
-           "undecided", "verdict_of"]
+__all__ = ["CONFIRM_ROUNDS", "RECORDED", "Differences", "as_recorded", "evidence", "looks", "more_to_settle",
+           "nominal_alpha", "pooled_round_variance", "pooled_variance", "recorded", "round_variance", "rule_for",
+           "schedule", "undecided", "verdict_of"]
