@@ -34,6 +34,16 @@ def _tool(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True)
 
 
+def _by_condition(*runs: str) -> dict[str, str]:
+    """The summary's line of each condition in these runs (FIXTURE's RUN.jsonl)."""
+    out = _tool("--summary", *(f"{FIXTURE}/{run}.jsonl" for run in runs)).stdout
+    return {x.split(":")[0].strip(): x for x in out.splitlines() if x.startswith("  ")}
+
+
+def _on_quiet_config(line: str) -> int:
+    return int(m[1]) if (m := re.search(r"f839aaaf2a56 x(\d+)", line)) else 0
+
+
 def test_the_experiment_s_summary_the_trials_configs_and_the_settle_cost_are_reproduced() -> None:
     out = "".join(_tool(*c).stdout for c in COMMANDS)
     assert out == (ROOT / FIXTURE / "summary.txt").read_text()
@@ -48,8 +58,7 @@ def test_beside_a_neighbour_autotuning_left_the_quiet_config_and_settling_brough
 
 
 def test_a_settle_of_100_ms_a_choice_kept_the_quiet_config_and_shorter_ones_did_not() -> None:
-    lines = _tool("--summary", f"{FIXTURE}/run4-settle-per-choice.jsonl", f"{FIXTURE}/run5-settle50.jsonl").stdout
-    by_condition = {x.split(":")[0].strip(): x for x in lines.splitlines() if x.startswith("  ")}
+    by_condition = _by_condition("run4-settle-per-choice", "run5-settle50")
     assert "configs f839aaaf2a56 x4;" in by_condition["wholesettle100"]
     for short in ("wholesettle20", "settle50", "settle20"):
         assert re.search(r"configs (?!f839aaaf2a56 x\d+;)", by_condition[short]), short  # not all on it
@@ -58,10 +67,7 @@ def test_a_settle_of_100_ms_a_choice_kept_the_quiet_config_and_shorter_ones_did_
 def test_brief_holds_left_autotuning_alone_and_settling_only_after_long_ones_mostly_kept_the_quiet_config() -> None:
     for run, expected in (("run6-brief-after50", {"brief": 6, "disturbed": 1, "settle100after50": 5}),
                           ("run7-after50", {"settle100after50": 4, "disturbed": 0})):
-        lines = _tool("--summary", f"{FIXTURE}/{run}.jsonl").stdout
-        by_condition = {x.split(":")[0].strip(): x for x in lines.splitlines() if x.startswith("  ")}
-        quiet = {how: int(m[1]) if (m := re.search(r"f839aaaf2a56 x(\d+)", line)) else 0
-                 for how, line in by_condition.items()}
+        quiet = {how: _on_quiet_config(line) for how, line in _by_condition(run).items()}
         assert quiet == expected, run
 
 
@@ -69,11 +75,8 @@ def test_a_neighbour_on_the_other_gpu_left_autotuning_alone_where_one_on_the_sam
     # run 8 named othergpu twice a round, the second reading the first's inductor cache back (its own label since)
     for run, expected in (("run8-othergpu", {"othergpu": (6, 6), "quiet": (6, 6), "disturbed": (1, 5)}),
                           ("run9-othergpu", {"othergpu": (9, 9), "disturbed": (0, 9)})):
-        lines = _tool("--summary", f"{FIXTURE}/{run}.jsonl").stdout
-        by_condition = {x.split(":")[0].strip(): x for x in lines.splitlines() if x.startswith("  ")}
-        counts = {how: (int(m[1]) if (m := re.search(r"f839aaaf2a56 x(\d+)", line)) else 0,
-                        int(re.search(r": (\d+) compiles", line)[1]))  # type: ignore[index]
-                  for how, line in by_condition.items() if how in expected}
+        counts = {how: (_on_quiet_config(line), int(re.search(r": (\d+) compiles", line)[1]))  # type: ignore[index]
+                  for how, line in _by_condition(run).items() if how in expected}
         assert counts == expected, run
 
 
