@@ -299,7 +299,8 @@ H200_AA = ROOT / "tests" / "fixtures" / "h200-stay"
     ("aa-pr-rl1", "h200-aa-rl", "715ef955", "1e12cf43", 20),  # rl.py on one H200, both sides within half of it
     ("aa-pr-rl-f5", "h200-aa-rl-f5", "8286f099", "380a3076", 20),  # the same, its paired record of format 5
     # a comment in a kernel under test on one H200: its cells in pairs, the baseline measured once for both sides
-    ("aa-pr-kernel-f5", "h200-aa-kernel-f5", "7e9ecdb4", "7d4431b3", 14)])
+    ("aa-pr-kernel-f5", "h200-aa-kernel-f5", "7e9ecdb4", "7d4431b3", 14),
+    ("aa-pr-kernel-f6", "h200-aa-kernel-f6", "0cb1fa1f", "db133321", 14)])  # the same, its record of format 6
 def test_an_aa_pr_on_h200s_under_the_rule_of_two_rounds_reports_nothing_and_compare_posts_it_again(
         folder: str, machine: str, base: str, head: str, cells: int, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,6 +337,17 @@ def test_a_kernel_whose_own_cell_is_undecided_has_its_speedup_undecided_not_the_
     assert not record.kernel_undecided
     pairing.write(tmp_path / "run" / "cells", replace(record, kernel_undecided=True))  # as a record of format 6
     assert kernel(tmp_path / "run" / "results") == (UNDECIDED, UNDECIDED)
+
+
+def test_a_pr_of_format_6_posts_an_undecided_kernel_s_speedup_as_undecided(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel A/A again, its record of format 6: decode triton_rmsnorm's cell undecided (+3.5%, 95% CI -2.5..+9.9%
+    # on eight pairs), and the kernels table of the posted comment says so of its speedup (0.97x -> 0.96x)
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    c = compare_runs(H200_AA / "aa-pr-kernel-f6" / "results", "0cb1fa1f", "db133321", "h200-aa-kernel-f6")
+    assert c.rule.kernel_undecided
+    assert [(k.preset, k.kernel) for k in c.kernels if k.verdict == UNDECIDED] == [("decode", "triton_rmsnorm")]
+    assert [(x.preset, x.mode) for x in c.cells if x.verdict == UNDECIDED] == [("decode", "kernel:triton_rmsnorm")]
 
 
 def test_a_quarter_launch_counts_beyond_the_faster_side_s_slowest_compile() -> None:
