@@ -279,6 +279,10 @@ def test_a_real_rerun_of_the_same_code_changes_no_best_baseline_and_regresses_no
     assert other.workload == vit.workload and not other.best_changed
     assert other.reason == "default now wins, but the change is undecided"
     assert {k.verdict for k in c.kernels} <= {SAME, UNDECIDED}  # both runs measured the same kernels
+    # a kernel whose own cell is undecided has its speedup's change undecided too, never the same
+    open_ = {(x.preset, x.workload, x.mode) for x in c.cells if x.verdict == UNDECIDED}
+    said = {k.verdict for k in c.kernels if (k.preset, k.workload, f"kernel:{k.kernel}") in open_}
+    assert said == {UNDECIDED}
     assert headline(c) == f"No change found · {len(c.undecided_best)} best latencies undecided · " \
         f"{len(c.undecided)} cells undecided"
 

@@ -375,7 +375,8 @@ def test_with_autotuning_settled_the_comment_comes_again_and_no_5_percent_move_i
     assert len(records) > 100 and all(r.lock_settled_s is not None for r in records)
     autotuned = [r for r in records if r.mode in AUTOTUNED_MODES]
     assert sum(1 for r in autotuned if r.lock_settled_s) >= 0.9 * len(autotuned)
-    # budget spent in round 1 (r12) or not (r13, r14, r17): what really moved 5% is reported or undecided, never the same
+    # budget spent in round 1 (r12) or not (r13, r14, r17): what really moved 5% is reported or undecided, never
+    # the same
     out = truth_cmd(str(trial))
     cells, reported, undecided, same, wrong, _other = _table(out.stdout)[("GPU-bound", ">= 5%")]
     assert cells == 3 and reported + undecided == cells and same == wrong == 0

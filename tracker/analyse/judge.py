@@ -96,8 +96,8 @@ class ChangeRule:
     # with it (False: its own test alone, as records of format 4 and before)
     more_by_family: bool = False
     # ... and a kernel whose own cell is undecided has its speedup's change undecided too, however small (False: a
-    # change under the cell's minimum change is the same, as records of format 5 and before, and the nightly's)
-    kernel_undecided: bool = False
+    # change under the cell's minimum change is the same, as paired records of format 5 and before)
+    kernel_undecided: bool = True
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):

@@ -83,8 +83,7 @@ def rule_for(most: int, confirm: int) -> ChangeRule:
     of CONFIRM_ROUNDS rounds. Where the user allows fewer compiles than the same needs, a cell is the same on all it
     may get; where fewer than the rounds, a change is confirmed on the rounds it may get."""
     return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most),
-                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True,
-                      kernel_undecided=True)
+                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True)
 
 
 # The rule's fields a paired record (tracker.store.pairing) keeps under the same names
