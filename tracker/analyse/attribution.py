@@ -1,4 +1,5 @@
-"""Which workloads a change of the source can move: the files two commits differ in, mapped to workloads.
+"""Which workloads a change of the source can move: the files two commits differ in, mapped to workloads, and
+within a module of workloads, the workloads whose definitions the change touched (tracker.analyse.sourcediff).
 
 A cell whose workload the change cannot reach (and measured under the same GPU, torch and triton) moved for
 another reason than the change: the compiler drew other kernels or launch configs, or the machine timed it
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracker.analyse import sourcediff
 from tracker.store.commits import CommitError, git
 from workloads import catalog
 
@@ -44,7 +46,7 @@ class Selection:
 
     def describe(self) -> str:
         if not self.workloads:
-            return "nothing to measure"
+            return "nothing to measure" + (f" ({'; '.join(self.reasons)})" if self.reasons else "")
         what = "all workloads" if self.everything else ", ".join(self.workloads)
         return f"measured {what} ({'; '.join(self.reasons)})"
 
@@ -79,8 +81,10 @@ def kernel_declarations() -> dict[str, list[tuple[str, str]]]:
 
 
 def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, list[str]] | None = None,
-                     kernels_by_file: Mapping[str, list[str]] | None = None) -> Selection:
-    """The workloads a change to `changed` (repository paths) can affect."""
+                     kernels_by_file: Mapping[str, list[str]] | None = None,
+                     reached: Mapping[str, frozenset[str]] | None = None) -> Selection:
+    """The workloads a change to `changed` (repository paths) can affect; `reached`: of a module of workloads, those
+    whose definitions the change touched (`definitions_reached`; a module it does not name: all of its workloads)."""
     workloads_by_file = workload_modules() if workloads_by_file is None else workloads_by_file
     kernels_by_file = kernel_modules() if kernels_by_file is None else kernels_by_file
     all_kernel_workloads = sorted({w for ws in kernels_by_file.values() for w in ws})
@@ -92,6 +96,13 @@ def select_workloads(changed: Iterable[str], workloads_by_file: Mapping[str, lis
         if any(path == h or (h.endswith("/") and path.startswith(h)) for h in HARNESS):
             everything, kernels = True, False
             reasons.append(f"{path}: the harness, all workloads")
+        elif reached is not None and path in reached and path in workloads_by_file:
+            touched = [w for w in workloads_by_file[path] if w in reached[path]]
+            chosen.update(touched)
+            kernels = kernels and not touched
+            reasons.append(f"{path} changed: the code of {', '.join(touched)}" if touched else
+                           f"{path} changed, but no workload's code in it (comments, docstrings or definitions none "
+                           "uses)")
         elif path in workloads_by_file:
             chosen.update(workloads_by_file[path])
             kernels = False
@@ -114,7 +125,27 @@ def source_changes(base: str, head: str, repo_dir: Path) -> Selection | None:
     """The workloads the source differences between two commits can move; None when git cannot tell (a commit
     not in the repository, no git)."""
     try:
-        out = git(["diff", "--name-only", base, head], repo_dir)
+        files = [line for line in git(["diff", "--name-only", base, head], repo_dir).splitlines() if line]
     except CommitError:
         return None
-    return select_workloads(line for line in out.splitlines() if line)
+    return select_workloads(files, reached=definitions_reached(files, base, head, repo_dir))
+
+
+def definitions_reached(files: Iterable[str], old: str, new: str, repo_dir: Path,
+                        workloads_by_file: Mapping[str, list[str]] | None = None) -> dict[str, frozenset[str]]:
+    """Of each module of workloads among `files`, the workloads whose definitions differ between commits `old` and
+    `new`, where that can be told (tracker.analyse.sourcediff; a module it cannot tell of is left out: all of its
+    workloads)."""
+    workloads_by_file = workload_modules() if workloads_by_file is None else workloads_by_file
+    out: dict[str, frozenset[str]] = {}
+    for path in files:
+        if path not in workloads_by_file:
+            continue
+        try:
+            before, after = (git(["show", f"{commit}:{path}"], repo_dir) for commit in (old, new))
+        except CommitError:  # added or removed: every workload it defines
+            continue
+        found = sourcediff.reached(before, after, workloads_by_file[path])
+        if found is not None:
+            out[path] = found
+    return out

@@ -57,6 +57,9 @@ def add(commands: Commands) -> None:
                     help="every cell in pairs at base and head even where only kernels under test changed (by "
                          "default their baseline, the modes' cells, is measured once for both sides, or taken from a "
                          "--history run of the base's workload code)")
+    pr.add_argument("--whole-modules", action="store_true",
+                    help="every workload of a changed module of workloads (by default only those whose definitions "
+                         "the change touched, and those a definition they use reaches: a comment reaches none)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -77,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
                         args.jobs or policy.default_jobs_here(devices),  # both sides together: at once on a GPU host
                         args.machine, args.preset, args.mode, catalog.expand(args.workload) if args.workload else None,
                         args.history, args.fail_on, Budget(args.budget, args.max_compiles, args.compiles),
-                        project_repo(), args.full)
+                        project_repo(), args.full, args.whole_modules)
     return exit_code(pr(request, forge, devices=devices, log=sys.stderr), args.fail_on)
 
 

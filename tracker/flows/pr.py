@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TextIO
 
 from tracker.analyse import compare
-from tracker.analyse.attribution import Selection, select_workloads
+from tracker.analyse.attribution import Selection, definitions_reached, select_workloads
 from tracker.analyse.changes import Comparison
 from tracker.analyse.compare import ChangeRule
 from tracker.analyse.confirm import COMPILES
 from tracker.analyse.paired import recorded, rule_for
 from tracker.flows import baseline, rounds
 from tracker.flows.forge import Forge
-from tracker.flows.sides import Runner, Side, changed_files, resolve, run_commands, workloads_at, worktrees
+from tracker.flows.sides import Runner, Side, changed_files, merge_base, resolve, run_commands, workloads_at, worktrees
 from tracker.paths import REPO_ROOT
 from tracker.publish import prcomment, units
 from tracker.runner import gpus
@@ -57,6 +57,7 @@ class PrRequest:
     budget: rounds.Budget = field(default_factory=rounds.Budget)
     repo_dir: Path = REPO_ROOT
     full: bool = False  # every cell in pairs, even where only kernels under test changed (no shared baseline)
+    whole_modules: bool = False  # every workload of a changed module, not only those whose definitions changed
 
 
 def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: Sequence[str] | None = None,
@@ -71,14 +72,16 @@ def pr(request: PrRequest, forge: Forge, runner: Runner | None = None, devices: 
     machine = request.machine or socket.gethostname()
     base, head = resolve(request.base_ref, repo_dir), resolve(request.head_ref, repo_dir)
     files = changed_files(base, head, repo_dir)
-    selection = select_workloads(files)
+    reached = None if request.whole_modules else definitions_reached(files, merge_base(base, head, repo_dir), head,
+                                                                     repo_dir)
+    selection = select_workloads(files, reached=reached)
     if request.scope is not None:
         selection = selection.within(request.scope)
     log = log or sys.stderr
     print(f"pr: base {base[:12]} ({request.base_ref}), head {head[:12]} ({request.head_ref}), "
           f"{units.count(len(files), 'changed file')}; {selection.describe()}", file=log)
     if not selection.workloads:
-        _post(forge, prcomment.render_skipped(base, head, files), False, log)
+        _post(forge, prcomment.render_skipped(base, head, files, selection.reasons), False, log)
         return None
     sides = _sides(selection.workloads, base, head, repo_dir, log)
     plan = None if request.full or request.budget.compiles else \

@@ -68,6 +68,11 @@ def changed_files(base: str, head: str, repo_dir: Path) -> list[str]:
     return [line for line in git(["diff", "--name-only", f"{base}...{head}"], repo_dir).splitlines() if line]
 
 
+def merge_base(base: str, head: str, repo_dir: Path) -> str:
+    """Where head left base: the commit `changed_files` compares head with."""
+    return git(["merge-base", base, head], repo_dir).strip()
+
+
 def workloads_at(commit: str, repo_dir: Path) -> tuple[str, ...] | None:
     """WORKLOAD_NAMES as of `commit` (None when it cannot be read): a side measures only what exists there."""
     try:

@@ -4,6 +4,7 @@ that `comment` finds it by, fitted into GitHub's 65,536-character limit without 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,8 @@ def render_comment(c: Comparison, max_chars: int = MAX_BODY_CHARS, scope: str | 
     return fit(text, "\n\n… (cut at GitHub's comment size limit)\n", max_chars)
 
 
-def render_skipped(base: str, head: str, files: list[str]) -> str:
-    """The PR comment when no file that affects a measurement changed: nothing was measured."""
+def render_skipped(base: str, head: str, files: list[str], reasons: Sequence[str] = ()) -> str:
+    """The PR comment when no change reaches a measurement: nothing was measured. `reasons`: why the modules of
+    workloads that changed reach none (tracker.analyse.attribution.Selection.reasons)."""
     return _ENV.get_template("comment.md.j2").render(skipped=True, marker=ours(MARKER), changed="false", base=base,
-                                                     head=head, files=files)
+                                                     head=head, files=files, reasons=reasons)
