@@ -289,11 +289,11 @@ def test_a_paired_record_of_format_1_reads_with_no_shared_baseline_and_today_s_k
                                                     .to_json())))
     assert again.shared == shared and again.shared.holds(("prefill", "w", "eager")) and again == \
         pairing.PairedRecord(**{**record.__dict__, "shared": shared})
-    assert pairing.PairedRecord(**{**record.__dict__, "shared": shared}).to_json()["format"] == pairing.FORMAT == 6
+    assert pairing.PairedRecord(**{**record.__dict__, "shared": shared}).to_json()["format"] == pairing.FORMAT == 7
     with pytest.raises(pairing.PairingError, match="damaged paired record"):
         pairing.from_json({**old, "format": 2, "shared": {"cells": "prefill/w/eager", "commit": commit}})
-    with pytest.raises(pairing.PairingError, match="format 7 is newer"):
-        pairing.from_json({**old, "format": 7})
+    with pytest.raises(pairing.PairingError, match="format 8 is newer"):
+        pairing.from_json({**old, "format": 8})
 
 
 # ---------------------------------------------------------------------------------------------------- stderr

@@ -313,6 +313,28 @@ def test_an_aa_pr_on_h200s_under_the_rule_of_two_rounds_reports_nothing_and_comp
     assert render_comment(c) == (run / f"comment-{machine}.md").read_text()
 
 
+@pytest.mark.parametrize(("folder", "machine", "base", "head"), [
+    ("aa-pr2", "x4-aa2-diffusion", "9deecab4", "aa909227"), ("aa-pr-rl", "x4-aa-rl", "636171be", "bdd16c48"),
+    ("aa-pr-vlm", "x2-aa-vlm", "74d6359", "3573e15"), ("aa-pr-rl1", "h200-aa-rl", "715ef955", "1e12cf43"),
+    ("aa-pr-rl-f5", "h200-aa-rl-f5", "8286f099", "380a3076")])
+def test_an_aa_pr_stays_silent_when_its_rounds_shared_variance_scales_with_each_cell_s_noise(
+        folder: str, machine: str, base: str, head: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from tracker.store import pairing
+
+    # the A/A PRs of two rounds' records, judged as a record of format 7 asks (ChangeRule.round_by_scale)
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    shutil.copytree(H200_AA / folder, tmp_path / "run")
+    [found] = (tmp_path / "run" / "cells").glob("*/*/*/paired-*.json")
+    record = pairing.read(tmp_path / "run" / "cells", found)
+    assert record.confirm_rounds == 2 and not record.round_by_scale
+    pairing.write(tmp_path / "run" / "cells", replace(record, round_by_scale=True))
+    c = compare_runs(tmp_path / "run" / "results", base, head, machine)
+    assert c.rule.round_by_scale and not c.changed
+    assert (c.best_changes, c.regressions, c.improvements) == ([], [], [])
+
+
 def test_a_kernel_whose_own_cell_is_undecided_has_its_speedup_undecided_not_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace

@@ -35,7 +35,7 @@ repository at hand and as if every workload's source had changed, on the runs' o
 
 Planted trials against truth (the measure of record; tests/fixtures/h100-plant-truth/device-trials.sh makes them):
 
-    python tools/verdict_trials.py truth DIR... [--verbose] [--same-pairs N] [--confirm-rounds N]
+    python tools/verdict_trials.py truth DIR... [--verbose] [--same-pairs N] [--confirm-rounds N] [--round-by-scale]
 
 Each DIR holds a trial.json (the trial's base and head commits, its planted and control workloads, and its two
 runs: machine and results directory, the cell store beside it; the verdict run's own base and head where it
@@ -51,8 +51,9 @@ direction, undecided, called the same, reported the wrong way; the instances who
 more and whether each is a best-baseline change; and the control workloads' cells, whose real change is 0 by
 construction, and their alarms. `--same-pairs N` judges the verdict runs as if their records asked N pairs of a cell
 that is the same (ChangeRule.same_pairs; a record written before it asks any number), `--confirm-rounds N` as if they
-asked pairs of N rounds for a change (ChangeRule.confirm_rounds): the pairs they measured read by a later rule, not
-the rounds that rule would have added.
+asked pairs of N rounds for a change (ChangeRule.confirm_rounds), `--round-by-scale` as if they carried the rounds'
+shared variance in proportion to each cell's own (ChangeRule.round_by_scale, records of format 7): the pairs they
+measured read by a later rule, not the rounds that rule would have added.
 """
 
 from __future__ import annotations
@@ -400,7 +401,7 @@ def load_trial(directory: Path) -> TruthTrial:
 
 def rule_asked(t: TruthTrial, dest: Path, **rule: int | bool) -> Path:
     """A copy of the trial's verdict run (results and cell store) whose paired record asks `rule` (its fields:
-    same_pairs, confirm_rounds, more_by_family) instead of what it recorded."""
+    same_pairs, confirm_rounds, more_by_family, round_by_scale) instead of what it recorded."""
     shutil.copytree(t.results, dest)
     shutil.copytree(default_cells_dir(t.results), default_cells_dir(dest))
     # the trial may name its verdict run's commits abbreviated; the record is named by the full ones
@@ -584,8 +585,8 @@ def cmd_truth(a: argparse.Namespace) -> None:
     trials = [load_trial(Path(d)) for d in a.trials]
     tally = Tally()
     with tempfile.TemporaryDirectory() as tmp:
-        asked = {k: v for k, v in (("same_pairs", a.same_pairs), ("confirm_rounds", a.confirm_rounds))
-                 if v is not None}
+        asked = {k: v for k, v in (("same_pairs", a.same_pairs), ("confirm_rounds", a.confirm_rounds),
+                                   ("round_by_scale", a.round_by_scale or None)) if v is not None}
         for t in trials:
             results = rule_asked(t, Path(tmp) / t.name / "results", **asked) if asked else t.results
             c = compare_runs(results, t.base, t.head, t.machine)
@@ -666,6 +667,9 @@ def main() -> None:
                     help="judge the verdict runs as if their records asked N pairs of a cell that is the same")
     tr.add_argument("--confirm-rounds", type=int, metavar="N",
                     help="judge the verdict runs as if their records asked pairs of N rounds for a change")
+    tr.add_argument("--round-by-scale", action="store_true",
+                    help="judge the verdict runs as if their records carried the rounds' shared variance in "
+                         "proportion to each cell's own (paired records of format 7)")
     tr.set_defaults(fn=cmd_truth)
     pa = sub.add_parser("pairs", help="false alarms of the committed A/A pairs of cold full runs")
     pa.add_argument("--test", choices=TESTS, default=TESTS[0])

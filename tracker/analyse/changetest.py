@@ -147,7 +147,7 @@ class PairedTest:
                 fast = min(d.base.best_ms, d.head.best_ms)
                 diffs[key] = (cell_class(key[2], fast, launch_us, rule.noise, rule.host), d)
         prior = paired.pooled_variance(diffs)
-        shared = paired.pooled_round_variance(diffs) if rule.confirm_rounds > 1 else {}
+        shared = paired.pooled_round_variance(diffs, rule.round_by_scale) if rule.confirm_rounds > 1 else {}
         ev: dict[Cell, Evidence] = {}
         for key, (cls, d) in diffs.items():
             b, h = ok[key]

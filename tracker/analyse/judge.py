@@ -98,6 +98,10 @@ class ChangeRule:
     # ... and a kernel whose own cell is undecided has its speedup's change undecided too, however small (False: a
     # change under the cell's minimum change is the same, as paired records of format 5 and before)
     kernel_undecided: bool = True
+    # ... and the round-to-round variance a paired cell's mean carries is its class's ratio of that variance to the
+    # variance of its differences, times the cell's own (False: its class's variance itself, as paired records of
+    # format 6 and before)
+    round_by_scale: bool = False
 
     def __post_init__(self) -> None:
         if self.factor is not None and not (self.factor >= 1 and math.isfinite(self.factor)):

@@ -19,9 +19,11 @@ paired records of format 4), the mean's variance has that shared part too,
 
     se^2 = s^2 / n + r^2 * sum(n_i^2) / n^2,
 
-n_i the cell's pairs in round i and r^2 the round-to-round variance of its class (`round_variance`: one-way random
-effects, by moments, the class's median over its cells measured in two rounds or more; 0 while none is), and a change
-is confirmed only on pairs of `confirm_rounds` rounds: three pairs of one round can be one round's state.
+n_i the cell's pairs in round i and r^2 its round-to-round variance (`round_variance`: one-way random effects, by
+moments): its class's median over its cells measured in two rounds or more, as a share of each cell's own variance,
+times the cell's s^2 (ChangeRule.round_by_scale, paired records of format 7; before, the class's median variance
+itself, which a class of few cells, some far noisier, set for its quiet ones too); 0 while no cell has two rounds. A
+change is confirmed only on pairs of `confirm_rounds` rounds: three pairs of one round can be one round's state.
 
 The rounds grow (`schedule`: 1, 3, 5, 8, 10 compiles a side by default) and the comparison looks at the data after
 every round, so each look is made at Pocock's nominal level for K looks (`nominal_alpha`, K the rounds of the
@@ -83,12 +85,13 @@ def rule_for(most: int, confirm: int) -> ChangeRule:
     of CONFIRM_ROUNDS rounds. Where the user allows fewer compiles than the same needs, a cell is the same on all it
     may get; where fewer than the rounds, a change is confirmed on the rounds it may get."""
     return ChangeRule(confirm=(confirm, confirm), max_compiles=most, same_pairs=min(ChangeRule.same_pairs, most),
-                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True)
+                      confirm_rounds=min(CONFIRM_ROUNDS, len(schedule(most, confirm)) - 1 or 1), more_by_family=True,
+                      round_by_scale=True)
 
 
 # The rule's fields a paired record (tracker.store.pairing) keeps under the same names
 RECORDED = ("confirm", "same_within", "same_pairs", "max_compiles", "confirm_rounds", "more_by_family",
-            "kernel_undecided")
+            "kernel_undecided", "round_by_scale")
 
 
 def recorded(r: ChangeRule) -> dict[str, Any]:
@@ -187,22 +190,33 @@ def round_variance(d: Differences) -> float | None:
     return max(0.0, (between - within) / n0)
 
 
-def pooled_round_variance(diffs: Mapping[object, tuple[str, Differences]]) -> dict[str, float]:
-    """r^2 by class: the median `round_variance` of this comparison's cells measured in two rounds or more."""
-    return _median_by_class(diffs, round_variance)
+def pooled_round_variance(diffs: Mapping[object, tuple[str, Differences]], by_scale: bool = False
+                          ) -> dict[str, float]:
+    """r^2 by class: the median `round_variance` of this comparison's cells measured in two rounds or more; `by_scale`:
+    the median of its ratio to each cell's variance of its differences (ChangeRule.round_by_scale)."""
+    if not by_scale:
+        return _median_by_class(diffs, round_variance)
+
+    def ratio(d: Differences) -> float | None:
+        r = round_variance(d)
+        return r / d.var if r is not None and d.var else None
+
+    return _median_by_class(diffs, ratio)
 
 
 def evidence(d: Differences, prior_var: float | None, rule: ChangeRule, least: float, spread: float,
              compiles: tuple[int, int], round_var: float | None = None) -> Evidence | None:
     """The paired evidence of one cell; None where nothing tells its noise yet (one pair and no prior).
-    `round_var`: its class's round-to-round variance, where the rule counts rounds."""
+    `round_var`: its class's round-to-round variance, where the rule counts rounds (with ChangeRule.round_by_scale,
+    its ratio to a cell's variance: `pooled_round_variance`)."""
     k = rule.prior_df if prior_var is not None else 0.0
     own = (d.n - 1) * d.var if d.var is not None else 0.0
     df = k + d.n - 1
     if df <= 0:
         return None
     var = (k * (prior_var or 0.0) + own) / df
-    shared = (round_var or 0.0) * sum(len(g) ** 2 for g in d.by_round().values()) / d.n ** 2
+    round_var = (round_var or 0.0) * (var if rule.round_by_scale else 1.0)
+    shared = round_var * sum(len(g) ** 2 for g in d.by_round().values()) / d.n ** 2
     se = math.sqrt(var / d.n + shared)
     p = stats.t_p_value(d.mean / se, df) if se > 0 else (0.0 if d.mean else 1.0)
     source = f"{d.n} pairs" + (f" and its class's spread (as {k:g} pairs)" if k else "") + \

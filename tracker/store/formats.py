@@ -118,6 +118,12 @@ def update_paired_to_6(record: Document) -> Document:
     return {"kernel_undecided": False, **record}
 
 
+def update_paired_to_7(record: Document) -> Document:
+    """A paired record of generation 6 is from before the rounds' shared variance scaled with each cell's own: every
+    cell of a class carried the class's."""
+    return {"round_by_scale": False, **record}
+
+
 def update_comparison_to_2(doc: Document) -> Document:
     """A comparison of generation 1 is from before the same needed a number of pairs (any), the count of best
     latencies undecided (those of its listed instances, where it lists every one; else unknown, null) and a paired
@@ -135,11 +141,11 @@ LAUNCH_FLOOR = Format("launch floor")
 SUMMARY = Format("summary JSON")
 COMPARISON = Format("comparison JSON", (update_comparison_to_2,))
 PAIRED = Format("paired record", (update_paired_to_2, update_paired_to_3, update_paired_to_4, update_paired_to_5,
-                                  update_paired_to_6), unversioned=False)
+                                  update_paired_to_6, update_paired_to_7), unversioned=False)
 
 FORMATS: dict[str, Format] = {f.name: f for f in (CELL, LAUNCH_FLOOR, SUMMARY, COMPARISON, PAIRED)}
 
 __all__ = ["CELL", "COMPARISON", "FORMATS", "KEY", "LAUNCH_FLOOR", "PAIRED", "SUMMARY", "Format", "FormatError",
            "FormatTooNew", "update_cell_to_2", "update_comparison_to_2", "update_paired_to_2", "update_paired_to_3",
            "update_paired_to_4", "update_paired_to_5",
-           "update_paired_to_6"]
+           "update_paired_to_6", "update_paired_to_7"]

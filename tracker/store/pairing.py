@@ -92,6 +92,7 @@ class PairedRecord:
     confirm_rounds: int = 1  # the rounds a change needs, their shared noise weighed in (1: not counted, format 3)
     more_by_family: bool = False  # an undecided cell's estimate counts its instance's modes (False: format 4)
     kernel_undecided: bool = False  # a kernel's speedup is undecided where its cell is (False: format 5)
+    round_by_scale: bool = False  # the rounds' shared variance scales with each cell's own (False: format 6)
     cells: Mapping[str, tuple[Pair, ...]] = field(default_factory=dict)  # "preset/workload/mode" -> its pairs
     shared: SharedBaseline | None = None  # the cells measured once for both sides (none: every cell in pairs)
     stopped: str = ""  # why the rounds stopped with cells they could still decide, in words ("": they did not)
@@ -157,6 +158,7 @@ def from_json(data: Any, where: str = "paired record") -> PairedRecord:
                             confirm_rounds=int(data["confirm_rounds"]),
                             more_by_family=_flag(data["more_by_family"]),
                             kernel_undecided=_flag(data["kernel_undecided"]),
+                            round_by_scale=_flag(data["round_by_scale"]),
                             cells=cells, shared=_shared(data.get("shared")), stopped=str(data["stopped"]))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PairingError(f"{where}: damaged paired record ({e})") from None
