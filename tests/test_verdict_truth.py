@@ -415,3 +415,38 @@ def test_a_pr_whose_estimates_count_an_instances_modes_comes_again_byte_for_byte
     record = pairing.find(trial / "verdict" / "cells", "h100-t12", "2.11.0+cu130",
                           "d2c41c8bdeae423fca3d7e6965eed8f4f9830b6a", "42f91d446fee541df7ced4d09108d25792f98eeb")
     assert record is not None and record.more_by_family and record.confirm_rounds == 2 and not record.kernel_undecided
+
+
+@pytest.mark.parametrize("run", ["t13-h200-r1", "t13-h200-r2"])
+def test_a_pr_as_a_user_makes_it_measures_what_its_change_reached_and_its_comment_comes_again(
+        run: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+
+    # t12's two plants of llm.py alone, pr with no --workload: it measured the two workloads the change reached
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / run
+    c = compare_runs(trial / "verdict" / "results", "e0911fa3", "4586cd7d", "h100-t13")
+    assert render_comment(c) == (trial / "verdict" / "comment.md").read_text()
+    assert {x.workload for x in c.cells} == {"llm_rope_apply", "llm_logits_projection_softmax"}
+    assert "(workloads/llm.py changed: the code of llm_rope_apply, llm_logits_projection_softmax)" in c.scope
+    assert not [x for x in c.cells if x.verdict == SAME and abs(math.log(x.ratio)) > math.log(1.05)]
+
+
+def test_a_quiet_cell_carries_its_class_s_round_variance_in_proportion_to_its_own_noise(
+        tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+
+    # t13-h200-r1's prefill rope max-autotune-no-cudagraphs (really -11.3%): five pairs -12.1% within 1.7% of each
+    # other; its record (format 6) carried its class's round-to-round variance, set by the logits projection's noisier
+    # autotuned cells, and it stayed undecided; as a record of format 7 judges, in proportion to its own, reported
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    t = tool.load_trial(REPO / "tests" / "fixtures" / "h100-plant-truth" / "t13-h200-r1")
+    cell = ("prefill", "llm_rope_apply", "max-autotune-no-cudagraphs")
+
+    def verdict(results: Path) -> str:
+        c = compare_runs(results, t.base, t.head, t.machine)
+        return next(x.verdict for x in c.cells if (x.preset, x.workload, x.mode) == cell)
+
+    assert verdict(t.results) == UNDECIDED
+    assert verdict(tool.rule_asked(t, tmp_path / "results", round_by_scale=True)) == FASTER
