@@ -145,4 +145,3 @@ def _without_docstrings(tree: ast.Module) -> ast.Module:
 
 def _is_docstring(node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-
