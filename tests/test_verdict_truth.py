@@ -450,3 +450,19 @@ def test_a_quiet_cell_carries_its_class_s_round_variance_in_proportion_to_its_ow
 
     assert verdict(t.results) == UNDECIDED
     assert verdict(tool.rule_asked(t, tmp_path / "results", round_by_scale=True)) == FASTER
+
+
+def test_a_record_of_format_7_says_in_its_footer_that_a_change_needs_pairs_of_two_rounds_and_their_shared_spread(
+        tool: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.analyse.compare import compare_runs
+    from tracker.publish.prcomment import render_comment
+
+    monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
+    t = tool.load_trial(REPO / "tests" / "fixtures" / "h100-plant-truth" / "t13-h200-r1")
+    said = "its pairs' spread, moderated by its class's, and its rounds' shared spread, its class's in proportion to "
+    unconfirmed = "a change found on fewer than 3 compiles a side or pairs of fewer than 2 rounds is unconfirmed"
+    posted = (t.results.parent / "comment.md").read_text()  # format 6: its footer as it was posted
+    assert said not in posted and unconfirmed not in posted
+    again = render_comment(compare_runs(tool.rule_asked(t, tmp_path / "results", round_by_scale=True), t.base, t.head,
+                                        t.machine))
+    assert said in again and unconfirmed in again

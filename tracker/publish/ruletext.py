@@ -43,15 +43,18 @@ class Applied:
 
 
 def confirm_text(rule: ChangeRule) -> str:
-    """"fewer than 3 compiles at head" (or "a side", "at base", both sides' numbers): what leaves a change
-    unconfirmed; "" when the rule asks for none."""
+    """"fewer than 3 compiles at head" (or "a side", "at base", both sides' numbers; and where a paired record of
+    format 7 or later asks rounds, "or pairs of fewer than 2 rounds"): what leaves a change unconfirmed; "" when the
+    rule asks for none."""
     base, head = rule.confirm
     if base <= 1 and head <= 1:  # every measured cell has at least one compile
         return ""
+    rounds = f" or pairs of fewer than {rule.confirm_rounds} rounds" if rule.round_by_scale and \
+        rule.confirm_rounds > 1 else ""
     if base == head:
-        return f"fewer than {head} compiles a side"
+        return f"fewer than {head} compiles a side{rounds}"
     sides = [f"{n} at {side}" for side, n in (("base", base), ("head", head)) if n > 1]
-    return "fewer than " + " or ".join(sides).replace(" at", " compiles at", 1)
+    return "fewer than " + " or ".join(sides).replace(" at", " compiles at", 1) + rounds
 
 
 def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
@@ -115,6 +118,13 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     return ways, out
 
 
+def _noise_words(r: ChangeRule) -> str:
+    """What a paired cell's noise is, as the footer says it (the rounds' shared spread from records of format 7)."""
+    rounds = ", and its rounds' shared spread, its class's in proportion to its own" if r.round_by_scale and \
+        r.confirm_rounds > 1 else ""
+    return f"its pairs' spread, moderated by its class's{rounds}"
+
+
 def _paired_clause(r: ChangeRule, markdown: bool, factor: str) -> list[str]:
     """How the paired test decides (tracker.analyse.paired)."""
     looks = paired.looks(r)
@@ -123,7 +133,7 @@ def _paired_clause(r: ChangeRule, markdown: bool, factor: str) -> list[str]:
         return [f"base and head were measured in pairs, the two compiles of a pair started together on one GPU, round "
                 f"after round until each cell was decided or the budget spent (at most {r.max_compiles} compiles a "
                 f"side): a cell changed when the mean of its pairs' differences moved beyond {r.floor:.0%} and beyond "
-                f"its noise (its pairs' spread, moderated by its class's), the cells selected together at each look at "
+                f"its noise ({_noise_words(r)}), the cells selected together at each look at "
                 f"Pocock's level for {looks} looks ({level:.2%}; Benjamini-Hochberg, an instance's modes together) so "
                 f"that unchanged code raises an alarm in under {r.alpha:.0%} of comparisons{factor}; it is the same "
                 f"when its interval lies within {band(r.same_within)}{_on_pairs(r)}, and undecided otherwise"]
