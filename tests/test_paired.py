@@ -290,9 +290,9 @@ def test_an_aa_pr_whose_first_round_moved_one_gpus_cells_alike_reports_nothing_o
 
 def test_a_cell_carries_its_class_s_share_of_round_to_round_variance_in_proportion_to_its_own_noise() -> None:
     # trial t13 (tests/fixtures/h100-plant-truth/t13-h200-r1): rope's prefill max-autotune-no-cudagraphs, five pairs
-    # -12% within 1.7% of each other, shared its class with the logits projection's autotuned cells, whose rounds
-    # differed by 3-4% as their pairs did; their round-to-round variance, carried as the class's, widened rope's
-    # interval most, and it stayed undecided. Scaled (paired records of format 7), each cell carries the class's ratio
+    # -12% within 1.7% of each other, shared its class with the logits projection's autotuned cells, three of whose
+    # rounds differed by 3.9-5.8%; their round-to-round variance, carried as the class's, widened rope's interval
+    # most, and it stayed undecided. Scaled (paired records of format 7), each cell carries the class's ratio
     # of round-to-round variance to a cell's own, times its own: a quiet cell less, a noisy one about as much.
     logits = [paired.Differences.of(in_runs(r)) for r in ([[1.04, 0.99, 1.07], [0.97, 0.94]],
                                                            [[0.95, 1.02, 0.99], [1.05, 1.06]])]
