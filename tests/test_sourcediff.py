@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.analyse.attribution import definitions_reached, select_workloads
+from tracker.analyse.attribution import definitions_reached, select_workloads, source_changes
 from tracker.analyse.sourcediff import reached
 from workloads.names import WORKLOAD_NAMES
 
@@ -108,6 +108,9 @@ def test_two_commits_are_read_from_git_and_a_file_one_of_them_lacks_reaches_all(
     assert found == {"workloads/llm.py": {"llm_topk_sampling_prep"}}  # rl.py is new: all of its workloads
     assert select_workloads(files, reached=found).workloads == (
         "llm_topk_sampling_prep", "rl_ppo_clipped_loss", "rl_dpo_loss", "rl_grpo_loss")
+    # compare, with the repository at hand, reads the same reach: the other llm workloads' moves are "source unchanged"
+    reach = source_changes(base, "HEAD", tmp_path)
+    assert reach is not None and reach.workloads == select_workloads(files, reached=found).workloads
 
 
 class _Measured(Exception):
