@@ -49,8 +49,7 @@ def confirm_text(rule: ChangeRule) -> str:
     base, head = rule.confirm
     if base <= 1 and head <= 1:  # every measured cell has at least one compile
         return ""
-    rounds = f" or pairs of fewer than {rule.confirm_rounds} rounds" if rule.round_by_scale and \
-        rule.confirm_rounds > 1 else ""
+    rounds = f" or pairs of fewer than {rule.confirm_rounds} rounds" if _says_rounds(rule) else ""
     if base == head:
         return f"fewer than {head} compiles a side{rounds}"
     sides = [f"{n} at {side}" for side, n in (("base", base), ("head", head)) if n > 1]
@@ -118,10 +117,15 @@ def _clauses(c: Comparison, markdown: bool) -> tuple[list[str], list[str]]:
     return ways, out
 
 
+def _says_rounds(r: ChangeRule) -> bool:
+    """Whether the text names the rounds a change needs and their shared spread: a rule that counts rounds, of a
+    paired record of format 7 or later (older records' comments render as they were posted)."""
+    return r.round_by_scale and r.confirm_rounds > 1
+
+
 def _noise_words(r: ChangeRule) -> str:
-    """What a paired cell's noise is, as the footer says it (the rounds' shared spread from records of format 7)."""
-    rounds = ", and its rounds' shared spread, its class's in proportion to its own" if r.round_by_scale and \
-        r.confirm_rounds > 1 else ""
+    """What a paired cell's noise is, as the footer says it."""
+    rounds = ", and its rounds' shared spread, its class's in proportion to its own" if _says_rounds(r) else ""
     return f"its pairs' spread, moderated by its class's{rounds}"
 
 

@@ -147,5 +147,4 @@ FORMATS: dict[str, Format] = {f.name: f for f in (CELL, LAUNCH_FLOOR, SUMMARY, C
 
 __all__ = ["CELL", "COMPARISON", "FORMATS", "KEY", "LAUNCH_FLOOR", "PAIRED", "SUMMARY", "Format", "FormatError",
            "FormatTooNew", "update_cell_to_2", "update_comparison_to_2", "update_paired_to_2", "update_paired_to_3",
-           "update_paired_to_4", "update_paired_to_5",
-           "update_paired_to_6", "update_paired_to_7"]
+           "update_paired_to_4", "update_paired_to_5", "update_paired_to_6", "update_paired_to_7"]
