@@ -242,3 +242,30 @@ def test_measure_says_whether_its_compile_cache_was_warm(tmp_path: Path, monkeyp
         assert line.endswith(f" s (the first call; {words})"), line
     assert cli.main([*argv, "--json"]) == 0
     assert '"warm": true' in capsys.readouterr().out
+
+
+def test_the_error_is_the_same_computed_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = torch.Generator().manual_seed(0)
+    ref = torch.randn(1000, generator=gen, dtype=torch.float32).to(torch.bfloat16)
+    out = (ref.float() + 1e-2 * torch.randn(1000, generator=gen)).to(torch.bfloat16)
+    out[10], ref[900] = float("inf"), float("inf")  # an element infinite on either side is left out
+    whole = measure.relative_error(out, ref)
+    monkeypatch.setattr(measure, "COMPARE_CHUNK", 64)
+    chunked = measure.relative_error(out, ref)
+    finite = torch.isfinite(out.float()) & torch.isfinite(ref.float())
+    direct = float(torch.linalg.vector_norm((out.float() - ref.float())[finite])
+                   / torch.linalg.vector_norm(ref.float()[finite]))
+    assert whole[0] == pytest.approx(direct, rel=1e-6) and chunked[0] == pytest.approx(direct, rel=1e-6)
+    assert not whole[1] and not chunked[1]
+
+
+def test_a_nan_in_any_chunk_fails_unless_eager_has_one_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measure, "COMPARE_CHUNK", 16)
+    ref = torch.ones(100)
+    out = ref.clone()
+    out[99] = float("nan")  # in the last chunk
+    assert measure.relative_error(out, ref)[1]
+    assert not measure.compare_outputs(out, ref)[0]
+    ref2 = ref.clone()
+    ref2[3] = float("nan")  # eager's NaN in another chunk
+    assert not measure.relative_error(out, ref2)[1]
