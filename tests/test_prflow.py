@@ -210,9 +210,9 @@ def test_a_resumed_pr_measures_again_beside_its_other_side_what_an_interrupted_r
     assert again.batches and all(b == ["base", "head"] for b in again.batches)  # both sides together, each round
 
 
-def test_the_budget_that_would_let_another_round_start_is_a_tenth_more_than_it_needs_in_whole_tens_of_seconds() -> None:
-    # a round 1 of 247 s stopped at pr's default 240 s: the next round starts within 272 s; 160 s spent and a
-    # later round of 60 s: within 242 s
+def test_the_budget_that_would_let_another_round_run_is_a_tenth_more_than_it_needs_in_whole_tens_of_seconds() -> None:
+    # rounds that would end 247 s after the first began: 272 s, up to a whole ten; 160 s spent and a round of 60 s
+    # expected: 242 s
     assert [enough_for(s) for s in (247.0, 160.0 + 60.0, 0.01)] == [280, 250, 10]
 
 
@@ -229,9 +229,9 @@ def test_rounds_the_budget_stopped_say_so_in_the_comment_and_in_what_compare_rea
     record = pairing.find(default_cells_dir(tmp_path / "results"), MACHINE, torch_version(), c["base"], c["head"])
     assert record is not None and record.stopped.startswith("Measuring stopped, budget spent (")
     assert "more rounds could decide measured no further" in record.stopped
-    # and what budget would have let another round start: past what round 1 took
+    # and what budget would have let another round run: past what round 1 took
     spent = float(re.search(r"budget spent \((\d+) s of", record.stopped)[1])
-    enough = int(re.search(r"about (\d+) s would let one more start\.$", record.stopped)[1])
+    enough = int(re.search(r"about (\d+) s would let one more run\.$", record.stopped)[1])
     assert enough > spent and enough % 10 == 0
     body = (tmp_path / "forge" / "comment.md").read_text()
     assert f"{record.stopped} `--budget` sets the time." in body

@@ -15,6 +15,7 @@ from tracker.analyse.verdicts import EXIT_FAIL_ON, EXIT_OK, FAIL_ON
 from tracker.commands._options import AT_LEAST_TWO, COUNT, POSITIVE, Commands, command, results_dir, results_dir_option
 from tracker.errors import UsageError
 from tracker.paths import project_repo
+from tracker.runner import policy
 from workloads.names import MODES
 
 if TYPE_CHECKING:
@@ -43,11 +44,11 @@ def add(commands: Commands) -> None:
                     help="results directories whose runs of the same GPU and torch tell each cell's noise (the "
                          "nightly's results branch); where only kernels under test changed, a run there of this "
                          "machine and torch and of the base's workload code is their baseline")
-    pr.add_argument("--budget", type=POSITIVE, default=240.0, metavar="SECONDS",
-                    help="wall time for measuring (default 240): base and head are measured in pairs, round after "
-                         "round, while cells are undecided; the first round runs whatever the budget (on one GPU, "
-                         "several modules' workloads may take longer), the round after it starts while time is "
-                         "left, a later one only while the last one's time is still left")
+    pr.add_argument("--budget", type=POSITIVE, default=policy.PR_BUDGET_S, metavar="SECONDS",
+                    help=f"wall time for measuring (default {policy.PR_BUDGET_S:.0f}): base and head are measured in "
+                         "pairs, round after round, while cells are undecided; the first round runs whatever the "
+                         "budget (on one GPU, several modules' workloads may take longer), a later one measures the "
+                         "undecided cells it is expected to finish within the time left")
     pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
                     help="the most compiles a side a cell gets (default 10)")
     pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",
@@ -71,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     from tracker.flows.pr import PrRequest, pr
     from tracker.flows.rounds import Budget
     from tracker.github.forge import GitHubForge
-    from tracker.runner import gpus, policy
+    from tracker.runner import gpus
     from workloads import catalog
 
     forge = GitHubForge.for_pr(args.repo, args.pr, os.environ, only_on_change=not args.always_comment)

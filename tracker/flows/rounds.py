@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeVar
@@ -35,6 +35,7 @@ from typing import TextIO, TypeVar
 from tracker.analyse import confirm as confirm_
 from tracker.analyse import paired
 from tracker.analyse.changes import Comparison
+from tracker.flows import roundtime
 from tracker.flows.sides import (
     Command,
     Runner,
@@ -64,12 +65,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Budget:
-    """How long a paired measurement may go on: `seconds` of wall time in all (the round after the first starts while
-    time is left, a later one only while the last round's time is still left), at most `max_compiles` a side per
+    """How long a paired measurement may go on: `seconds` of wall time in all (round 1 runs whatever it takes; a later
+    round measures what it is expected to finish within them: `until_decided`), at most `max_compiles` a side per
     cell; `compiles`: exactly that many a side for every cell, whatever the verdicts (an independent measurement of
-    the real change, for the power benchmark)."""
+    the real change, for the power benchmark). The default leaves a PR, its worktrees and comment included, within
+    five minutes."""
 
-    seconds: float = 240.0
+    seconds: float = policy.PR_BUDGET_S
     max_compiles: int = 10
     compiles: int | None = None
 
@@ -208,10 +210,14 @@ class PairedRounds:
         return modes_command_line(side.commit, mine, self.results, self.machine, presets, self.modes,
                                   sorted({f"{w}:{candidate_name(m)}" for _, w, m in kernels}))
 
+    def costs(self) -> Costs:
+        """What each cell's measurements cost, as the results' cell store recorded them (this PR's rounds last)."""
+        return Costs.from_store_root(default_cells_dir(self.results))
+
     def more(self, cells: Sequence[Cell], compiles: int) -> None:
         """A later round: `cells` to `compiles` compiles a side, shared over the GPUs by the GPU-lock seconds a
         further compile of each cell holds, as the rounds before recorded it."""
-        costs = Costs.from_store_root(default_cells_dir(self.results)) if len(self.groups) > 1 else Costs()
+        costs = self.costs() if len(self.groups) > 1 else Costs()
         bins = balance(list(cells), lambda c: costs.of(CellId(*c), 2).lock_s, len(self.groups))
         work = []
         for group, part in zip(self.groups, bins, strict=True):
@@ -255,12 +261,15 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
     """Round 1, then rounds of the cells still undecided, each to the next number of compiles of the schedule
     (tracker.analyse.paired.schedule), while the budget allows (or, with `budget.compiles`, every cell to that many
     compiles at once), and until `enough` says the caller knows what it needs; the comparison of the last round.
-    Where the budget stops the rounds with cells they could still decide, `stopped` is told why (in words) with the
-    last comparison and gives the one to return: the PR flow keeps the words in the paired record, so the comment
-    says them."""
+    Round 1 runs whatever the budget; a later round measures those of the undecided cells whose compiles it is
+    expected to finish within the budget's time left (tracker.flows.roundtime), none: the rounds stop. Where the
+    budget stops them with cells they could still decide, `stopped` is told why (in words) with the last comparison
+    and gives the one to return: the PR flow keeps the words in the paired record, so the comment says them."""
     start = clock()
     rounds.first()
     comparison, last = judge(), clock() - start
+    pace = roundtime.RoundTime(rounds.costs())
+    pace.learn(roundtime.measured(comparison.cells), last)
     targets = [budget.compiles] if budget.compiles else \
         [t for t in paired.schedule(budget.most, confirm)[1:] if t > rounds.first_compiles]
     for target in targets:
@@ -268,27 +277,47 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
         if not cells or (enough is not None and enough(comparison)):
             break
         spent = clock() - start
-        # Round 1 compiles cold and costs most; the rounds after it reuse its compiled kernels, so the first of them
-        # starts whenever time is left, and each later one when the last one's time is still left
-        needs = spent + (last if target > targets[0] else 0.0)  # the budget this round would start within
-        if budget.compiles is None and needs > budget.seconds:
-            why = (f"budget spent ({spent:.0f} s of {budget.seconds:.0f} s, a round takes about {last:.0f} s): "
-                   f"{units.count(len(cells), 'cell')} more rounds could decide measured no further; "
-                   f"about {enough_for(needs)} s would let one more start")
-            print(f"{rounds.name}: {why}", file=rounds.log)
-            return stopped(why, comparison) if stopped is not None else comparison
-        print(f"{rounds.name}: {units.count(len(cells), 'cell')} to decide, measuring to {target} compiles a side "
+        wanted = set(cells)
+        more = {c: target - n for c, n in roundtime.measured(comparison.cells).items() if c in wanted}
+        if budget.compiles is None:
+            pace.costs = rounds.costs()
+            more = roundtime.fitting(cells, comparison.cells, target, budget.seconds - spent, pace)
+            if not more:
+                return _stop(rounds, budget, spent, cells, comparison, pace, target, stopped)
+        print(f"{rounds.name}: {_told(cells, more)} to decide, measuring to {target} compiles a side "
               f"({spent:.0f} s spent)", file=rounds.log, flush=True)
         began = clock()
-        rounds.more(cells, target)
-        comparison, last = judge(), clock() - began
+        rounds.more(sorted(more), target)
+        comparison = judge()
+        pace.learn(more, clock() - began)
     return comparison
 
 
+def _told(cells: Sequence[Cell], measuring: Mapping[Cell, int]) -> str:
+    """The cells a round measures, and of how many left to decide where the budget left some out."""
+    if len(measuring) == len(cells):
+        return units.count(len(cells), "cell")
+    return f"{len(measuring)} of {units.count(len(cells), 'cell')} (what the budget has time for)"
+
+
+def _stop(rounds: PairedRounds, budget: Budget, spent: float, cells: Sequence[Cell], comparison: Comparison,
+          pace: roundtime.RoundTime, target: int, stopped: Callable[[str, Comparison], Comparison] | None,
+          ) -> Comparison:
+    """No undecided cell's next compiles fit in the time left: the rounds stop, saying so and what budget would let
+    them all be measured once more."""
+    have = roundtime.measured(comparison.cells)
+    takes = pace.expected({c: max(1, target - have.get(c, 0)) for c in cells})
+    why = (f"budget spent ({spent:.0f} s of {budget.seconds:.0f} s, another round would take about {takes:.0f} s): "
+           f"{units.count(len(cells), 'cell')} more rounds could decide measured no further; "
+           f"about {enough_for(spent + takes)} s would let one more run")
+    print(f"{rounds.name}: {why}", file=rounds.log)
+    return stopped(why, comparison) if stopped is not None else comparison
+
+
 def enough_for(needs_s: float) -> int:
-    """A budget, in whole tens of seconds, that would let a round start that needs `needs_s`: a tenth more, since
-    the same rounds take longer in another run."""
-    return math.ceil(needs_s * 1.1 / 10) * 10
+    """A budget, in whole tens of seconds, that would let a round run that ends `needs_s` after the first began: a
+    tenth more (roundtime.MARGIN), since the same rounds take longer in another run."""
+    return math.ceil(needs_s * roundtime.MARGIN / 10) * 10
 
 
 def _all_short(c: Comparison, compiles: int) -> list[Cell]:

@@ -11,6 +11,10 @@ from tracker.runner import gpus
 from tracker.runner.workerenv import usable_cpus
 from workloads import catalog
 
+# `pr`'s wall time for measuring (tracker.flows.rounds.Budget): with its worktrees and comment, a PR of one module of
+# workloads within five minutes on one GPU (docs/verdicts.md)
+PR_BUDGET_S = 280.0
+
 
 def device(requested: str | None) -> str:
     """The device asked for, else CUDA where this host has it, else the CPU."""

@@ -1,0 +1,83 @@
+"""How long a later round of paired measurement is expected to take, and which undecided cells fit in the time the
+budget has left (tracker.flows.rounds.until_decided).
+
+A round's time follows the GPU lock's work (docs/runner.md): each further compile of a cell is expected to hold the
+lock as the cell's last further compile did (the cell store, tracker.runner.costs), a compile a side, and a round to
+take as many seconds per second of that work as the round before it took, but no less than its longest cell's
+compiles one after another (`together` at once, as the runner starts them) and a run's start.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tracker.analyse.changes import CellChange
+from tracker.analyse.verdicts import NOISY, UNCONFIRMED
+from tracker.runner.costs import Costs
+from tracker.runner.plan import CellId
+
+Cell = tuple[str, str, str]  # (preset, workload, mode)
+
+SIDES = 2  # a pair is a compile at base and one at head
+START_S = 5.0  # a round's runs starting (their interpreter, imports, the fork server) before their first compile
+MARGIN = 1.1  # a round is started only with this much room: the same work takes longer in another round
+LEAST_WORK_S = 0.05  # a compile's lock work where its cell's record holds none (a run without a GPU)
+
+
+@dataclass
+class RoundTime:
+    """Expected seconds of a round from `costs` (what each cell's further compiles cost), calibrated by `learn`."""
+
+    costs: Costs
+    together: int = 2
+    rate: float = 1.0  # the last round's seconds per second of lock work
+
+    def work(self, compiles: Mapping[Cell, int]) -> float:
+        """Seconds of GPU-lock work of `compiles` more compiles a side of each cell."""
+        return sum(k * SIDES * max(self.costs.of(CellId(*c), 2).lock_s, LEAST_WORK_S) for c, k in compiles.items())
+
+    def expected(self, compiles: Mapping[Cell, int]) -> float:
+        """Seconds a round of `compiles` more compiles a side of each cell is expected to take."""
+        if not compiles:
+            return 0.0
+        chain = max(math.ceil(k / max(1, self.together)) * self.costs.of(CellId(*c), 2).wall_s
+                    for c, k in compiles.items())
+        return max(self.rate * self.work(compiles), chain + START_S)
+
+    def learn(self, compiles: Mapping[Cell, int], took_s: float) -> None:
+        """A round of `compiles` took `took_s` seconds: the rounds after it are expected at its pace."""
+        work = self.work(compiles)
+        if work > 0 and took_s > 0:
+            self.rate = took_s / work
+
+
+def measured(changes: Sequence[CellChange]) -> dict[Cell, int]:
+    """Each paired cell's compiles a side so far (the fewer side's)."""
+    return {(x.preset, x.workload, x.mode): min(x.compiles) for x in changes if x.compiles}
+
+
+def fitting(cells: Sequence[Cell], changes: Sequence[CellChange], target: int, left_s: float,
+            time: RoundTime) -> dict[Cell, int]:
+    """Of `cells`, those a round to `target` compiles a side can measure within `left_s` seconds, with their more
+    compiles a side: first the changes awaiting confirmation, then the undecided cells fewest compiles from a decision
+    (their own estimate), each while the round's expected time, with MARGIN, stays within what is left."""
+    have = measured(changes)
+    verdicts = {(x.preset, x.workload, x.mode): x for x in changes}
+
+    def order(c: Cell) -> tuple[int, float, float]:
+        x = verdicts.get(c)
+        confirming = x is not None and x.verdict in (UNCONFIRMED, NOISY)
+        more = x.more if x is not None and x.more is not None else math.inf
+        return (0 if confirming else 1, more, time.work({c: 1}))
+
+    chosen: dict[Cell, int] = {}
+    for c in sorted(cells, key=order):
+        trial = {**chosen, c: max(1, target - have.get(c, 0))}
+        if time.expected(trial) * MARGIN <= left_s:
+            chosen = trial
+    return chosen
+
+
+__all__ = ["MARGIN", "RoundTime", "fitting", "measured"]
