@@ -7,6 +7,7 @@
     python tools/bench_runner.py phases .asv/cells/MACHINE/COMMIT/torch-VERSION
     python tools/bench_runner.py spread STORE_1 STORE_2 ...   # each store one cold compile of the same cells
     python tools/bench_runner.py pairs BASE_STORE HEAD_STORE  # a PR's two sides (MACHINE/COMMIT/torch-VERSION each)
+    python tools/bench_runner.py rounds CELLS_DIR ...         # PRs' cell stores (a trial's verdict/cells)
 
 `measure` prints the wall time; `agree` prints the per-cell agreement of medians (|parallel/serial - 1|:
 median, p90, max, the distribution), the instances whose best mode differs with the serial margin, and
@@ -17,7 +18,10 @@ the cells are the floor of a one-GPU run's wall time; then, for a run that recor
 GPU's lock share over the run and over its middle (ramp and tail left out) and each GPU's activity over time
 (tracker.runner.timeline). `pairs` prints, for a PR's two sides, how far apart in time each pair's two timings began
 (a cell's compile k at base and at head: the paired test's drift cancels only as far as they are close) and how long
-the sides' measurements waited for their GPU's memory (tracker.runner.memledger).
+the sides' measurements waited for their GPU's memory (tracker.runner.memledger). `rounds` prints, for each PR's
+cell store of two rounds or more, how long round 2 was expected to take from what round 1 recorded
+(tracker.flows.roundtime, as `pr` foresees it before starting a round) and how long it took: from its first
+measurement's launch to its last one's end (the time `pr` counts also holds the judging after it).
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ import sys
 import time
 from pathlib import Path
 
+from tracker.flows import roundtime
 from tracker.measure.cellresult import CellResult
 from tracker.measure.harness import Settings
 from tracker.runner import timeline
 from tracker.runner.config import RunConfig
+from tracker.runner.costs import Costs, read_record
 from tracker.runner.plan import plan
 from tracker.runner.pool import measure_cells
 from tracker.runner.progress import Progress
@@ -234,6 +240,45 @@ def cmd_pairs(a: argparse.Namespace) -> None:
           f"{sum(w > 5 for w in waits)} over 5 s")
 
 
+def foresee_round_two(cells_dir: Path, first: int = 3, second: int = 5) -> tuple[float, float] | None:
+    """(expected, took) seconds of round 2 (compiles `first` + 1 to `second` a side) of the PR whose cell store is
+    `cells_dir`; None without a round 2."""
+    records = [(f.relative_to(cells_dir).parts[1], r) for f in sorted(cells_dir.glob("*/*/torch-*/*/*/*.json"))
+               if (r := read_record(f)) is not None and r.launched_at and r.ended_at]
+    rounds = [[(side, r) for side, r in records if lo < r.replicate_number <= hi] for lo, hi in ((0, first),
+                                                                                               (first, second))]
+    if not rounds[0] or not rounds[1]:
+        return None
+
+    def compiles(rs: list[tuple[str, CellResult]]) -> dict[tuple[str, str, str], int]:
+        sides: dict[tuple[str, str, str], dict[str, int]] = {}
+        for side, r in rs:
+            per = sides.setdefault((r.preset, r.workload, r.mode), {})
+            per[side] = per.get(side, 0) + 1
+        return {c: min(per.values()) for c, per in sides.items() if len(per) == 2}
+
+    def took(rs: list[tuple[str, CellResult]]) -> float:
+        return max(r.ended_at for _, r in rs) - min(r.launched_at for _, r in rs)
+
+    pace = roundtime.RoundTime(Costs.from_records(r for _, r in sorted(rounds[0], key=lambda x: x[1].replicate_number)))
+    pace.learn(compiles(rounds[0]), took(rounds[0]))
+    return pace.expected(compiles(rounds[1])), took(rounds[1])
+
+
+def cmd_rounds(a: argparse.Namespace) -> None:
+    ratios = []
+    for d in a.cells:
+        seen = foresee_round_two(Path(d))
+        if seen is None:
+            print(f"{d}: no second round")
+            continue
+        ratios.append(seen[0] / seen[1])
+        print(f"{d}: round 2 expected {seen[0]:.0f} s, took {seen[1]:.0f} s ({ratios[-1]:.2f}x)")
+    if ratios:
+        print(f"{len(ratios)} PRs: expected / took median {quantile(ratios, 0.5):.2f}, "
+              f"from {min(ratios):.2f} to {max(ratios):.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -257,9 +302,11 @@ def main() -> None:
     q = sub.add_parser("pairs", help="how far apart a PR's pairs were timed, and the waits for memory")
     q.add_argument("base")
     q.add_argument("head")
+    o = sub.add_parser("rounds", help="how long each PR's round 2 was expected to take and took")
+    o.add_argument("cells", nargs="+")
     a = p.parse_args()
     commands = {"measure": cmd_measure, "agree": cmd_agree, "phases": cmd_phases, "spread": cmd_spread,
-                "pairs": cmd_pairs}
+                "pairs": cmd_pairs, "rounds": cmd_rounds}
     commands[a.cmd](a)
 
 

@@ -145,7 +145,7 @@ class Costs:
         """From the measurements of the `runs` runs under a cell store's root written last (its machines, commits
         and torch versions alike: a cell costs much the same in each), the latest of them winning."""
         dirs = sorted((d for d in root.glob("*/*/torch-*") if d.is_dir()), key=lambda d: d.stat().st_mtime)[-runs:]
-        return cls.from_records(_read(p) for d in dirs for p in sorted(d.glob("*/*/*.json")))
+        return cls.from_records(read_record(p) for d in dirs for p in sorted(d.glob("*/*/*.json")))
 
     def learn(self, record: CellResult) -> None:
         """What a measurement of this run has just recorded: its cell's further measurements cost (and reserve) as it
@@ -161,7 +161,7 @@ class Costs:
         return self.recorded.get((*key, False)) or prior(cell)
 
 
-def _read(path: Path) -> CellResult | None:
+def read_record(path: Path) -> CellResult | None:
     """A stored measurement in today's format; None where it is unreadable or of a format this tool does not read
     (a cost is a guess: the run's own cells are read, and refused, through the store)."""
     try:
