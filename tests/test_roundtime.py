@@ -12,7 +12,7 @@ from tracker.analyse.paired import rule_for
 from tracker.analyse.pairs import RunInfo
 from tracker.analyse.verdicts import SAME, UNCONFIRMED, UNDECIDED
 from tracker.flows.rounds import Budget, until_decided
-from tracker.flows.roundtime import MARGIN, RoundTime, fitting, measured
+from tracker.flows.roundtime import MARGIN, ROUND_OVERHEAD_S, RoundTime, fitting, measured
 from tracker.runner.costs import Cost, Costs
 
 GEMM = ("prefill", "llm_logits_projection_softmax", "max-autotune")
@@ -31,18 +31,18 @@ def change(cell: tuple[str, str, str], verdict: str, compiles: int = 3, more: in
     return CellChange(*cell, 1.0, 1.0, 1.0, None, None, None, verdict, compiles=(compiles, compiles + 1), more=more)
 
 
-def test_a_round_takes_the_last_rounds_seconds_per_second_of_lock_work() -> None:
+def test_a_round_takes_its_start_and_end_and_the_last_rounds_seconds_per_second_of_lock_work() -> None:
     pace = RoundTime(costs(gemm=(8.0, 20.0), norm=(0.5, 4.0)))
     first = {GEMM: 3, NORM: 3}
     assert pace.work(first) == pytest.approx(3 * 2 * 8.0 + 3 * 2 * 0.5)  # a compile a side
-    pace.learn(first, 102.0)  # 51 s of lock work took 102 s
-    assert pace.expected({GEMM: 2, NORM: 2}) == pytest.approx(2.0 * (2 * 2 * 8.5))
+    pace.learn(first, ROUND_OVERHEAD_S + 102.0)  # 51 s of lock work measured in 102 s
+    assert pace.expected({GEMM: 2, NORM: 2}) == pytest.approx(ROUND_OVERHEAD_S + 2.0 * (2 * 2 * 8.5))
 
 
-def test_a_round_takes_at_least_its_longest_cells_compiles_two_at_a_time_and_a_start() -> None:
+def test_a_round_takes_at_least_its_longest_cells_compiles_two_at_a_time() -> None:
     pace = RoundTime(costs(gemm=(1.0, 40.0)), together=2, rate=1.0)
-    assert pace.expected({GEMM: 2}) == pytest.approx(40.0 + 5.0)
-    assert pace.expected({GEMM: 3}) == pytest.approx(80.0 + 5.0)
+    assert pace.expected({GEMM: 2}) == pytest.approx(ROUND_OVERHEAD_S + 40.0)
+    assert pace.expected({GEMM: 3}) == pytest.approx(ROUND_OVERHEAD_S + 80.0)
     assert pace.expected({}) == 0.0
 
 
@@ -70,8 +70,8 @@ def test_a_cell_behind_the_others_is_measured_up_to_the_rounds_number() -> None:
 
 
 class Rounds:
-    """Constructed rounds on a constructed clock: round 1 takes 100 s, and a later one as long for its lock work (a
-    second a compile); each cell stays undecided whatever its compiles."""
+    """Constructed rounds on a constructed clock: round 1 takes 100 s (10 s of it the runs' start and end), a later
+    one at the same pace for its lock work (a second a compile); each cell stays undecided whatever its compiles."""
 
     name, first_compiles = "pr", 3
 
@@ -85,7 +85,7 @@ class Rounds:
 
     def more(self, cells: list[tuple[str, str, str]], target: int) -> None:
         self.calls.append((cells, target))
-        self.now += 100.0 / 18.0 * sum(2 * (target - self.compiles[c]) for c in cells)
+        self.now += ROUND_OVERHEAD_S + 90.0 / 18.0 * sum(2 * (target - self.compiles[c]) for c in cells)
         self.compiles |= dict.fromkeys(cells, target)
 
     def costs(self) -> Costs:
@@ -100,13 +100,13 @@ class Rounds:
 def test_a_later_round_measures_what_it_can_finish_within_the_budget_then_the_rounds_stop_saying_why() -> None:
     fake = Rounds([GEMM, ROPE, NORM])
     told: list[str] = []
-    # round 1: 100 s for 18 s of lock work (3 cells, 3 compiles a side); 2 more a side: 22 s a cell; the round to
-    # 8 after it: 3, 3 and 5 more a side, 122 s
-    result = until_decided(fake, fake.judge, Budget(seconds=150.0), clock=lambda: fake.now,
+    # round 1: 90 s for 18 s of lock work (3 cells, 3 compiles a side); 2 more a side: 20 s a cell, and 10 s; the
+    # round to 8 after it: 3, 3 and 5 more a side, 120 s
+    result = until_decided(fake, fake.judge, Budget(seconds=160.0), clock=lambda: fake.now,
                            stopped=lambda why, c: told.append(why) or c)
-    assert fake.calls == [(sorted([GEMM, NORM]), 5)]  # two of the three fit in the 50 s left, with room
+    assert fake.calls == [(sorted([GEMM, NORM]), 5)]  # two of the three fit in the 60 s left, with room
     said = fake.log.getvalue()
     assert "2 of 3 cells (what the budget has time for) to decide, measuring to 5 compiles a side" in said
-    assert len(told) == 1 and told[0].startswith("budget spent (144 s of 150 s, another round would take about 122 s")
+    assert len(told) == 1 and told[0].startswith("budget spent (150 s of 160 s, another round would take about 120 s")
     assert "3 cells more rounds could decide measured no further" in told[0]
     assert told[0].endswith("about 300 s would let one more run") and result.cells

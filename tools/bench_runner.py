@@ -20,8 +20,9 @@ GPU's lock share over the run and over its middle (ramp and tail left out) and e
 (a cell's compile k at base and at head: the paired test's drift cancels only as far as they are close) and how long
 the sides' measurements waited for their GPU's memory (tracker.runner.memledger). `rounds` prints, for each PR's
 cell store of two rounds or more, how long round 2 was expected to take from what round 1 recorded
-(tracker.flows.roundtime, as `pr` foresees it before starting a round) and how long it took: from its first
-measurement's launch to its last one's end (the time `pr` counts also holds the judging after it).
+(tracker.flows.roundtime, as `pr` foresees it before starting a round) and how long it took: its measurements, from
+the first one's launch to the last one's end (`pr` counts its runs' start and end and the judging too:
+roundtime.ROUND_OVERHEAD_S).
 """
 
 from __future__ import annotations
@@ -241,8 +242,8 @@ def cmd_pairs(a: argparse.Namespace) -> None:
 
 
 def foresee_round_two(cells_dir: Path, first: int = 3, second: int = 5) -> tuple[float, float] | None:
-    """(expected, took) seconds of round 2 (compiles `first` + 1 to `second` a side) of the PR whose cell store is
-    `cells_dir`; None without a round 2."""
+    """(expected, took) seconds of the measurements of round 2 (compiles `first` + 1 to `second` a side) of the PR
+    whose cell store is `cells_dir`; None without a round 2."""
     records = [(f.relative_to(cells_dir).parts[1], r) for f in sorted(cells_dir.glob("*/*/torch-*/*/*/*.json"))
                if (r := read_record(f)) is not None and r.launched_at and r.ended_at]
     rounds = [[(side, r) for side, r in records if lo < r.replicate_number <= hi] for lo, hi in ((0, first),
@@ -261,8 +262,8 @@ def foresee_round_two(cells_dir: Path, first: int = 3, second: int = 5) -> tuple
         return max(r.ended_at for _, r in rs) - min(r.launched_at for _, r in rs)
 
     pace = roundtime.RoundTime(Costs.from_records(r for _, r in sorted(rounds[0], key=lambda x: x[1].replicate_number)))
-    pace.learn(compiles(rounds[0]), took(rounds[0]))
-    return pace.expected(compiles(rounds[1])), took(rounds[1])
+    pace.learn(compiles(rounds[0]), took(rounds[0]) + roundtime.ROUND_OVERHEAD_S)
+    return pace.measuring(compiles(rounds[1])), took(rounds[1])
 
 
 def cmd_rounds(a: argparse.Namespace) -> None:

@@ -1,10 +1,11 @@
 """How long a later round of paired measurement is expected to take, and which undecided cells fit in the time the
 budget has left (tracker.flows.rounds.until_decided).
 
-A round's time follows the GPU lock's work (docs/runner.md): each further compile of a cell is expected to hold the
-lock as the cell's last further compile did (the cell store, tracker.runner.costs), a compile a side, and a round to
-take as many seconds per second of that work as the round before it took, but no less than its longest cell's
-compiles one after another (`together` at once, as the runner starts them) and a run's start.
+A round is its runs' start and end (ROUND_OVERHEAD_S) around its measurements, whose time follows the GPU lock's work
+(docs/runner.md): each further compile of a cell is expected to hold the lock as the cell's last further compile did
+(the cell store, tracker.runner.costs), a compile a side, and the measurements to take as many seconds per second of
+that work as the round before's did, but no less than its longest cell's compiles one after another (`together` at
+once, as the runner starts them on a GPU).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from tracker.runner.plan import CellId
 Cell = tuple[str, str, str]  # (preset, workload, mode)
 
 SIDES = 2  # a pair is a compile at base and one at head
-START_S = 5.0  # a round's runs starting (their interpreter, imports, the fork server) before their first compile
+# A round's seconds beside its measurements: its runs' start (interpreter, imports, the fork server) before their first
+# measurement, their end (results written) after their last, and the comparison after them
+ROUND_OVERHEAD_S = 10.0
 MARGIN = 1.1  # a round is started only with this much room: the same work takes longer in another round
 LEAST_WORK_S = 0.05  # a compile's lock work where its cell's record holds none (a run without a GPU)
 
@@ -38,19 +41,23 @@ class RoundTime:
         """Seconds of GPU-lock work of `compiles` more compiles a side of each cell."""
         return sum(k * SIDES * max(self.costs.of(CellId(*c), 2).lock_s, LEAST_WORK_S) for c, k in compiles.items())
 
-    def expected(self, compiles: Mapping[Cell, int]) -> float:
-        """Seconds a round of `compiles` more compiles a side of each cell is expected to take."""
+    def measuring(self, compiles: Mapping[Cell, int]) -> float:
+        """Seconds the measurements of `compiles` more compiles a side of each cell are expected to take."""
         if not compiles:
             return 0.0
         chain = max(math.ceil(k / max(1, self.together)) * self.costs.of(CellId(*c), 2).wall_s
                     for c, k in compiles.items())
-        return max(self.rate * self.work(compiles), chain + START_S)
+        return max(self.rate * self.work(compiles), chain)
+
+    def expected(self, compiles: Mapping[Cell, int]) -> float:
+        """Seconds a round of `compiles` more compiles a side of each cell is expected to take."""
+        return ROUND_OVERHEAD_S + self.measuring(compiles) if compiles else 0.0
 
     def learn(self, compiles: Mapping[Cell, int], took_s: float) -> None:
-        """A round of `compiles` took `took_s` seconds: the rounds after it are expected at its pace."""
+        """A round of `compiles` took `took_s` seconds: the rounds after it are expected at its measurements' pace."""
         work = self.work(compiles)
-        if work > 0 and took_s > 0:
-            self.rate = took_s / work
+        if work > 0 and took_s > ROUND_OVERHEAD_S:
+            self.rate = (took_s - ROUND_OVERHEAD_S) / work
 
 
 def measured(changes: Sequence[CellChange]) -> dict[Cell, int]:
@@ -80,4 +87,4 @@ def fitting(cells: Sequence[Cell], changes: Sequence[CellChange], target: int, l
     return chosen
 
 
-__all__ = ["MARGIN", "RoundTime", "fitting", "measured"]
+__all__ = ["MARGIN", "ROUND_OVERHEAD_S", "RoundTime", "fitting", "measured"]
