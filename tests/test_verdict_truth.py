@@ -417,16 +417,19 @@ def test_a_pr_whose_estimates_count_an_instances_modes_comes_again_byte_for_byte
     assert record is not None and record.more_by_family and record.confirm_rounds == 2 and not record.kernel_undecided
 
 
-@pytest.mark.parametrize("run", ["t13-h200-r1", "t13-h200-r2"])
+@pytest.mark.parametrize(("run", "base", "head"), [
+    ("t13-h200-r1", "e0911fa3", "4586cd7d"), ("t13-h200-r2", "e0911fa3", "4586cd7d"),
+    ("t13-h200-r3", "07c17d9f", "1c480c97"), ("t13-h200-r4", "d6c0019b", "dff0828f")])  # records of format 7
 def test_a_pr_as_a_user_makes_it_measures_what_its_change_reached_and_its_comment_comes_again(
-        run: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        run: str, base: str, head: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tracker.analyse.compare import compare_runs
     from tracker.publish.prcomment import render_comment
 
     # t12's two plants of llm.py alone, pr with no --workload: it measured the two workloads the change reached
     monkeypatch.setenv("COMPILE_BASELINES_REPO", str(tmp_path))
     trial = REPO / "tests" / "fixtures" / "h100-plant-truth" / run
-    c = compare_runs(trial / "verdict" / "results", "e0911fa3", "4586cd7d", "h100-t13")
+    c = compare_runs(trial / "verdict" / "results", base, head, "h100-t13")
+    assert c.rule.round_by_scale == (run in ("t13-h200-r3", "t13-h200-r4"))
     assert render_comment(c) == (trial / "verdict" / "comment.md").read_text()
     assert {x.workload for x in c.cells} == {"llm_rope_apply", "llm_logits_projection_softmax"}
     assert "(workloads/llm.py changed: the code of llm_rope_apply, llm_logits_projection_softmax)" in c.scope

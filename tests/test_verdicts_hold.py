@@ -300,7 +300,8 @@ H200_AA = ROOT / "tests" / "fixtures" / "h200-stay"
     ("aa-pr-rl-f5", "h200-aa-rl-f5", "8286f099", "380a3076", 20),  # the same, its paired record of format 5
     # a comment in a kernel under test on one H200: its cells in pairs, the baseline measured once for both sides
     ("aa-pr-kernel-f5", "h200-aa-kernel-f5", "7e9ecdb4", "7d4431b3", 14),
-    ("aa-pr-kernel-f6", "h200-aa-kernel-f6", "0cb1fa1f", "db133321", 14)])  # the same, its record of format 6
+    ("aa-pr-kernel-f6", "h200-aa-kernel-f6", "0cb1fa1f", "db133321", 14),  # the same, its record of format 6
+    ("aa-pr-rl-f7", "h200-aa-rl-f7", "98ef552c", "618f95a4", 20)])  # rl.py on one H200, format 7, the budget's rounds
 def test_an_aa_pr_on_h200s_under_the_rule_of_two_rounds_reports_nothing_and_compare_posts_it_again(
         folder: str, machine: str, base: str, head: str, cells: int, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
