@@ -10,7 +10,7 @@ import pytest
 from tracker.analyse.changes import CellChange, Comparison
 from tracker.analyse.paired import rule_for
 from tracker.analyse.pairs import RunInfo
-from tracker.analyse.verdicts import SAME, UNCONFIRMED, UNDECIDED
+from tracker.analyse.verdicts import NOISY, SAME, UNCONFIRMED, UNDECIDED
 from tracker.flows.rounds import Budget, until_decided
 from tracker.flows.roundtime import MARGIN, ROUND_OVERHEAD_S, RoundTime, fitting, measured
 from tracker.runner.costs import Cost, Costs
@@ -50,7 +50,7 @@ def test_the_cells_measured_so_far_count_the_fewer_sides_compiles() -> None:
     assert measured([change(GEMM, UNDECIDED, 3), change(NORM, SAME, 5)]) == {GEMM: 3, NORM: 5}
 
 
-def test_a_change_awaiting_confirmation_goes_first_then_the_cells_nearest_a_decision() -> None:
+def test_a_change_awaiting_confirmation_is_measured_while_any_time_is_left_the_others_as_they_fit() -> None:
     pace = RoundTime(costs(gemm=(8.0, 20.0), rope=(1.0, 8.0), norm=(0.5, 4.0)), rate=1.0)
     changes = [change(GEMM, UNCONFIRMED), change(ROPE, UNDECIDED, more=40), change(NORM, UNDECIDED, more=3)]
     everything = pace.expected({GEMM: 2, ROPE: 2, NORM: 2})
@@ -58,10 +58,15 @@ def test_a_change_awaiting_confirmation_goes_first_then_the_cells_nearest_a_deci
     # time for the confirmation and one more: the one its own estimate says is nearest a decision
     assert fitting([GEMM, ROPE, NORM], changes, 5, pace.expected({GEMM: 2, NORM: 2}) * MARGIN, pace) == \
         {GEMM: 2, NORM: 2}
-    # no time for the confirmation: the others, as far as they fit
-    assert fitting([GEMM, ROPE, NORM], changes, 5, pace.expected({ROPE: 2, NORM: 2}) * MARGIN, pace) == \
-        {ROPE: 2, NORM: 2}
-    assert fitting([GEMM, ROPE, NORM], changes, 5, 1.0, pace) == {}  # not even a start
+    # a second left: the confirmation alone, past the budget (round 1 saw the change; its next round confirms it)
+    assert fitting([GEMM, ROPE, NORM], changes, 5, 1.0, pace) == {GEMM: 2}
+    assert fitting([GEMM, ROPE, NORM], changes, 5, 0.0, pace) == {}  # no time left: nothing
+
+
+def test_a_disturbed_cell_goes_before_the_undecided_ones() -> None:
+    pace = RoundTime(costs(rope=(4.0, 8.0), norm=(4.0, 4.0)), rate=1.0)
+    changes = [change(ROPE, NOISY), change(NORM, UNDECIDED, more=3)]
+    assert fitting([ROPE, NORM], changes, 5, pace.expected({ROPE: 2}) * MARGIN, pace) == {ROPE: 2}
 
 
 def test_a_cell_behind_the_others_is_measured_up_to_the_rounds_number() -> None:

@@ -67,21 +67,27 @@ def measured(changes: Sequence[CellChange]) -> dict[Cell, int]:
 
 def fitting(cells: Sequence[Cell], changes: Sequence[CellChange], target: int, left_s: float,
             time: RoundTime) -> dict[Cell, int]:
-    """Of `cells`, those a round to `target` compiles a side can measure within `left_s` seconds, with their more
-    compiles a side: first the changes awaiting confirmation, then the undecided cells fewest compiles from a decision
-    (their own estimate), each while the round's expected time, with MARGIN, stays within what is left."""
+    """Of `cells`, those a round to `target` compiles a side measures with `left_s` seconds left, with their more
+    compiles a side: every change awaiting confirmation while any time is left, whatever the round then takes (round 1
+    saw it; its next round is what confirms it or not, and a comment that leaves a real change unconfirmed misses it);
+    then a disturbed cell's, then the undecided cells fewest compiles from a decision (their own estimate), each while
+    the round's expected time, with MARGIN, stays within what is left."""
+    if left_s <= 0:
+        return {}
     have = measured(changes)
     verdicts = {(x.preset, x.workload, x.mode): x for x in changes}
 
+    def more(c: Cell) -> int:
+        return max(1, target - have.get(c, 0))
+
     def order(c: Cell) -> tuple[int, float, float]:
         x = verdicts.get(c)
-        confirming = x is not None and x.verdict in (UNCONFIRMED, NOISY)
-        more = x.more if x is not None and x.more is not None else math.inf
-        return (0 if confirming else 1, more, time.work({c: 1}))
+        estimate = x.more if x is not None and x.more is not None else math.inf
+        return (0 if x is not None and x.verdict == NOISY else 1, estimate, time.work({c: 1}))
 
-    chosen: dict[Cell, int] = {}
-    for c in sorted(cells, key=order):
-        trial = {**chosen, c: max(1, target - have.get(c, 0))}
+    chosen = {c: more(c) for c in cells if (x := verdicts.get(c)) is not None and x.verdict == UNCONFIRMED}
+    for c in sorted(set(cells) - set(chosen), key=order):
+        trial = {**chosen, c: more(c)}
         if time.expected(trial) * MARGIN <= left_s:
             chosen = trial
     return chosen
