@@ -47,8 +47,9 @@ def add(commands: Commands) -> None:
     pr.add_argument("--budget", type=POSITIVE, default=policy.PR_BUDGET_S, metavar="SECONDS",
                     help=f"wall time for measuring (default {policy.PR_BUDGET_S:.0f}): base and head are measured in "
                          "pairs, round after round, while cells are undecided; the first round runs whatever the "
-                         "budget (on one GPU, several modules' workloads may take longer), a later one measures the "
-                         "undecided cells it is expected to finish within the time left")
+                         "budget (on one GPU, several modules' workloads may take longer), a later one, while time is "
+                         "left, the changes awaiting confirmation and the undecided cells it is expected to finish "
+                         "within it")
     pr.add_argument("--max-compiles", type=AT_LEAST_TWO, default=10, metavar="N",
                     help="the most compiles a side a cell gets (default 10)")
     pr.add_argument("--compiles", type=AT_LEAST_TWO, metavar="N",

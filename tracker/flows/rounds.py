@@ -66,7 +66,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Budget:
     """How long a paired measurement may go on: `seconds` of wall time in all (round 1 runs whatever it takes; a later
-    round measures what it is expected to finish within them: `until_decided`), at most `max_compiles` a side per
+    round, while time is left, the changes awaiting confirmation and what else it is expected to finish within them:
+    `until_decided`), at most `max_compiles` a side per
     cell; `compiles`: exactly that many a side for every cell, whatever the verdicts (an independent measurement of
     the real change, for the power benchmark). The default leaves a PR, its worktrees and comment included, within
     five minutes."""
@@ -261,10 +262,11 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
     """Round 1, then rounds of the cells still undecided, each to the next number of compiles of the schedule
     (tracker.analyse.paired.schedule), while the budget allows (or, with `budget.compiles`, every cell to that many
     compiles at once), and until `enough` says the caller knows what it needs; the comparison of the last round.
-    Round 1 runs whatever the budget; a later round measures those of the undecided cells whose compiles it is
-    expected to finish within the budget's time left (tracker.flows.roundtime), none: the rounds stop. Where the
-    budget stops them with cells they could still decide, `stopped` is told why (in words) with the last comparison
-    and gives the one to return: the PR flow keeps the words in the paired record, so the comment says them."""
+    Round 1 runs whatever the budget; while time is left, a later round measures the changes awaiting confirmation and
+    those of the other undecided cells it is expected to finish within the budget (tracker.flows.roundtime.fitting),
+    none: the rounds stop. Where the budget stops them with cells they could still decide, `stopped` is told why (in
+    words) with the last comparison and gives the one to return: the PR flow keeps the words in the paired record, so
+    the comment says them."""
     start = clock()
     rounds.first()
     comparison, last = judge(), clock() - start
@@ -277,9 +279,9 @@ def until_decided(rounds: PairedRounds, judge: Callable[[], Comparison], budget:
         if not cells or (enough is not None and enough(comparison)):
             break
         spent = clock() - start
-        wanted = set(cells)
-        more = {c: target - n for c, n in roundtime.measured(comparison.cells).items() if c in wanted}
-        if budget.compiles is None:
+        if budget.compiles is not None:
+            more = {c: target - n for c, n in roundtime.measured(comparison.cells).items() if c in cells}
+        else:
             pace.costs = rounds.costs()
             more = roundtime.fitting(cells, comparison.cells, target, budget.seconds - spent, pace)
             if not more:
