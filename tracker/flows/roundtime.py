@@ -35,7 +35,7 @@ class RoundTime:
 
     costs: Costs
     together: int = 2
-    rate: float = 1.0  # the last round's seconds per second of lock work
+    rate: float = 1.0  # the last round's seconds of measuring per second of lock work
 
     def work(self, compiles: Mapping[Cell, int]) -> float:
         """Seconds of GPU-lock work of `compiles` more compiles a side of each cell."""
