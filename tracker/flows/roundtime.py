@@ -80,10 +80,10 @@ def fitting(cells: Sequence[Cell], changes: Sequence[CellChange], target: int, l
     def more(c: Cell) -> int:
         return max(1, target - have.get(c, 0))
 
-    def order(c: Cell) -> tuple[int, float, float]:
+    def order(c: Cell) -> tuple[int, float, float, Cell]:
         x = verdicts.get(c)
         estimate = x.more if x is not None and x.more is not None else math.inf
-        return (0 if x is not None and x.verdict == NOISY else 1, estimate, time.work({c: 1}))
+        return (0 if x is not None and x.verdict == NOISY else 1, estimate, time.work({c: 1}), c)
 
     chosen = {c: more(c) for c in cells if (x := verdicts.get(c)) is not None and x.verdict == UNCONFIRMED}
     for c in sorted(set(cells) - set(chosen), key=order):
